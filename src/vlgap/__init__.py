@@ -1,0 +1,45 @@
+"""vlgap: how close are vision and language?
+
+The Python API mirrors the CLI. Names are resolved lazily so that `import vlgap` stays fast and
+does not import torch until a function that needs it is called.
+"""
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> "module:attribute"
+_API = {
+    # alignment probe (metrics on arrays, layer search, scaling law)
+    "align": "vlgap.metrics.alignment:align",
+    "layer_search": "vlgap.metrics.layer_search:layer_search",
+    "fit_scaling": "vlgap.scaling:fit_scaling",
+    # datasets and features
+    "read_manifest": "vlgap.data.manifest:read_manifest",
+    "extract": "vlgap.features.extract:extract",
+    "load_features": "vlgap.features.store:load_features",
+    "get_encoder": "vlgap.encoders.registry:get_encoder",
+    # distribution gap
+    "gap": "vlgap.stats.gap:gap",
+    "mmd2": "vlgap.stats.mmd:mmd2",
+    "compare": "vlgap.stats.paired:compare",
+    # caption metrics
+    "caption_eval": "vlgap.captions.evaluate:caption_eval",
+}
+
+__all__ = sorted(_API) + ["__version__"]
+
+
+def __getattr__(name: str):
+    target = _API.get(name)
+    if target is None:
+        raise AttributeError(f"module 'vlgap' has no attribute {name!r}")
+    module_name, attr = target.split(":")
+    value = getattr(importlib.import_module(module_name), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

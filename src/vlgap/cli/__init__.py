@@ -1,0 +1,21 @@
+"""Thin command line: every command calls a function of the Python API and formats its result."""
+import sys
+
+from rich.console import Console
+
+from vlgap.errors import VlgapError
+from vlgap.cli._app import app
+
+# Importing a module registers its commands on `app`.
+from vlgap.cli import data as _data  # noqa: F401,E402
+from vlgap.cli import probe as _probe  # noqa: F401,E402
+from vlgap.cli import gap as _gap  # noqa: F401,E402
+from vlgap.cli import captions as _captions  # noqa: F401,E402
+
+
+def main() -> None:
+    try:
+        app()
+    except VlgapError as err:
+        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False)
+        sys.exit(2)

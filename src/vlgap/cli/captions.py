@@ -1,0 +1,2 @@
+"""CLI commands: captions."""
+from vlgap.cli._app import app  # noqa: F401
