@@ -1,2 +1,77 @@
-"""CLI commands: data."""
-from vlgap.cli._app import app  # noqa: F401
+"""CLI commands for datasets and features: import-*, make-data, extract."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from vlgap.cli._app import app
+from vlgap.errors import VlgapError
+
+console = Console()
+
+
+def _int_list(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
+    if not vals:
+        raise VlgapError(f"{name} is empty")
+    return vals
+
+
+@app.command("import")
+def import_cmd(
+    dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd"),
+    annotations: Path = typer.Argument(..., help="official annotation file"),
+    video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
+    out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
+    limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
+    seed: int = typer.Option(0, help="seed of the random subset"),
+    skip_missing: bool = typer.Option(False, help="drop (and report) annotated videos whose file is missing"),
+    split: Optional[str] = typer.Option(None, help="MSR-VTT only: train | validate | test"),
+):
+    """Import VATEX, MSR-VTT or MSVD annotations into a manifest."""
+    from vlgap.data import importers
+
+    fns = {"vatex": importers.import_vatex, "msrvtt": importers.import_msrvtt, "msvd": importers.import_msvd}
+    key = dataset.lower().replace("-", "")
+    if key not in fns:
+        raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(fns)}")
+    kwargs = {"split": split} if key == "msrvtt" else {}
+    report = fns[key](annotations, video_dir, out, limit=limit, seed=seed, skip_missing=skip_missing, **kwargs)
+    console.print(report.summary())
+
+
+@app.command("extract")
+def extract_cmd(
+    manifest: Path = typer.Argument(..., help="dataset manifest (JSONL)"),
+    encoder: str = typer.Option(..., "--encoder", "-e", help="registry name (see `vlgap encoders`) or spec"),
+    n_frames: Optional[str] = typer.Option(None, "--n-frames", help="vision: comma list of n_f, e.g. 1,2,4,8"),
+    n_captions: Optional[str] = typer.Option(None, "--n-captions", help="text: comma list of n_c, e.g. 1,2,4,8"),
+    cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:1 ..."),
+    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
+    pooling: Optional[str] = typer.Option(None, help="text: mean (default) | last; vision ViTs: mean | cls"),
+    image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
+    shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
+    skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary)"),
+    batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
+    workers: int = typer.Option(2, help="background decoding threads"),
+    threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+):
+    """Extract per-layer features into the cache (resumable; finished work is reused)."""
+    from vlgap.features.extract import extract
+
+    res = extract(
+        manifest, encoder,
+        n_frames=_int_list(n_frames, "--n-frames") if n_frames else None,
+        n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
+        cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
+        shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
+    )
+    console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
+    console.print(res.summary(), highlight=False)

@@ -1,0 +1,131 @@
+"""Decoding media into uint8 RGB frames with PyAV (videos, GIFs), Pillow (images, frame folders)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from vlgap.data.manifest import IMAGE_SUFFIXES, Item
+from vlgap.errors import BadItemError
+
+
+def _frame_files(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
+
+
+def _load_image(path: Path) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(path) as im:
+        return np.asarray(im.convert("RGB"))
+
+
+def count_frames(item: Item) -> int:
+    """Number of frames: the container's count where it gives one (mp4), else counted by decoding."""
+    path = item.media
+    if item.kind == "image":
+        if not path.exists():
+            raise BadItemError(item.id, f"media file not found: {path}")
+        return 1
+    if path.is_dir():
+        return len(_frame_files(path))
+    if not path.exists():
+        raise BadItemError(item.id, f"media file not found: {path}")
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError("no video stream")
+            stream = container.streams.video[0]
+            if stream.frames and stream.frames > 0:
+                return int(stream.frames)
+            return sum(1 for _ in container.decode(stream))
+    except Exception as err:
+        raise BadItemError(item.id, f"cannot decode {path}: {type(err).__name__}: {err}") from None
+
+
+def read_frames(item: Item, indices: np.ndarray | None = None, max_side: int | None = None) -> tuple[np.ndarray, int]:
+    """Return (frames [len(indices), H, W, 3] uint8, total frame count). `indices` are positions in the
+    decoded frame sequence (None: all frames). Frames are decoded sequentially and only the requested
+    ones kept, so memory is bounded by the number requested. `max_side` downscales large frames
+    while decoding (the encoders resize anyway) to save memory and time."""
+    path = item.media
+    if not path.exists():
+        raise BadItemError(item.id, f"media file not found: {path}")
+    try:
+        if item.kind == "image":
+            frames = [_load_image(path)]
+            total = 1
+        elif path.is_dir():
+            files = _frame_files(path)
+            total = len(files)
+            if total == 0:
+                raise BadItemError(item.id, f"frame folder {path} holds no image files ({sorted(IMAGE_SUFFIXES)})")
+            wanted = range(total) if indices is None else indices
+            frames = [_load_image(files[int(i)]) for i in wanted]
+        else:
+            frames, total = _decode_video(path, indices, max_side)
+    except BadItemError:
+        raise
+    except Exception as err:  # PyAV/Pillow raise many types; the item and cause are what matter
+        raise BadItemError(item.id, f"cannot decode {path}: {type(err).__name__}: {err}") from None
+    if total == 0 or not frames:
+        raise BadItemError(item.id, f"{path} has no decodable frames")
+    if indices is not None and item.kind == "image":
+        frames = frames * len(indices)  # an image is a one-frame video: every index is frame 0
+    out = np.stack([_fit(f, max_side) for f in frames])
+    return out, total
+
+
+def _fit(frame: np.ndarray, max_side: int | None) -> np.ndarray:
+    if max_side is None or max(frame.shape[:2]) <= max_side:
+        return frame
+    from PIL import Image
+
+    h, w = frame.shape[:2]
+    s = max_side / max(h, w)
+    return np.asarray(Image.fromarray(frame).resize((max(1, round(w * s)), max(1, round(h * s))), Image.BILINEAR))
+
+
+def _decode_video(path: Path, indices: np.ndarray | None, max_side: int | None) -> tuple[list[np.ndarray], int]:
+    import av
+
+    with av.open(str(path)) as container:
+        if not container.streams.video:
+            raise ValueError("no video stream")
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        want: dict[int, list[int]] | None = None
+        if indices is not None:
+            want = {}
+            for pos, idx in enumerate(indices):
+                want.setdefault(int(idx), []).append(pos)
+            last = max(want)
+        kept: list[np.ndarray | None] = [None] * (len(indices) if indices is not None else 0)
+        all_frames: list[np.ndarray] = []
+        total = 0
+        for frame in container.decode(stream):
+            if want is None:
+                all_frames.append(_to_rgb(frame, max_side))
+            elif total in want:
+                arr = _to_rgb(frame, max_side)
+                for pos in want[total]:
+                    kept[pos] = arr
+            total += 1
+            if want is not None and total > last:
+                break
+    if want is None:
+        return all_frames, total
+    missing = [int(indices[p]) for p, a in enumerate(kept) if a is None]
+    if missing:
+        raise ValueError(f"video has {total} decodable frames, indices {missing[:5]} are beyond its end")
+    return kept, total  # type: ignore[return-value]
+
+
+def _to_rgb(frame, max_side: int | None) -> np.ndarray:
+    if max_side is not None and max(frame.width, frame.height) > max_side:
+        s = max_side / max(frame.width, frame.height)
+        w, h = max(2, round(frame.width * s)), max(2, round(frame.height * s))
+        return frame.to_ndarray(format="rgb24", width=w, height=h)
+    return frame.to_ndarray(format="rgb24")

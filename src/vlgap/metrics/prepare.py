@@ -1,0 +1,125 @@
+"""Turn user arrays into the features every alignment metric sees: validated float tensors on one
+device, optionally outlier-clamped (platonic-rep's `remove_outliers`), rows L2-normalised.
+
+platonic-rep (`measure_alignment.prepare_features` + `compute_score(normalize=True)`) clamps the raw
+features at the q-quantile of |x| and then L2-normalises every row before any metric; `align` and
+`layer_search` do the same, with the clamp off unless `q` is given (a coordinate-wise clamp is not
+rotation invariant, so it is opt-in).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from vlgap.errors import VlgapError
+
+#: working memory per block of rows for quantiles and similarity chunks (bytes)
+DEFAULT_CHUNK_BYTES = 256 * 2**20
+
+
+def resolve_device(device: str | torch.device | None, like: Any = None) -> torch.device:
+    """`None` keeps a torch input where it is and puts everything else on the CPU."""
+    if device is None:
+        if isinstance(like, torch.Tensor):
+            return like.device
+        return torch.device("cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise VlgapError(f"device={str(device)!r}: CUDA is not available here; use device='cpu'")
+    return dev
+
+
+def as_matrix(x: Any, name: str, device: torch.device) -> torch.Tensor:
+    """A finite 2-D float tensor [N, D] (float64 stays float64, everything else becomes float32)."""
+    if isinstance(x, torch.Tensor):
+        t = x.detach()
+    else:
+        try:
+            arr = np.asarray(x)
+        except Exception as err:  # pragma: no cover - exotic inputs
+            raise VlgapError(f"{name}: cannot be read as an array ({err})") from err
+        if arr.dtype.kind not in "biuf":
+            raise VlgapError(f"{name}: expected numbers, got dtype {arr.dtype}")
+        t = torch.from_numpy(np.ascontiguousarray(arr))
+    if t.ndim != 2:
+        raise VlgapError(f"{name}: expected a 2-D array [N items, D features], got shape {tuple(t.shape)}")
+    if t.shape[0] < 2 or t.shape[1] < 1:
+        raise VlgapError(f"{name}: shape {tuple(t.shape)} has too few items or features (need N >= 2, D >= 1)")
+    dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
+    t = t.to(device=device, dtype=dtype)
+    bad = ~torch.isfinite(t).all(dim=1)
+    if bool(bad.any()):
+        rows = torch.nonzero(bad).flatten()[:5].tolist()
+        raise VlgapError(f"{name}: NaN or Inf in item rows {rows}; remove or fix those items")
+    return t
+
+
+def as_layers(xs: Any, name: str, device: torch.device) -> list[torch.Tensor]:
+    """A list of [N, D_l] layers from a list/tuple of 2-D arrays or one 3-D array [L, N, D]."""
+    if isinstance(xs, (list, tuple)):
+        if not xs:
+            raise VlgapError(f"{name}: no layers given; pass a list of [N, D] arrays or one [L, N, D] array")
+        layers = [as_matrix(x, f"{name}[{i}]", device) for i, x in enumerate(xs)]
+    else:
+        ndim = xs.ndim if hasattr(xs, "ndim") else np.asarray(xs).ndim
+        if ndim == 2:
+            layers = [as_matrix(xs, f"{name}[0]", device)]
+        elif ndim == 3:
+            layers = [as_matrix(xs[i], f"{name}[{i}]", device) for i in range(len(xs))]
+        else:
+            raise VlgapError(f"{name}: expected a list of [N, D] arrays or one [L, N, D] array, got {ndim}-D")
+    n = layers[0].shape[0]
+    for i, layer in enumerate(layers):
+        if layer.shape[0] != n:
+            raise VlgapError(f"{name}[{i}] has {layer.shape[0]} items but {name}[0] has {n}: "
+                             "every layer must hold the same items in the same order")
+    return layers
+
+
+def remove_outliers(feats: torch.Tensor, q: float | None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
+                    ) -> torch.Tensor:
+    """Clamp to [-t, t], t = mean over rows of the q-quantile of |row| (platonic-rep, exact=False).
+
+    q=None or q=1 returns the features unchanged. Quantiles use linear interpolation like
+    torch.quantile, computed by sorting row blocks (torch.quantile refuses tensors above 2^24 values).
+    """
+    if q is None or q == 1:
+        return feats
+    if not 0.0 < q < 1.0:
+        raise VlgapError(f"q={q!r}: the outlier quantile must be in (0, 1], e.g. 0.95 (platonic-rep), or None")
+    n, d = feats.shape
+    pos = q * (d - 1)
+    lo_i, frac = int(np.floor(pos)), pos - np.floor(pos)
+    hi_i = min(lo_i + 1, d - 1)
+    rows = max(1, chunk_bytes // (8 * d))
+    total = torch.zeros((), dtype=torch.float64, device=feats.device)
+    for start in range(0, n, rows):
+        s = feats[start:start + rows].abs().sort(dim=1).values
+        qv = s[:, lo_i] + (s[:, hi_i] - s[:, lo_i]) * frac
+        total += qv.double().sum()
+    thr = (total / n).to(feats.dtype)
+    return feats.clamp(-thr, thr)
+
+
+def l2_normalize(feats: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to unit length; an all-zero row stays zero (torch.nn.functional.normalize)."""
+    return torch.nn.functional.normalize(feats, p=2.0, dim=1)
+
+
+def prepare(feats: torch.Tensor, q: float | None = None, normalize: bool = True) -> torch.Tensor:
+    feats = remove_outliers(feats, q)
+    return l2_normalize(feats) if normalize else feats
+
+
+def prepare_layers(xs: Any, name: str, device: torch.device, q: float | None = None,
+                   normalize: bool = True) -> list[torch.Tensor]:
+    return [prepare(x, q, normalize) for x in as_layers(xs, name, device)]
+
+
+def check_same_items(xs: Sequence[torch.Tensor], ys: Sequence[torch.Tensor]) -> int:
+    n_x, n_y = xs[0].shape[0], ys[0].shape[0]
+    if n_x != n_y:
+        raise VlgapError(f"X has {n_x} items but Y has {n_y}: row i of X and row i of Y must be the same item")
+    return n_x

@@ -1,0 +1,355 @@
+"""Generic resampling over items: bootstrap intervals (percentile, BCa), paired bootstrap, sign-flip tests.
+
+Stable API shared by every part of vlgap that reports an interval or a p-value:
+
+    bootstrap_ci(data, statistic="mean", *, n_resamples=1000, confidence=0.95, method="bca",
+                 seed=0, vectorized=False) -> Interval
+    paired_bootstrap(scores_a, scores_b, statistic=None, *, n_resamples=1000, confidence=0.95,
+                     method="bca", seed=0, vectorized=False) -> Interval          # of A - B
+    sign_flip_test(differences, *, n_permutations=10000, alternative="two-sided", seed=0)
+        -> TestResult
+    percentile_interval(boot_stats, confidence) -> (lo, hi)
+    bca_interval(estimate, boot_stats, jackknife_stats, confidence) -> (lo, hi)
+    permutation_p_value(observed, null_stats, alternative="greater") -> float
+
+"Items" are always axis 0. `data` may be one array (or list) or a *tuple* of arrays sharing axis 0; a tuple is
+resampled jointly (the same item indices for every array), which is what a paired design needs.
+Everything is seeded through `numpy.random.default_rng(seed)`, so a result is reproducible.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Literal, Sequence
+
+import numpy as np
+from scipy import special
+
+from vlgap.errors import VlgapError
+
+Alternative = Literal["two-sided", "greater", "less"]
+IntervalMethod = Literal["bca", "percentile"]
+
+#: largest number of resampled index rows materialised at once by the vectorised paths
+_MAX_BATCH_ELEMENTS = 4_000_000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a bootstrap confidence interval over `n` items."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    method: str
+    n_resamples: int
+    n: int
+
+    @property
+    def ci(self) -> list[float]:
+        return [self.low, self.high]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """A test statistic with its p-value; `exact` means every sign pattern was enumerated."""
+
+    statistic: float
+    p_value: float
+    n_permutations: int
+    n: int
+    alternative: str
+    exact: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------
+# Interval and p-value formulas (usable with any resampling scheme, e.g. a cached kernel matrix)
+# ----------------------------------------------------------------------------------------------
+
+def _check_confidence(confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        raise VlgapError(f"confidence={confidence!r}: must be strictly between 0 and 1, e.g. 0.95")
+
+
+def percentile_interval(boot_stats: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Efron's percentile interval: the (1-c)/2 and (1+c)/2 quantiles of the bootstrap statistics."""
+    _check_confidence(confidence)
+    boot = np.asarray(boot_stats, dtype=float).ravel()
+    boot = boot[np.isfinite(boot)]
+    if boot.size == 0:
+        return (float("nan"), float("nan"))
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(boot, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def bca_interval(
+    estimate: float,
+    boot_stats: np.ndarray,
+    jackknife_stats: np.ndarray | Sequence[np.ndarray],
+    confidence: float = 0.95,
+) -> tuple[float, float]:
+    """Bias-corrected and accelerated interval (Efron 1987; Efron & Tibshirani 1993, ch. 14).
+
+    `jackknife_stats` holds the leave-one-out statistics; for a statistic of several independent
+    samples pass one array per sample and the acceleration is the multi-sample formula (as in
+    scipy.stats.bootstrap): a = sum_j sum_i U_ji^3 / n_j^3 / (6 (sum_j sum_i U_ji^2 / n_j^2)^1.5),
+    with U_ji = (n_j - 1)(mean_j - theta_(ji)). For one sample this is the textbook formula.
+    The bias correction uses the mid-rank of the estimate among the bootstrap statistics, so ties
+    (e.g. discrete scores) are handled symmetrically.
+    """
+    _check_confidence(confidence)
+    boot = np.asarray(boot_stats, dtype=float).ravel()
+    boot = boot[np.isfinite(boot)]
+    if boot.size == 0:
+        return (float("nan"), float("nan"))
+    if isinstance(jackknife_stats, np.ndarray) and jackknife_stats.ndim == 1:
+        groups = [jackknife_stats]
+    else:
+        groups = [np.asarray(g, dtype=float).ravel() for g in jackknife_stats]
+
+    below = np.count_nonzero(boot < estimate)
+    equal = np.count_nonzero(boot == estimate)
+    prop = (below + 0.5 * equal) / boot.size
+    if prop <= 0.0 or prop >= 1.0:
+        # The estimate lies outside the bootstrap distribution: BCa is undefined, fall back.
+        return percentile_interval(boot, confidence)
+    z0 = special.ndtri(prop)
+
+    num = 0.0
+    den = 0.0
+    for g in groups:
+        g = np.asarray(g, dtype=float)
+        n_j = g.size
+        if n_j < 2:
+            continue
+        u = (n_j - 1) * (g.mean() - g)
+        num += np.sum(u**3) / n_j**3
+        den += np.sum(u**2) / n_j**2
+    accel = num / (6.0 * den**1.5) if den > 0 else 0.0
+
+    alpha = (1.0 - confidence) / 2.0
+    z = special.ndtri(np.array([alpha, 1.0 - alpha]))
+    adj = special.ndtr(z0 + (z0 + z) / (1.0 - accel * (z0 + z)))
+    if not np.all(np.isfinite(adj)):
+        return percentile_interval(boot, confidence)
+    lo, hi = np.quantile(boot, adj)
+    return float(lo), float(hi)
+
+
+def permutation_p_value(
+    observed: float, null_stats: np.ndarray, alternative: Alternative = "greater"
+) -> float:
+    """Monte-Carlo permutation p-value that counts the observed statistic as one of the permutations:
+    p = (1 + #{null >= observed}) / (1 + B) (Phipson & Smyth 2010), so it is never 0 and the test
+    is exactly valid. "two-sided" compares absolute values (for statistics centred at 0 under H0)."""
+    null = np.asarray(null_stats, dtype=float).ravel()
+    if alternative == "greater":
+        hits = np.count_nonzero(null >= observed)
+    elif alternative == "less":
+        hits = np.count_nonzero(null <= observed)
+    elif alternative == "two-sided":
+        hits = np.count_nonzero(np.abs(null) >= abs(observed))
+    else:
+        raise VlgapError(f"alternative={alternative!r}: use 'two-sided', 'greater' or 'less'")
+    return float((1 + hits) / (1 + null.size))
+
+
+# ----------------------------------------------------------------------------------------------
+# Bootstrap over items
+# ----------------------------------------------------------------------------------------------
+
+def _as_item_arrays(data: Any) -> tuple[np.ndarray, ...]:
+    # a tuple means several arrays resampled jointly; anything else (list, ndarray) is one array
+    arrays = tuple(np.asarray(d) for d in data) if isinstance(data, tuple) else (np.asarray(data),)
+    if not arrays:
+        raise VlgapError("data is an empty tuple: pass one array, or a tuple of arrays sharing axis 0")
+    n = arrays[0].shape[0] if arrays[0].ndim else 0
+    for k, arr in enumerate(arrays):
+        if arr.ndim == 0:
+            raise VlgapError(f"data[{k}] is a scalar: pass one value (or row) per item along axis 0")
+        if arr.shape[0] != n:
+            raise VlgapError(
+                f"data[{k}] has {arr.shape[0]} items but data[0] has {n}: arrays resampled jointly "
+                "must share axis 0 (one row per item)")
+    if n < 2:
+        raise VlgapError(f"bootstrap needs at least 2 items, got {n}")
+    for k, arr in enumerate(arrays):
+        if arr.dtype.kind in "fc":
+            bad = ~np.isfinite(arr.reshape(n, -1)).all(axis=1)
+            if bad.any():
+                idx = np.flatnonzero(bad)[:5].tolist()
+                raise VlgapError(f"data[{k}] has NaN or Inf at item index {idx}: remove or fix those items")
+    return arrays
+
+
+def _resampled_stats(
+    arrays: tuple[np.ndarray, ...],
+    statistic: Callable[..., Any],
+    index_rows: np.ndarray,
+    vectorized: bool,
+) -> np.ndarray:
+    if not vectorized:
+        return np.array([float(statistic(*(a[idx] for a in arrays))) for idx in index_rows])
+    n = index_rows.shape[1]
+    row_size = max(1, n * max(int(np.prod(a.shape[1:])) for a in arrays))
+    batch = max(1, _MAX_BATCH_ELEMENTS // row_size)
+    out = []
+    for start in range(0, index_rows.shape[0], batch):
+        idx = index_rows[start:start + batch]
+        out.append(np.asarray(statistic(*(a[idx] for a in arrays)), dtype=float).reshape(-1))
+    return np.concatenate(out)
+
+
+def _jackknife_stats(
+    arrays: tuple[np.ndarray, ...], statistic: Callable[..., Any], vectorized: bool
+) -> np.ndarray:
+    n = arrays[0].shape[0]
+    # leave-one-out index rows: row i is 0..n-1 without i
+    loo = np.arange(1, n)[None, :] - (np.arange(1, n)[None, :] <= np.arange(n)[:, None])
+    return _resampled_stats(arrays, statistic, loo, vectorized)
+
+
+def bootstrap_ci(
+    data: Any,
+    statistic: Callable[..., Any] | Literal["mean"] = "mean",
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    method: IntervalMethod = "bca",
+    seed: int | None = 0,
+    vectorized: bool = False,
+) -> Interval:
+    """Bootstrap confidence interval of any statistic of items.
+
+    data: an array with one row per item (axis 0), or a tuple of such arrays resampled jointly.
+    statistic: "mean" (mean over items; vectorised) or a callable `statistic(*arrays) -> float`.
+        With `vectorized=True` the callable instead receives arrays with a leading batch axis,
+        shape [b, n, ...], and must return b values (much faster for simple statistics).
+    method: "bca" (bias-corrected and accelerated; needs n extra jackknife evaluations) or
+        "percentile".
+    Returns Interval(estimate, low, high, confidence, method, n_resamples, n).
+    """
+    arrays = _as_item_arrays(data)
+    if n_resamples < 1:
+        raise VlgapError(f"n_resamples={n_resamples}: need at least 1 (1000 or more for a 95% interval)")
+    if method not in ("bca", "percentile"):
+        raise VlgapError(f"method={method!r}: use 'bca' or 'percentile'")
+    _check_confidence(confidence)
+    if statistic == "mean":
+        if arrays[0].ndim != 1:
+            raise VlgapError("statistic='mean' needs a 1-D array of per-item scores")
+        statistic, vectorized = (lambda a: np.mean(a, axis=-1)), True
+    n = arrays[0].shape[0]
+    rng = np.random.default_rng(seed)
+    estimate_arrays = tuple(a[None] for a in arrays) if vectorized else arrays
+    estimate = float(np.asarray(statistic(*estimate_arrays)).reshape(-1)[0])
+    index_rows = rng.integers(0, n, size=(n_resamples, n))
+    boot = _resampled_stats(arrays, statistic, index_rows, vectorized)
+    if method == "percentile":
+        lo, hi = percentile_interval(boot, confidence)
+    else:
+        jack = _jackknife_stats(arrays, statistic, vectorized)
+        lo, hi = bca_interval(estimate, boot, jack, confidence)
+    return Interval(estimate, lo, hi, confidence, method, n_resamples, n)
+
+
+def paired_bootstrap(
+    scores_a: Any,
+    scores_b: Any,
+    statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
+    *,
+    n_resamples: int = 1000,
+    confidence: float = 0.95,
+    method: IntervalMethod = "bca",
+    seed: int | None = 0,
+    vectorized: bool = False,
+) -> Interval:
+    """Interval for a difference between two systems scored on the same items (row i of A and of B
+    is the same item; items are resampled jointly).
+
+    statistic=None: mean(A) - mean(B). Otherwise `statistic(a_rows, b_rows) -> float` returns the
+    difference itself, e.g. corpus BLEU of A minus corpus BLEU of B computed from per-item
+    sufficient statistics (rows may be vectors). `vectorized` as in `bootstrap_ci`.
+    """
+    a = np.asarray(scores_a)
+    b = np.asarray(scores_b)
+    if a.shape[:1] != b.shape[:1]:
+        raise VlgapError(
+            f"paired scores need the same items: A has {a.shape[0] if a.ndim else 0} rows, "
+            f"B has {b.shape[0] if b.ndim else 0}")
+    if statistic is None:
+        if a.ndim != 1 or b.ndim != 1:
+            raise VlgapError("default paired statistic (difference of means) needs 1-D per-item scores")
+        return bootstrap_ci(a.astype(float) - b.astype(float), "mean", n_resamples=n_resamples,
+                            confidence=confidence, method=method, seed=seed)
+    return bootstrap_ci((a, b), statistic, n_resamples=n_resamples, confidence=confidence,
+                        method=method, seed=seed, vectorized=vectorized)
+
+
+# ----------------------------------------------------------------------------------------------
+# Sign-flip (paired permutation) test
+# ----------------------------------------------------------------------------------------------
+
+def sign_flip_test(
+    differences: Any,
+    *,
+    n_permutations: int = 10000,
+    alternative: Alternative = "two-sided",
+    seed: int | None = 0,
+) -> TestResult:
+    """Paired permutation test of H0: per-item differences are symmetric about 0 (e.g. A - B).
+
+    The statistic is the mean difference; under H0 each sign is a fair coin. When 2^n is at most
+    `n_permutations` every sign pattern is enumerated and the p-value is exact (the identity
+    pattern included); otherwise random patterns give p = (1 + #{|null| >= |obs|}) / (1 + B).
+    Zero differences carry no information and stay in the mean as zeros (standard practice).
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 1:
+        raise VlgapError(f"differences must be 1-D (one value per item), got shape {d.shape}")
+    if d.size < 2:
+        raise VlgapError(f"sign-flip test needs at least 2 items, got {d.size}")
+    bad = np.flatnonzero(~np.isfinite(d))
+    if bad.size:
+        raise VlgapError(f"differences have NaN or Inf at item index {bad[:5].tolist()}")
+    if n_permutations < 1:
+        raise VlgapError(f"n_permutations={n_permutations}: need at least 1")
+    n = d.size
+    observed = float(d.mean())
+    batch = max(1, _MAX_BATCH_ELEMENTS // n)
+
+    def _compare(null: np.ndarray) -> int:
+        if alternative == "greater":
+            return int(np.count_nonzero(null >= observed - 1e-12 * abs(observed)))
+        if alternative == "less":
+            return int(np.count_nonzero(null <= observed + 1e-12 * abs(observed)))
+        if alternative == "two-sided":
+            return int(np.count_nonzero(np.abs(null) >= abs(observed) * (1 - 1e-12)))
+        raise VlgapError(f"alternative={alternative!r}: use 'two-sided', 'greater' or 'less'")
+
+    if n <= 30 and 2**n <= n_permutations:
+        total = 2**n
+        hits = 0
+        bits = np.arange(n, dtype=np.int64)
+        for start in range(0, total, batch):
+            codes = np.arange(start, min(total, start + batch), dtype=np.int64)
+            signs = 1.0 - 2.0 * ((codes[:, None] >> bits[None, :]) & 1)
+            hits += _compare(signs @ d / n)
+        return TestResult(observed, hits / total, total, n, alternative, exact=True)
+
+    rng = np.random.default_rng(seed)
+    hits = 0
+    done = 0
+    while done < n_permutations:
+        b = min(batch, n_permutations - done)
+        signs = rng.integers(0, 2, size=(b, n)) * 2.0 - 1.0
+        hits += _compare(signs @ d / n)
+        done += b
+    return TestResult(observed, (1 + hits) / (1 + n_permutations), n_permutations, n, alternative)

@@ -1,0 +1,199 @@
+"""Manifest reading, frame sampling rule, decoding, importers and their bad-input errors."""
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from vlgap.data.importers import import_msrvtt, import_msvd, import_vatex
+from vlgap.data.manifest import read_manifest
+from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclips
+from vlgap.data.video import count_frames, read_frames
+from vlgap.errors import BadItemError, VlgapError
+
+from conftest import write_video
+
+
+# ---- the paper's frame-sampling rule --------------------------------------------------------
+def test_frame_indices_uniform_linear_nearest():
+    assert frame_indices(100, 1).tolist() == [0]  # one frame = the first frame ("image on image")
+    assert frame_indices(100, 2).tolist() == [0, 99]
+    # linspace(0, 99, 4) = 0, 33, 66, 99
+    assert frame_indices(100, 4).tolist() == [0, 33, 66, 99]
+    # 8 over 30 frames: round(k * 29/7)
+    assert frame_indices(30, 8).tolist() == [round(k * 29 / 7) for k in range(8)]
+    # more frames than the video has: nearest-neighbour repeats
+    assert frame_indices(3, 5).tolist() == [0, 0, 1, 2, 2]
+
+
+def test_subclips_split_consecutive_and_refuse_non_multiples():
+    idx = frame_indices(300, 32)
+    clips = subclips(idx, 16)
+    assert clips.shape == (2, 16)
+    assert clips.ravel().tolist() == idx.tolist()  # consecutive: first half, then second half
+    assert subclips(frame_indices(300, 8), 16).shape == (1, 8)
+    with pytest.raises(VlgapError, match=r"nearest valid values: \[16, 32\]"):
+        subclips(frame_indices(300, 24), 16)
+    with pytest.raises(VlgapError, match=r"\[32, 48\]"):
+        check_n_f(40, 16)
+    check_n_f(48, 16)
+    check_n_f(7, 16)
+
+
+def test_join_captions_first_n_and_errors():
+    caps = ("A cat sits", "It is grey.", "a mat")
+    assert join_captions(caps, 2) == "A cat sits. It is grey."
+    with pytest.raises(VlgapError, match="'x' has 3 captions but n_c=4"):
+        join_captions(caps, 4, "x")
+    with pytest.raises(VlgapError, match="empty caption"):
+        join_captions(("ok", "  "), 2, "y")
+
+
+# ---- manifest --------------------------------------------------------------------------------
+def test_manifest_resolves_relative_paths(tiny_dataset):
+    man = read_manifest(tiny_dataset)
+    assert len(man) == 8
+    assert all(it.media.is_absolute() and it.media.exists() for it in man.items)
+    assert man.items[6].kind == "image"
+    fp = man.fingerprint()
+    assert fp == read_manifest(tiny_dataset).fingerprint()
+
+
+@pytest.mark.parametrize("content,msg", [
+    ("", "is empty"),
+    ("{not json\n", "line 1: not valid JSON"),
+    ('{"id": "a", "captions": ["x"]}\n', "exactly one of 'video' or 'image'"),
+    ('{"id": "a", "video": "v.mp4", "captions": "x"}\n{"id": "a", "video": "w.mp4"}\n', "duplicate id 'a'"),
+    ('{"video": "v.mp4"}\n', "missing 'id'"),
+    ('{"id": "a", "video": "v.mp4", "captions": [1]}\n', "list of strings"),
+])
+def test_manifest_errors(tmp_path, content, msg):
+    p = tmp_path / "m.jsonl"
+    p.write_text(content)
+    with pytest.raises(VlgapError, match=msg):
+        read_manifest(p)
+
+
+def test_missing_manifest(tmp_path):
+    with pytest.raises(VlgapError, match="does not exist"):
+        read_manifest(tmp_path / "nope.jsonl")
+
+
+# ---- decoding ----------------------------------------------------------------------------------
+def test_decode_returns_requested_frames_in_order(tiny_dataset):
+    man = read_manifest(tiny_dataset)
+    item = man.items[3]  # 31 frames; frame t is grey level 8t
+    assert count_frames(item) == 31
+    idx = frame_indices(31, 4)
+    frames, total = read_frames(item, idx)
+    assert total == 31 and frames.shape == (4, 32, 32, 3)
+    red = frames[:, 16, 16, 0].astype(int)
+    assert np.all(np.abs(red - np.minimum(255, 8 * idx)) <= 3), (red, idx)
+
+
+def test_image_is_one_frame_video_and_folder_of_frames(tiny_dataset):
+    man = read_manifest(tiny_dataset)
+    img, folder = man.items[6], man.items[7]
+    assert count_frames(img) == 1
+    frames, _ = read_frames(img, frame_indices(1, 3))
+    assert frames.shape == (3, 40, 30, 3)
+    assert count_frames(folder) == 4
+    frames, _ = read_frames(folder, np.array([0, 3]))
+    assert frames[:, 0, 0, 0].tolist() == [0, 180]
+
+
+def test_bad_media_errors_name_the_item(tmp_path):
+    (tmp_path / "broken.mp4").write_bytes(b"not a video at all")
+    (tmp_path / "empty").mkdir()
+    rows = [{"id": "gone", "video": "missing.mp4", "captions": ["x"]},
+            {"id": "broken", "video": "broken.mp4", "captions": ["x"]},
+            {"id": "nofr", "video": "empty", "captions": ["x"]}]
+    p = tmp_path / "m.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    man = read_manifest(p)
+    with pytest.raises(BadItemError, match="'gone': media file not found"):
+        read_frames(man.items[0], np.array([0]))
+    with pytest.raises(BadItemError, match="'broken': cannot decode"):
+        read_frames(man.items[1], np.array([0]))
+    with pytest.raises(BadItemError, match="'nofr': frame folder .* holds no image files"):
+        read_frames(man.items[2], np.array([0]))
+
+
+# ---- importers on fixtures written in the official formats ------------------------------------
+@pytest.fixture
+def video_dir(tmp_path):
+    d = tmp_path / "videos"
+    for name in ["Ptf_2VRj-V0_000122_000132", "abc_000001_000011", "video0", "video1", "video7",
+                 "-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]:
+        write_video(d / f"{name}.mp4", 3, size=16)
+    return d
+
+
+def test_import_vatex(tmp_path, video_dir):
+    ann = [{"videoID": "Ptf_2VRj-V0_000122_000132", "enCap": [f"cap {i}" for i in range(10)], "chCap": ["x"]},
+           {"videoID": "abc_000001_000011", "enCap": ["a", "b"], "chCap": []},
+           {"videoID": "missing_000001_000011", "enCap": ["c"], "chCap": []}]
+    f = tmp_path / "vatex_training_v1.0.json"
+    f.write_text(json.dumps(ann))
+    with pytest.raises(VlgapError, match="1 of 3 annotated videos have no file.*--skip-missing"):
+        import_vatex(f, video_dir, tmp_path / "m.jsonl")
+    rep = import_vatex(f, video_dir, tmp_path / "m.jsonl", skip_missing=True)
+    assert rep.n_written == 2 and rep.missing_video == ["missing_000001_000011"]
+    man = read_manifest(tmp_path / "m.jsonl")
+    assert man.items[0].captions == tuple(f"cap {i}" for i in range(10))
+    rep = import_vatex(f, video_dir, tmp_path / "m1.jsonl", skip_missing=True, limit=1, seed=3)
+    again = import_vatex(f, video_dir, tmp_path / "m2.jsonl", skip_missing=True, limit=1, seed=3)
+    assert read_manifest(tmp_path / "m1.jsonl").ids == read_manifest(tmp_path / "m2.jsonl").ids
+
+
+def test_import_msrvtt(tmp_path, video_dir):
+    ann = {"info": {}, "videos": [{"video_id": "video0", "split": "train", "category": 9},
+                                  {"video_id": "video1", "split": "test", "category": 3},
+                                  {"video_id": "video7", "split": "train", "category": 1}],
+           "sentences": [{"caption": "a man sings", "video_id": "video0", "sen_id": 1},
+                         {"caption": "someone is singing", "video_id": "video0", "sen_id": 0},
+                         {"caption": "cars race", "video_id": "video1", "sen_id": 2},
+                         {"caption": "a dog runs", "video_id": "video7", "sen_id": 3}]}
+    f = tmp_path / "train_val_videodatainfo.json"
+    f.write_text(json.dumps(ann))
+    import_msrvtt(f, video_dir, tmp_path / "m.jsonl")
+    man = read_manifest(tmp_path / "m.jsonl")
+    assert man.ids == ["video0", "video1", "video7"]
+    assert man.items[0].captions == ("someone is singing", "a man sings")  # ordered by sen_id
+    assert man.items[0].meta == {"split": "train", "category": 9}
+    import_msrvtt(f, video_dir, tmp_path / "t.jsonl", split="train")
+    assert read_manifest(tmp_path / "t.jsonl").ids == ["video0", "video7"]
+    with pytest.raises(VlgapError, match="no videos in split 'val'"):
+        import_msrvtt(f, video_dir, tmp_path / "x.jsonl", split="val")
+
+
+def test_import_msvd_csv_and_txt(tmp_path, video_dir):
+    f = tmp_path / "MSR Video Description Corpus.csv"
+    with open(f, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["VideoID", "Start", "End", "WorkerID", "Source", "AnnotationTime", "Language", "Description"])
+        w.writerow(["-4wsuPCjDBc", "5", "15", "1", "clean", "10", "English", "A man is playing a guitar."])
+        w.writerow(["-4wsuPCjDBc", "5", "15", "2", "clean", "10", "German", "Ein Mann spielt Gitarre."])
+        w.writerow(["-4wsuPCjDBc", "5", "15", "3", "clean", "10", "English", "Someone plays guitar."])
+        w.writerow(["mv89psg6zh4", "33", "46", "3", "clean", "10", "English", "A bird bathes."])
+    import_msvd(f, video_dir, tmp_path / "m.jsonl")
+    man = read_manifest(tmp_path / "m.jsonl")
+    assert man.ids == ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
+    assert man.items[0].captions == ("A man is playing a guitar.", "Someone plays guitar.")
+    txt = tmp_path / "AllVideoDescriptions.txt"
+    txt.write_text("# comment\n-4wsuPCjDBc_5_15 a man plays guitar\nmv89psg6zh4_33_46 a bird in water\n")
+    import_msvd(txt, video_dir, tmp_path / "t.jsonl")
+    assert read_manifest(tmp_path / "t.jsonl").items[1].captions == ("a bird in water",)
+
+
+def test_importer_format_errors(tmp_path, video_dir):
+    f = tmp_path / "bad.json"
+    f.write_text(json.dumps({"videos": []}))
+    with pytest.raises(VlgapError, match="VATEX annotations are a JSON list"):
+        import_vatex(f, video_dir, tmp_path / "m.jsonl")
+    with pytest.raises(VlgapError, match="'videos' and 'sentences'"):
+        import_msrvtt(f, video_dir, tmp_path / "m.jsonl")
+    with pytest.raises(VlgapError, match="video folder not found"):
+        import_vatex(tmp_path / "v.json", tmp_path / "nowhere", tmp_path / "m.jsonl") if (tmp_path / "v.json").write_text("[]") else None

@@ -1,0 +1,174 @@
+"""Extraction orchestration and the feature cache: values, reuse, shards, resume after SIGKILL, bad items."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from toy_encoders import ToyText, ToyVision
+from vlgap.data.manifest import read_manifest
+from vlgap.data.sampling import frame_indices, join_captions
+from vlgap.data.video import read_frames
+from vlgap.errors import VlgapError
+from vlgap.features.extract import extract, load_features
+
+HELPERS = Path(__file__).parent / "helpers"
+
+
+def _reference_image_features(enc, item, n_f):
+    """Naive: decode exactly the n_f sampled frames, encode each, average."""
+    from vlgap.data.video import count_frames
+
+    frames, _ = read_frames(item, frame_indices(count_frames(item), n_f))
+    layers = enc.forward_layers(enc.preprocess(frames))
+    return [layer.mean(0).numpy() for layer in layers]
+
+
+def test_image_encoder_features_equal_naive_per_item(tiny_dataset, tmp_path):
+    enc = ToyVision()
+    res = extract(tiny_dataset, "toy", n_frames=[1, 2, 4, 8], cache_dir=tmp_path / "c", loaded_encoder=enc, progress=False)
+    man = read_manifest(tiny_dataset)
+    assert res.n == len(man) == 8
+    for n_f in (1, 2, 4, 8):
+        fs = res.features[n_f]
+        assert fs.ids == man.ids
+        assert [l.shape for l in fs.layers] == [(8, 3), (8, 8), (8, 8)]
+        for i, item in enumerate(man.items):
+            ref = _reference_image_features(enc, item, n_f)
+            for li in range(3):
+                np.testing.assert_allclose(fs.layers[li][i], ref[li], rtol=1e-5, atol=1e-6)
+        # the record says how to reproduce, including every item's frame indices
+        assert fs.record["sampling"]["frame_indices"]["v3"] == frame_indices(31, n_f).tolist()
+        assert fs.record["value"] == n_f and "versions" in fs.record
+
+
+def test_video_encoder_subclips_are_averaged(tiny_dataset, tmp_path):
+    enc = ToyVision(kind="video", n0=4)
+    res = extract(tiny_dataset, "toyv", n_frames=[2, 4, 8], cache_dir=tmp_path, loaded_encoder=enc, progress=False)
+    item = read_manifest(tiny_dataset).items[3]
+    idx = frame_indices(31, 8)
+    frames, _ = read_frames(item, idx)
+    px = enc.preprocess(frames)
+    clips = px.reshape(2, 4, *px.shape[1:])  # two consecutive sub-clips of n0=4
+    ref = [layer.mean(0).numpy() for layer in enc.forward_layers(clips)]
+    for li in range(3):
+        np.testing.assert_allclose(res.features[8].layers[li][3], ref[li], rtol=1e-5, atol=1e-6)
+    with pytest.raises(VlgapError, match=r"nearest valid values: \[4, 8\]"):
+        extract(tiny_dataset, "toyv", n_frames=[6], cache_dir=tmp_path, loaded_encoder=enc, progress=False)
+
+
+def test_text_features_and_cache_reuse(tiny_dataset, tmp_path):
+    enc = ToyText()
+    res = extract(tiny_dataset, "toyt", n_captions=[1, 3], cache_dir=tmp_path, loaded_encoder=enc, progress=False)
+    man = read_manifest(tiny_dataset)
+    text = join_captions(man.items[2].captions, 3)
+    np.testing.assert_array_equal(res.features[3].layers[0][2], enc.encode([text])[0][0].numpy())
+    assert sorted(res.computed) == [1, 3]
+    # second call: everything comes from the cache, no model needed at all
+    again = extract(tiny_dataset, "toyt", n_captions=[3, 1], cache_dir=tmp_path, loaded_encoder=None, progress=False)
+    assert again.computed == []
+    np.testing.assert_array_equal(again.features[3].layers[1], res.features[3].layers[1])
+    fs = load_features(tiny_dataset, "toyt", "n_c", 1, cache_dir=tmp_path)
+    np.testing.assert_array_equal(fs.layers[0], res.features[1].layers[0])
+
+
+def test_too_many_captions_and_skip_bad(tiny_dataset, tmp_path):
+    with pytest.raises(VlgapError, match="item 'v0' has 3 captions but n_c=5.*--skip-bad"):
+        extract(tiny_dataset, "toyt", n_captions=[5], cache_dir=tmp_path, loaded_encoder=ToyText(), progress=False)
+
+
+def test_bad_video_error_and_reported_skip(tiny_dataset, tmp_path):
+    rows = [json.loads(l) for l in tiny_dataset.read_text().splitlines()]
+    rows.insert(2, {"id": "ghost", "video": "media/ghost.mp4", "captions": ["x"]})
+    (tiny_dataset.parent / "broken.mp4").write_bytes(b"garbage")
+    rows.append({"id": "broken", "video": "broken.mp4", "captions": ["x"]})
+    man = tiny_dataset.parent / "bad.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(VlgapError, match="item 'ghost': media file not found.*--skip-bad"):
+        extract(man, "toy", n_frames=[2], cache_dir=tmp_path, loaded_encoder=ToyVision(), progress=False)
+    res = extract(man, "toy", n_frames=[2], cache_dir=tmp_path, loaded_encoder=ToyVision(), progress=False, skip_bad=True)
+    assert res.n == 8 and res.n_requested == 10
+    assert [b["id"] for b in res.bad_items] == ["ghost", "broken"]
+    fs = res.features[2]
+    assert "ghost" not in fs.ids and (fs.path / "bad_items.jsonl").is_file()
+    assert "skipped 2 bad items" in res.summary()
+
+
+def test_unknown_encoder_name_is_clear(tiny_dataset, tmp_path):
+    pytest.importorskip("vlgap.encoders.registry")
+    with pytest.raises(VlgapError, match="no-such-model"):
+        extract(tiny_dataset, "no-such-model", n_frames=[1], cache_dir=tmp_path, progress=False)
+
+
+def test_shards_assemble_and_refuse_incomplete(tiny_dataset, tmp_path):
+    enc = ToyVision()
+    full = extract(tiny_dataset, "toy", n_frames=[4], cache_dir=tmp_path / "full", loaded_encoder=enc, progress=False)
+    extract(tiny_dataset, "toy", n_frames=[4], cache_dir=tmp_path / "sh", loaded_encoder=enc, progress=False, shard="0/3")
+    with pytest.raises(VlgapError, match=r"shards \['1/3', '2/3'\] are not finished"):
+        load_features(tiny_dataset, "toy", "n_f", 4, cache_dir=tmp_path / "sh")
+    for i in (2, 1):
+        extract(tiny_dataset, "toy", n_frames=[4], cache_dir=tmp_path / "sh", loaded_encoder=enc, progress=False, shard=f"{i}/3")
+    fs = load_features(tiny_dataset, "toy", "n_f", 4, cache_dir=tmp_path / "sh")
+    assert fs.ids == full.features[4].ids
+    for a, b in zip(fs.layers, full.features[4].layers):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(VlgapError, match=r"--shard 3/3: need n >= 1 and 0 <= i < n"):
+        extract(tiny_dataset, "toy", n_frames=[4], cache_dir=tmp_path, loaded_encoder=enc, shard="3/3")
+
+
+def test_corrupted_features_file_is_never_read(tiny_dataset, tmp_path):
+    res = extract(tiny_dataset, "toy", n_frames=[1], cache_dir=tmp_path, loaded_encoder=ToyVision(), progress=False)
+    f = res.features[1].path / "features.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])  # truncated behind our back
+    with pytest.raises(VlgapError, match="not complete"):
+        load_features(tiny_dataset, "toy", "n_f", 1, cache_dir=tmp_path)
+    again = extract(tiny_dataset, "toy", n_frames=[1], cache_dir=tmp_path, loaded_encoder=ToyVision(), progress=False)
+    assert again.computed == [1]
+    np.testing.assert_array_equal(again.features[1].layers[1], res.features[1].layers[1])
+
+
+def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
+    from conftest import write_video
+
+    rows = []
+    for i in range(24):
+        write_video(tmp_path / "m" / f"v{i}.mp4", 6 + i, size=16)
+        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4", "captions": ["c"]})
+    man = tmp_path / "man.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    env = dict(os.environ, PYTHONPATH=f"{HELPERS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    script = HELPERS / "run_toy_extract.py"
+    cache = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(script), str(man), str(cache), "0.05"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        chunks = list(cache.glob("features/*/*/*/chunks/*.npz"))
+        if len(chunks) >= 4:  # 12 chunks x 3 values in all; kill well before the end
+            break
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not list(cache.glob("features/*/*/*/COMPLETE")), "killed too late: nothing left to resume"
+    n_before = len(list(cache.glob("features/*/*/*/chunks/*.npz")))
+    assert 4 <= n_before < 36
+    done = subprocess.run([sys.executable, str(script), str(man), str(cache), "0"], env=env, capture_output=True, text=True)
+    assert "DONE 24" in done.stdout, done.stderr
+    clean = subprocess.run([sys.executable, str(script), str(man), str(tmp_path / "clean"), "0"], env=env,
+                           capture_output=True, text=True)
+    assert "DONE 24" in clean.stdout, clean.stderr
+    for n_f in (1, 3, 8):
+        a = load_features(man, "toy", "n_f", n_f, cache_dir=cache)
+        b = load_features(man, "toy", "n_f", n_f, cache_dir=tmp_path / "clean")
+        assert a.ids == b.ids
+        for x, y in zip(a.layers, b.layers):
+            np.testing.assert_array_equal(x, y)  # exactly equal, not just close
