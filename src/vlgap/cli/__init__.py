@@ -11,6 +11,7 @@ from vlgap.cli import data as _data  # noqa: F401,E402
 from vlgap.cli import probe as _probe  # noqa: F401,E402
 from vlgap.cli import gap as _gap  # noqa: F401,E402
 from vlgap.cli import captions as _captions  # noqa: F401,E402
+from vlgap.cli import run as _run  # noqa: F401,E402
 
 
 def main() -> None:

@@ -1,2 +1,163 @@
-"""CLI commands: gap."""
+"""CLI commands: gap (distribution gap between two item sets) and compare (paired / 2x2 scores)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
 from vlgap.cli._app import app  # noqa: F401
+
+KERNELS = ("rbf", "linear", "poly", "cmmd")
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, (list, tuple)):
+        return "[" + ", ".join(_fmt(v, digits) for v in x) + "]"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+@app.command("gap")
+def gap_command(
+    a: Path = typer.Argument(..., help="Set A: array [N, D] (.npy/.npz/.safetensors) or captions (.txt/.jsonl)."),
+    b: Path = typer.Argument(..., help="Set B, same kinds as A."),
+    kernel: str = typer.Option("rbf", "--kernel", help="rbf (median heuristic) | linear | poly (KID cubic) | cmmd (sigma=10, x1000)."),
+    bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="RBF sigma; default: median heuristic on the pooled sample."),
+    permutations: int = typer.Option(1000, "--permutations", help="Permutations for the p-value (0: none)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the interval (0: none)."),
+    ci_method: str = typer.Option("bca", "--ci-method", help="bca | percentile."),
+    method: str = typer.Option("auto", "--method", help="auto | quadratic | block (block: for N too large for an N x N kernel)."),
+    length_match: bool = typer.Option(False, "--length-match", help="Captions: subsample both sets to a common length histogram."),
+    bin_width: str = typer.Option("auto", "--bin-width", help="Length-matching bin width in tokens, or auto."),
+    c2st: bool = typer.Option(False, "--c2st", help="Also run a classifier two-sample test (logistic regression)."),
+    c2st_permutations: int = typer.Option(100, "--c2st-permutations", help="Label permutations for the C2ST p-value."),
+    fd: bool = typer.Option(False, "--fd", help="Also report the Frechet distance between Gaussian fits."),
+    encoder: str = typer.Option("minilm", "--encoder", help="Text encoder for caption files."),
+    layer: str = typer.Option("-1", "--layer", help="Encoder layer (index or name; default last)."),
+    top_k: int = typer.Option(5, "--top-k", help="Witness items to show per side (captions)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda | cuda:1 ..."),
+    seed: int = typer.Option(0, "--seed", help="Seed for permutations, bootstrap, subsampling."),
+    alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the printed verdict."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """How far apart are two item sets? MMD^2 with a permutation p-value and a bootstrap interval."""
+    from vlgap.errors import VlgapError
+    from vlgap.io_utils import to_json
+    from vlgap.stats.gap import gap
+
+    if kernel not in KERNELS:
+        raise VlgapError(f"--kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
+    width = bin_width if bin_width == "auto" else _int_option(bin_width, "--bin-width")
+    result = gap(a, b, kernel=kernel, bandwidth=bandwidth, n_permutations=permutations, n_bootstrap=bootstrap,
+                 ci_method=ci_method, method=method, length_match=length_match, bin_width=width, c2st=c2st,
+                 c2st_permutations=c2st_permutations, fd=fd, encoder=encoder, layer=layer, top_k=top_k,
+                 device=device, seed=seed)
+    if as_json:
+        print(to_json(result.to_dict()))
+        return
+    console = Console()
+    table = Table(title=f"Distribution gap: {a.name} vs {b.name}")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    level = f"{int(round(result.confidence * 100))}% CI ({result.ci_method})"
+    rows = [
+        ("MMD^2 unbiased", _fmt(result.mmd2_unbiased)),
+        ("MMD^2 biased", _fmt(result.mmd2_biased)),
+        (level, _fmt(result.ci)),
+        (f"p-value ({result.n_permutations} permutations)" if result.method == "quadratic" else "p-value (t over blocks)",
+         _fmt(result.p_value, 3)),
+        ("n_a / n_b", f"{result.n_a} / {result.n_b}"),
+        ("kernel", result.kernel + (f" (sigma={result.bandwidth:.4g})" if result.bandwidth else "")),
+        ("method", result.method),
+    ]
+    if result.length_match:
+        lm = result.length_match
+        rows.append(("length matching kept", f"A {lm['n_a_kept']}/{lm['n_a_before']}, B {lm['n_b_kept']}/{lm['n_b_before']}"))
+    if result.c2st:
+        c = result.c2st
+        rows.append(("C2ST accuracy / AUC", f"{c['accuracy']:.3f} / {c['auc']:.3f}"))
+        rows.append(("C2ST p-value", _fmt(c["p_value"], 3)))
+    if result.fd is not None:
+        rows.append(("Frechet distance", _fmt(result.fd)))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    if result.witness:
+        for side, label in (("a", "A"), ("b", "B")):
+            w = Table(title=f"Most characteristic of {label} (witness)")
+            w.add_column("#", justify="right")
+            w.add_column("witness", justify="right")
+            w.add_column("item")
+            for item in result.witness[side]:
+                w.add_row(str(item["index"]), f"{item['witness']:.4g}", item["label"] or "")
+            console.print(w)
+    console.print(result.verdict(alpha), highlight=False)
+
+
+def _int_option(value: str, name: str) -> int:
+    from vlgap.errors import VlgapError
+
+    try:
+        return int(value)
+    except ValueError:
+        raise VlgapError(f"{name} {value!r}: give a whole number or 'auto'") from None
+
+
+@app.command("compare")
+def compare_command(
+    scores: Path = typer.Argument(..., help="CSV: item,system,score (paired) or item,a,b,score (--factorial)."),
+    factorial: bool = typer.Option(False, "--factorial", help="2x2 analysis: main effects of a and b and their interaction."),
+    system_a: Optional[str] = typer.Option(None, "--a", help="System A (default: first in the file)."),
+    system_b: Optional[str] = typer.Option(None, "--b", help="System B (default: second in the file)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
+    permutations: int = typer.Option(10000, "--permutations", help="Sign-flip permutations for p-values."),
+    seed: int = typer.Option(0, "--seed"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Compare systems scored on the same items: paired difference, or a 2x2 factorial analysis."""
+    from vlgap.io_utils import to_json
+    from vlgap.stats.paired import compare
+
+    result = compare(scores, factorial=factorial, system_a=system_a, system_b=system_b, n_resamples=bootstrap,
+                     n_permutations=permutations, seed=seed)
+    if as_json:
+        print(to_json(result))
+        return
+    console = Console()
+    level = f"{int(round(result['confidence'] * 100))}% CI"
+    if result["analysis"] == "paired":
+        t = Table(title=f"Paired comparison on {result['n_items']} items")
+        t.add_column("")
+        t.add_column("mean", justify="right")
+        t.add_column(level, justify="right")
+        t.add_column("p-value", justify="right")
+        t.add_row(result["system_a"], _fmt(result["mean_a"]), _fmt(result["ci_a"]), "")
+        t.add_row(result["system_b"], _fmt(result["mean_b"]), _fmt(result["ci_b"]), "")
+        t.add_row(f"{result['system_a']} - {result['system_b']}", _fmt(result["difference"]), _fmt(result["ci"]),
+                  _fmt(result["p_value"], 3))
+        console.print(t)
+        verdict = ("no significant difference at alpha=0.05" if result["p_value"] >= 0.05 else
+                   f"{result['system_a'] if result['difference'] > 0 else result['system_b']} scores higher (p < 0.05)")
+        console.print(f"{verdict}; wins {result['wins_a']} / {result['wins_b']}, ties {result['ties']}", highlight=False)
+        return
+    t = Table(title=f"2x2 factorial on {result['n_items']} items "
+                    f"(a: {result['levels_a'][0]} -> {result['levels_a'][1]}, b: {result['levels_b'][0]} -> {result['levels_b'][1]})")
+    t.add_column("effect")
+    t.add_column("estimate", justify="right")
+    t.add_column(level, justify="right")
+    t.add_column("p-value", justify="right")
+    for key, label in (("main_a", "main effect a"), ("main_b", "main effect b"), ("interaction", "interaction a x b")):
+        e = result[key]
+        t.add_row(label, _fmt(e["estimate"]), _fmt(e["ci"]), _fmt(e["p_value"], 3))
+    for key, cell in result["cells"].items():
+        t.add_row(f"cell a={result['levels_a'][int(key[0])]}, b={result['levels_b'][int(key[1])]}",
+                  _fmt(cell["mean"]), _fmt(cell["ci"]), "")
+    console.print(t)
+    significant = [k for k in ("main_a", "main_b", "interaction") if result[k]["p_value"] < 0.05]
+    console.print("significant at alpha=0.05: " + (", ".join(significant) if significant else "none"), highlight=False)

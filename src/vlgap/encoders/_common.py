@@ -1,6 +1,7 @@
 """Helpers every encoder adapter shares: device/dtype parsing, optional-package checks, versions, pooling."""
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import platform
@@ -75,6 +76,26 @@ def versions(*extra: str) -> dict[str, str]:
         except importlib.metadata.PackageNotFoundError:
             pass
     return out
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' per-load progress bars and info logs (vlgap shows its own progress)."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    bars = hf_logging.is_progress_bar_enabled()
+    level = hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 def pool_output(out: Any, pooling: str, *, prefix_tokens: int = 0, channels_last: bool = False) -> torch.Tensor:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from vlgap.encoders._common import dtype_name, require, resolve_device, resolve_dtype, versions
+from vlgap.encoders._common import dtype_name, quiet_transformers, require, resolve_device, resolve_dtype, versions
 from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
 
@@ -121,16 +121,17 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     if not is_local and (src.startswith((".", "/", "~")) or src.count("/") > 1):
         raise VlgapError(f"text model folder {src!r} does not exist; give a local folder, a hub id "
                          "(org/name) or a .gguf file")
-    try:
-        config = AutoConfig.from_pretrained(where, revision=revision)
-        tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
-    except (OSError, ValueError) as err:
-        raise VlgapError(f"could not load text model {src!r}: {str(err).splitlines()[0]} "
-                         "(hub ids need network access or a populated Hugging Face cache)") from None
-    try:
-        model = AutoModel.from_pretrained(where, revision=revision, dtype=dt)
-    except ValueError:  # architectures with no base-model mapping
-        model = AutoModelForCausalLM.from_pretrained(where, revision=revision, dtype=dt)
+    with quiet_transformers():
+        try:
+            config = AutoConfig.from_pretrained(where, revision=revision)
+            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
+        except (OSError, ValueError) as err:
+            raise VlgapError(f"could not load text model {src!r}: {str(err).splitlines()[0]} "
+                             "(hub ids need network access or a populated Hugging Face cache)") from None
+        try:
+            model = AutoModel.from_pretrained(where, revision=revision, dtype=dt)
+        except ValueError:  # architectures with no base-model mapping
+            model = AutoModelForCausalLM.from_pretrained(where, revision=revision, dtype=dt)
     if getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
     model.eval().requires_grad_(False).to(dev)

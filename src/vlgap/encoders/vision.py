@@ -257,7 +257,9 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
     kwargs: dict[str, Any] = {}
     if image_size and arch.startswith("vit_"):
         kwargs["image_size"] = int(image_size)
-    model = tvm.get_model(arch, weights=None, **kwargs)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = tvm.get_model(arch, weights=None, **kwargs)
     source: dict[str, Any] = {"library": "torchvision", "architecture": arch}
     if weights_path:
         from vlgap.encoders.gguf_cache import file_sha256
@@ -266,7 +268,7 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
         source.update(weights_file=str(Path(weights_path).expanduser().resolve()),
                       weights_sha256=file_sha256(weights_path))
     else:
-        source["weights"] = "random initialisation (no weights file given)"
+        source["weights"] = "random initialisation (seed 0; no weights file given)"
     source.update(extra_source or {})
     hooked, facts = torchvision_blocks(model)
     tokens = facts.pop("tokens", False)
@@ -366,12 +368,15 @@ def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | 
         if not ck.is_file():
             raise VlgapError(f"timm checkpoint {str(ck)!r} does not exist")
         kwargs.update(pretrained=True, pretrained_cfg_overlay={"file": str(ck)})
-    model = timm.create_model(arch, **kwargs)
-    cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
-    native = int(cfg.get("input_size", (3, 224, 224))[-1])
-    if image_size and int(image_size) != native and hasattr(model, "patch_embed"):
-        # ViTs fix their token grid at construction: rebuild for the requested size (pos-embeds resampled)
-        model = timm.create_model(arch, img_size=int(image_size), **kwargs)
+    with torch.random.fork_rng(devices=[]):  # random weights, when no checkpoint, are reproducible
+        torch.manual_seed(0)
+        model = timm.create_model(arch, **kwargs)
+        cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
+        native = int(cfg.get("input_size", (3, 224, 224))[-1])
+        if image_size and int(image_size) != native and hasattr(model, "patch_embed"):
+            # ViTs fix their token grid at construction: rebuild for the requested size (pos-embeds resampled)
+            torch.manual_seed(0)
+            model = timm.create_model(arch, img_size=int(image_size), **kwargs)
     size = int(image_size or native)
     source: dict[str, Any] = {"library": "timm", "architecture": arch}
     if checkpoint:
@@ -379,7 +384,7 @@ def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | 
 
         source.update(weights_file=str(Path(checkpoint).expanduser().resolve()), weights_sha256=file_sha256(checkpoint))
     else:
-        source["weights"] = "random initialisation (timm pretrained=False)"
+        source["weights"] = "random initialisation (seed 0; timm pretrained=False)"
     pre = FramePreprocess.make(size, mean=cfg.get("mean", IMAGENET_MEAN), std=cfg.get("std", IMAGENET_STD),
                                crop_pct=float(cfg.get("crop_pct", DEFAULT_CROP_PCT) or DEFAULT_CROP_PCT),
                                interpolation=cfg.get("interpolation", "bilinear") or "bilinear")

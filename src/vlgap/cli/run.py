@@ -1,0 +1,93 @@
+"""CLI commands that run the probe end to end: sweep, report, demo."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vlgap.cli._app import app
+from vlgap.cli.data import _int_list
+from vlgap.io_utils import to_json
+
+console = Console()
+
+
+def _print_rows(rows: list[dict]) -> None:
+    table = Table(title="alignment (best layer pair)")
+    for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
+        table.add_column(col)
+    for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
+        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), f"{r['score']:.3f}",
+                      f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]", f"{r['p_value']:.3g}", f"{r['x_layer']},{r['y_layer']}",
+                      str(r["n"]), f"{r['chance']:.3f}")
+    console.print(table)
+
+
+@app.command("sweep")
+def sweep_cmd(
+    manifest: Path = typer.Argument(..., help="dataset manifest (JSONL)"),
+    vision: str = typer.Option(..., help="comma list of vision encoders, e.g. mobilenet_v2,efficientnet_lite0"),
+    text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
+    n_frames: str = typer.Option("1,2,4,8", help="comma list of n_f"),
+    n_captions: str = typer.Option("1,2,4,8", help="comma list of n_c"),
+    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable)"),
+    k: int = typer.Option(10),
+    metric: str = typer.Option("mutual_knn"),
+    bootstrap: int = typer.Option(200, help="bootstrap resamples (best pair re-selected in each); 0 = none"),
+    permutations: int = typer.Option(200, help="permutations of the pairing for the null; 0 = none"),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
+    image_size: Optional[int] = typer.Option(None),
+    text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    skip_bad: bool = typer.Option(False),
+    cache_dir: Optional[Path] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+):
+    """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
+    from vlgap.probe.sweep import SweepConfig, run_sweep
+
+    cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
+                      _int_list(n_frames, "--n-frames"), _int_list(n_captions, "--n-captions"), k=k, metric=metric,
+                      bootstrap=bootstrap, permutations=permutations, seed=seed, device=device, dtype=dtype,
+                      image_size=image_size, text_pooling=text_pooling, skip_bad=skip_bad,
+                      cache_dir=str(cache_dir) if cache_dir else None)
+    res = run_sweep(cfg, out)
+    if as_json:
+        print(to_json({"rows": res.rows, "scaling": res.fits}))
+    else:
+        _print_rows(res.rows)
+        console.print(f"tables in {out}/sweep.csv and {out}/sweep.json; `vlgap report {out}` draws them")
+
+
+@app.command("report")
+def report_cmd(run_dir: Path = typer.Argument(..., help="a folder written by `vlgap sweep` or `vlgap demo`")):
+    """Write RUN_DIR/report.html (self-contained) and RUN_DIR/figures/*.png."""
+    from vlgap.probe.report import write_report
+
+    console.print(f"report: {write_report(run_dir)}")
+
+
+@app.command("demo")
+def demo_cmd(
+    config: Optional[Path] = typer.Option(None, help="TOML file with DemoConfig keys (optionally under [demo])"),
+    out: Optional[str] = typer.Option(None, help="run folder (default runs/demo)"),
+    n_videos: Optional[int] = typer.Option(None, help="number of shapes videos (default 256)"),
+    device: Optional[str] = typer.Option(None),
+    quiet: bool = typer.Option(False, help="no progress bars"),
+):
+    """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
+    import time
+
+    from vlgap.probe.demo import load_config, run_demo
+
+    t0 = time.perf_counter()
+    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device})
+    report = run_demo(cfg, progress=not quiet)
+    rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
+    _print_rows(rows)
+    console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

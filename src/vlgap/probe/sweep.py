@@ -1,0 +1,179 @@
+"""`vlgap sweep`: alignment over a grid of n_f x n_c for every vision x text encoder pair.
+
+Features come from the cache (extracted once per encoder for all grid values). Each cell runs the full
+layer search, a bootstrap interval that re-selects the best pair inside every resample, and a
+permutation null. Finished cells are stored one file each under RUN_DIR/cells, so a killed sweep
+resumes where it stopped. Then the scaling law is fitted per encoder pair.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vlgap.data.manifest import Manifest, read_manifest
+from vlgap.errors import VlgapError
+from vlgap.features.extract import ExtractResult, extract
+from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.probe.report import matrix_name
+from vlgap.progress import progress_bar, stderr_console
+
+ROW_FIELDS = ["vision", "text", "n_f", "n_c", "score", "ci_lo", "ci_hi", "p_value", "null_mean", "x_layer", "y_layer",
+              "x_layer_name", "y_layer_name", "n", "k", "chance", "metric"]
+
+
+@dataclass
+class SweepConfig:
+    manifest: str
+    vision: list[str]
+    text: list[str]
+    n_frames: list[int]
+    n_captions: list[int]
+    k: int = 10
+    metric: str = "mutual_knn"
+    bootstrap: int = 200
+    permutations: int = 200
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "float32"
+    image_size: int | None = None
+    text_pooling: str | None = None
+    batch_size: int = 32
+    skip_bad: bool = False
+    cache_dir: str | None = None
+    fit: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
+class SweepResult:
+    run_dir: Path
+    rows: list[dict]
+    fits: dict[str, dict] = field(default_factory=dict)
+    dropped: list[dict] = field(default_factory=list)
+
+
+def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, bootstrap: int, permutations: int,
+               seed: int, device: str = "cpu") -> dict[str, Any]:
+    """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
+    from vlgap.metrics.layer_search import layer_search
+
+    res = layer_search(xs, ys, k=k, metric=metric, bootstrap=bootstrap, permutations=permutations, seed=seed,
+                       device=device)
+    d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
+    best = d["best"]
+    out = {"matrix": np.asarray(d["scores"], dtype=np.float64), "score": float(best["score"]),
+           "x_layer": int(best["x_layer"]), "y_layer": int(best["y_layer"]), "chance": float(d["chance"]),
+           "n": int(d["n"]), "k": int(d["k"])}
+    ci = d.get("ci")
+    out["ci_lo"], out["ci_hi"] = (float(ci[0]), float(ci[1])) if ci is not None else (float("nan"), float("nan"))
+    out["p_value"] = float(d["p_value"]) if d.get("p_value") is not None else float("nan")
+    out["null_mean"] = float(d["null_mean"]) if d.get("null_mean") is not None else float("nan")
+    return out
+
+
+def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:
+    """Items present in every feature set (bad items skipped by any encoder are dropped everywhere)."""
+    sets = [fs for r in results for fs in r.features.values()]
+    order = sets[0].ids
+    keep = set(order)
+    for fs in sets[1:]:
+        keep &= set(fs.ids)
+    dropped = [{"id": i, "reason": "missing from some feature set (bad item for one encoder or n)"}
+               for i in order if i not in keep]
+    return [i for i in order if i in keep], dropped
+
+
+def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
+              encoders: dict[str, Any] | None = None) -> SweepResult:
+    """Run (or resume) a sweep. `encoders` may map names to already-loaded encoder objects."""
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    if len(cfg.vision) == 0 or len(cfg.text) == 0:
+        raise VlgapError("a sweep needs at least one vision encoder and one text encoder")
+    man: Manifest = read_manifest(cfg.manifest)
+    if cfg.k >= len(man) - 1:
+        raise VlgapError(f"k={cfg.k} needs more than k+1 items; the manifest has {len(man)}")
+    atomic_write_json(run / "config.json", cfg.to_dict())
+    t0 = time.perf_counter()
+    common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
+                  batch_size=cfg.batch_size, progress=progress)
+    loaded = encoders or {}
+    vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, loaded_encoder=loaded.get(v), **common)
+           for v in cfg.vision}
+    txt = {t: extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, loaded_encoder=loaded.get(t),
+                      **common) for t in cfg.text}
+    ids, dropped = _common_ids(list(vis.values()) + list(txt.values()))
+    if len(ids) <= cfg.k + 1:
+        raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={cfg.k} needs more")
+    stderr_console.print(f"features ready in {time.perf_counter() - t0:.1f} s; N = {len(ids)} items"
+                         + (f" ({len(dropped)} dropped, see dropped_items.jsonl)" if dropped else ""))
+    if dropped:
+        atomic_write_text(run / "dropped_items.jsonl", "".join(json.dumps(d) + "\n" for d in dropped))
+    cells_dir, mats_dir = run / "cells", run / "matrices"
+    cells = [(v, t, nf, nc) for v in cfg.vision for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
+    rows = []
+    with progress_bar(progress) as prog:
+        task = prog.add_task("alignment cells", total=len(cells), unit="cells")
+        for ci, (v, t, nf, nc) in enumerate(cells):
+            name = matrix_name(v, t, nf, nc)[:-4]
+            cell_path = cells_dir / f"{name}.json"
+            if cell_path.is_file():
+                rows.append(json.loads(cell_path.read_text()))
+                prog.advance(task)
+                continue
+            xs_fs = vis[v].features[nf].subset(ids)
+            ys_fs = txt[t].features[nc].subset(ids)
+            res = score_cell(xs_fs.layers, ys_fs.layers, k=cfg.k, metric=cfg.metric, bootstrap=cfg.bootstrap,
+                             permutations=cfg.permutations, seed=cfg.seed + ci, device=cfg.device)
+            buf = io.BytesIO()
+            np.save(buf, res.pop("matrix"))
+            atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
+            x_names = xs_fs.record.get("encoder", {}).get("layer_names") or []
+            y_names = ys_fs.record.get("encoder", {}).get("layer_names") or []
+            row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric,
+                   "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
+                   "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
+            atomic_write_json(cell_path, row)
+            rows.append(row)
+            prog.advance(task)
+    fits = fit_pairs(rows) if cfg.fit else {}
+    write_tables(run, rows, cfg, fits)
+    return SweepResult(run, rows, fits, dropped)
+
+
+def fit_pairs(rows: list[dict]) -> dict[str, dict]:
+    """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal."""
+    from vlgap.scaling import fit_scaling
+
+    fits = {}
+    for v, t in dict.fromkeys((r["vision"], r["text"]) for r in rows):
+        sub = [r for r in rows if r["vision"] == v and r["text"] == t]
+        grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub]
+        try:
+            fits[f"{v}|{t}"] = fit_scaling(grid).to_dict()
+        except VlgapError as err:
+            fits[f"{v}|{t}"] = {"error": str(err)}
+    return fits
+
+
+def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, dict]) -> None:
+    rows = sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"]))
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=ROW_FIELDS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+    atomic_write_text(run / "sweep.csv", buf.getvalue())
+    interval = (f"{cfg.bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
+                if cfg.bootstrap else "none")
+    atomic_write_json(run / "sweep.json", {"rows": rows, "config": dict(cfg.to_dict(), interval=interval),
+                                           "description": f"manifest {cfg.manifest}"})
+    atomic_write_json(run / "scaling.json", fits)
