@@ -20,10 +20,23 @@ _API = {
     "extract": "vlgap.features.extract:extract",
     "load_features": "vlgap.features.store:load_features",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
+    "generate_shapes": "vlgap.data.shapes:generate_shapes",
+    "generate_test_of_time": "vlgap.data.test_of_time:generate_test_of_time",
+    "write_real_manifest": "vlgap.data.real:write_real_manifest",
+    "render_scene": "vlgap.data.shapes:render",
+    "spec_from_dict": "vlgap.data.shapes:spec_from_dict",
+    "write_captions": "vlgap.data.shapes:write_captions",
+    "sweep": "vlgap.probe.sweep:run_sweep",
+    "write_report": "vlgap.probe.report:write_report",
     # distribution gap
     "gap": "vlgap.stats.gap:gap",
     "mmd2": "vlgap.stats.mmd:mmd2",
     "compare": "vlgap.stats.paired:compare",
+    "mmd_test": "vlgap.stats.mmd:mmd_test",
+    "c2st": "vlgap.stats.c2st:c2st",
+    "frechet_distance": "vlgap.stats.frechet:frechet_distance",
+    "witness": "vlgap.stats.witness:witness",
+    "bootstrap_ci": "vlgap.stats.resampling:bootstrap_ci",
     # caption metrics
     "caption_eval": "vlgap.captions.evaluate:caption_eval",
 }

@@ -75,3 +75,38 @@ def extract_cmd(
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     console.print(res.summary(), highlight=False)
+
+
+@app.command("make-data")
+def make_data_cmd(
+    kind: str = typer.Argument(..., help="shapes | test-of-time | real"),
+    out: Path = typer.Option(..., "--out", "-o", help="folder to write (videos + manifest.jsonl); real: a .jsonl or folder"),
+    n: int = typer.Option(256, help="shapes: number of videos"),
+    seed: int = typer.Option(0, help="generator seed (deterministic)"),
+    n_frames: int = typer.Option(32, help="shapes: frames per video"),
+    size: int = typer.Option(128, help="frame height and width in pixels (even)"),
+    photo_fraction: float = typer.Option(0.5, help="shapes: share of scenes on real scikit-image photos"),
+    skip_missing: bool = typer.Option(False, help="real: leave out (and list) media whose package is missing"),
+):
+    """Write an embedded dataset: procedural shapes videos, the Test of Time set, or the small real set."""
+    from rich.progress import Progress
+
+    from vlgap.data import real, shapes, test_of_time
+
+    key = kind.lower().replace("_", "-")
+    if key == "real":
+        path = real.write_real_manifest(out, skip_missing=skip_missing)
+    elif key in ("shapes", "test-of-time"):
+        with Progress(console=Console(stderr=True)) as prog:
+            task = prog.add_task(f"rendering {key}", total=None)
+            cb = lambda done, total: prog.update(task, completed=done, total=total)  # noqa: E731
+            if key == "shapes":
+                path = shapes.generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size,
+                                              photo_fraction=photo_fraction, progress=cb)
+            else:
+                path = test_of_time.generate_test_of_time(out, seed=seed, size=size, progress=cb)
+    else:
+        raise VlgapError(f"unknown dataset kind {kind!r}; choose shapes, test-of-time or real")
+    from vlgap.data.manifest import read_manifest
+
+    console.print(f"wrote {path} (N={len(read_manifest(path))} items)")

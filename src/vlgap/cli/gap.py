@@ -35,11 +35,14 @@ def gap_command(
     method: str = typer.Option("auto", "--method", help="auto | quadratic | block (block: for N too large for an N x N kernel)."),
     length_match: bool = typer.Option(False, "--length-match", help="Captions: subsample both sets to a common length histogram."),
     bin_width: str = typer.Option("auto", "--bin-width", help="Length-matching bin width in tokens, or auto."),
+    length_unit: str = typer.Option("whitespace", "--length-unit", help="whitespace words | tokenizer (the encoder's tokens)."),
     c2st: bool = typer.Option(False, "--c2st", help="Also run a classifier two-sample test (logistic regression)."),
     c2st_permutations: int = typer.Option(100, "--c2st-permutations", help="Label permutations for the C2ST p-value."),
     fd: bool = typer.Option(False, "--fd", help="Also report the Frechet distance between Gaussian fits."),
+    fd_bootstrap: int = typer.Option(0, "--fd-bootstrap", help="Bootstrap resamples for an FD interval (0: none)."),
     encoder: str = typer.Option("minilm", "--encoder", help="Text encoder for caption files."),
     layer: str = typer.Option("-1", "--layer", help="Encoder layer (index or name; default last)."),
+    pooling: Optional[str] = typer.Option(None, "--pooling", help="Text pooling over tokens: mean (default) | last."),
     top_k: int = typer.Option(5, "--top-k", help="Witness items to show per side (captions)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda | cuda:1 ..."),
     seed: int = typer.Option(0, "--seed", help="Seed for permutations, bootstrap, subsampling."),
@@ -55,8 +58,9 @@ def gap_command(
         raise VlgapError(f"--kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
     width = bin_width if bin_width == "auto" else _int_option(bin_width, "--bin-width")
     result = gap(a, b, kernel=kernel, bandwidth=bandwidth, n_permutations=permutations, n_bootstrap=bootstrap,
-                 ci_method=ci_method, method=method, length_match=length_match, bin_width=width, c2st=c2st,
-                 c2st_permutations=c2st_permutations, fd=fd, encoder=encoder, layer=layer, top_k=top_k,
+                 ci_method=ci_method, method=method, length_match=length_match, bin_width=width,
+                 length_unit=length_unit, c2st=c2st,
+                 c2st_permutations=c2st_permutations, fd=fd, fd_bootstrap=fd_bootstrap, encoder=encoder, layer=layer, pooling=pooling, top_k=top_k,
                  device=device, seed=seed)
     if as_json:
         print(to_json(result.to_dict()))
@@ -84,16 +88,16 @@ def gap_command(
         rows.append(("C2ST accuracy / AUC", f"{c['accuracy']:.3f} / {c['auc']:.3f}"))
         rows.append(("C2ST p-value", _fmt(c["p_value"], 3)))
     if result.fd is not None:
-        rows.append(("Frechet distance", _fmt(result.fd)))
+        rows.append(("Frechet distance", _fmt(result.fd) + (f" {_fmt(result.fd_ci)}" if result.fd_ci else "")))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)
     if result.witness:
         for side, label in (("a", "A"), ("b", "B")):
             w = Table(title=f"Most characteristic of {label} (witness)")
-            w.add_column("#", justify="right")
+            w.add_column("item #", justify="right")
             w.add_column("witness", justify="right")
-            w.add_column("item")
+            w.add_column("caption" if result.witness[side] and result.witness[side][0]["label"] else "")
             for item in result.witness[side]:
                 w.add_row(str(item["index"]), f"{item['witness']:.4g}", item["label"] or "")
             console.print(w)

@@ -1,2 +1,150 @@
-"""CLI commands: probe."""
-from vlgap.cli._app import app  # noqa: F401
+"""CLI commands of the alignment probe: align, fit-scaling (then sweep, report, demo)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vlgap.cli._app import app
+
+console = Console()
+
+
+def _num(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.{digits}g}"
+    return str(x)
+
+
+# ------------------------------------------------------------------------------------------------
+# align
+# ------------------------------------------------------------------------------------------------
+
+@app.command("align")
+def align_cmd(
+    x: Path = typer.Argument(..., help="features of side X (.safetensors/.npz: layer_000.. [N, D] or features [L, N, D])"),
+    y: Path = typer.Argument(..., help="features of side Y, same items in the same order"),
+    k: int = typer.Option(10, "--k", help="neighbours for the k-NN metrics (the paper: 10 for N=1024)"),
+    metric: str = typer.Option("mutual_knn", "--metric", help="mutual_knn | cycle_knn | cknna | cka | unbiased_cka | svcca"),
+    q: Optional[float] = typer.Option(None, "--q", help="clamp outliers at this quantile of |x| first (platonic-rep: 0.95)"),
+    bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples over items for the best score's interval (0: none)"),
+    permutations: int = typer.Option(0, "--permutations", help="permutations of the pairing for a p-value (0: none)"),
+    confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
+    interval: str = typer.Option("percentile", "--interval", help="percentile | basic"),
+    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
+    device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Alignment of every X layer with every Y layer; the best pair, chance level and N."""
+    from vlgap.features.arrays import check_same_items, read_layers
+    from vlgap.io_utils import to_json
+    from vlgap.metrics.layer_search import layer_search
+
+    fx, fy = read_layers(x), read_layers(y)
+    check_same_items(fx, fy)
+    res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, n_bootstrap=bootstrap,
+                       n_permutations=permutations, confidence=confidence, interval=interval,
+                       seed=seed, device=device)
+    if as_json:
+        print(to_json(res.to_dict()))
+        return
+    _print_search(res, x, y)
+
+
+def _print_search(res, x: Path, y: Path) -> None:
+    scores = res.scores
+    console.print(f"[bold]{res.metric}[/]  X={x.name} ({scores.shape[0]} layers)  "
+                  f"Y={y.name} ({scores.shape[1]} layers)  N={res.n}" + (f"  k={res.k}" if res.k else ""))
+    line = f"best: [bold]{res.best_score:.4f}[/] at X layer {res.x_layer}, Y layer {res.y_layer}"
+    if res.ci is not None:
+        line += f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.n_resamples} resamples)"
+    console.print(line, highlight=False)
+    if res.chance is not None:
+        console.print(f"chance (random pairing): {res.chance:.4f}", highlight=False)
+    if res.permutation is not None:
+        p = res.permutation
+        console.print(f"permutation null ({p.n_permutations}): p = {p.p_value:.4g}, best-pair null mean "
+                      f"{p.null_mean:.4f}, single-pair null mean {p.null_pair_mean:.4f}", highlight=False)
+    if res.bootstrap is not None and res.bootstrap.best_pair_frequency:
+        top = res.bootstrap.best_pair_frequency[0]
+        console.print(f"best pair stability: ({top['x_layer']}, {top['y_layer']}) best in "
+                      f"{top['frequency']:.0%} of resamples", highlight=False)
+    if scores.size <= 400:
+        table = Table(title="scores (rows: X layers, columns: Y layers)", show_lines=False)
+        table.add_column("X\\Y", justify="right")
+        for j in range(scores.shape[1]):
+            table.add_column(str(j), justify="right")
+        for i in range(scores.shape[0]):
+            cells = [("[bold]" + f"{v:.3f}" + "[/]") if (i, j) == (res.x_layer, res.y_layer) else f"{v:.3f}"
+                     for j, v in enumerate(scores[i])]
+            table.add_row(str(i), *cells)
+        console.print(table)
+
+
+# ------------------------------------------------------------------------------------------------
+# fit-scaling
+# ------------------------------------------------------------------------------------------------
+
+@app.command("fit-scaling")
+def fit_scaling_cmd(
+    grid: Path = typer.Argument(..., help="CSV with columns n_f, n_c, score (optional score_lo, score_hi)"),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap refits for the parameter intervals"),
+    method: str = typer.Option("residual", "--method", help="residual | case bootstrap"),
+    confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
+    use_intervals: bool = typer.Option(True, "--use-intervals/--no-intervals",
+                                       help="weight cells by their score_lo/score_hi intervals when present"),
+    seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Fit score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta); intervals, held-out check, alternatives."""
+    from vlgap.io_utils import to_json
+    from vlgap.scaling import fit_scaling, read_grid_csv
+
+    fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap=method, confidence=confidence,
+                      use_intervals=use_intervals, seed=seed)
+    if as_json:
+        print(to_json(fit.to_dict()))
+        return
+    _print_fit(fit, grid)
+
+
+def _print_fit(fit, grid: Path) -> None:
+    console.print(f"[bold]{fit.formula}[/]  {grid.name}: {fit.n_cells} cells, "
+                  f"n_f in {fit.n_f_values}, n_c in {fit.n_c_values}" + ("  (weighted)" if fit.weighted else ""),
+                  highlight=False)
+    table = Table(title=f"parameters ({fit.bootstrap['confidence']:.0%} {fit.bootstrap['method']} bootstrap, "
+                        f"{fit.bootstrap['n_resamples']} refits)")
+    for col in ("parameter", "estimate", "low", "high"):
+        table.add_column(col, justify="right")
+    for name, value in fit.params.items():
+        lo, hi = fit.param_ci[name]
+        table.add_row(name, _num(value), _num(lo), _num(hi))
+    console.print(table)
+    console.print(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4g}", highlight=False)
+    held = fit.heldout
+    if "skipped" in held:
+        console.print(f"held-out check skipped: {held['skipped']}", highlight=False)
+    else:
+        console.print(f"held-out check (fit on {held['train']}, {held['n_train']} cells; predict {held['n_test']}): "
+                      f"mean |error| {held['mean_abs_error']:.4g}, max {held['max_abs_error']:.4g}", highlight=False)
+    alt = Table(title="model comparison")
+    for col in ("model", "params", "R^2", "AICc", "BIC", "held-out MAE"):
+        alt.add_column(col, justify="right")
+    for name, a in fit.alternatives.items():
+        alt.add_row(name, str(a["n_params"]), _num(a["r2"]), _num(a["aicc"], 5), _num(a["bic"], 5),
+                    _num(a["heldout_mean_abs_error"]))
+    console.print(alt)
+    console.print("best by " + ", ".join(f"{k}: {v}" for k, v in fit.best_by.items()), highlight=False)
+    for w in fit.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+
+# ------------------------------------------------------------------------------------------------
+# sweep, report, demo: below this line
+# ------------------------------------------------------------------------------------------------

@@ -364,7 +364,8 @@ def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
     raise VlgapError(f"unknown shape {shape!r}; valid: {list(SHAPES)}")
 
 
-def _parse_size(size: int | Sequence[int]) -> tuple[int, int]:
+def parse_frame_size(size: int | Sequence[int]) -> tuple[int, int]:
+    """(height, width) from an int or a pair; both even (yuv420p) and at least 16."""
     h, w = (size, size) if isinstance(size, (int, np.integer)) else tuple(size)
     h, w = int(h), int(w)
     if h < 16 or w < 16 or h % 2 or w % 2:
@@ -451,7 +452,7 @@ def render(spec: SceneSpec | dict, n_frames: int = 32, size: int | Sequence[int]
         spec = spec_from_dict(spec)
     if n_frames < 1:
         raise VlgapError(f"n_frames must be at least 1, got {n_frames}")
-    h, w = _parse_size(size)
+    h, w = parse_frame_size(size)
     frames = np.empty((n_frames, h, w, 3), np.uint8)
     frames[:] = _background(spec.background, h, w)
     t = (np.arange(n_frames) + 0.5) / n_frames
@@ -619,7 +620,10 @@ def _compose(spec: SceneSpec, seed: int, slot: int, before, final) -> tuple[str,
         return text, ["count", *objs]
     if slot == 2:  # the first event alone
         e = W.clause(order[0])
-        return W.pick((f"{_cap(e)}.", f"First, {e}.", f"{_cap(e)} at first.")), [ev[0]]
+        options = [f"{_cap(e)}.", f"In this video, {e}."]
+        if len(order) > 1:  # "first" would wrongly suggest more events otherwise
+            options += [f"First, {e}.", f"To begin with, {e}."]
+        return W.pick(options), [ev[0]]
     if slot == 3:  # the background and the last event
         e, bg = W.clause(order[-1]), W.bg()
         return W.pick((f"On {bg}, {e}.", f"{_cap(e)} on {bg}.", f"Against {bg}, {e}.")), ["bg", ev[-1]]
@@ -633,7 +637,10 @@ def _compose(spec: SceneSpec, seed: int, slot: int, before, final) -> tuple[str,
             i = order[0]
             k = spec.events[i].obj
             o = spec.objects[k]
-            text = f"{_cap(W.subject(i))} starts {W.pos(o.x, o.y)} and then {W.verb(i)}."
+            if spec.events[i].kind == "appear":
+                text = f"{_cap(W.subject(i))} {W.verb(i)} {W.pos(o.x, o.y)}."
+            else:
+                text = f"{_cap(W.subject(i))} starts {W.pos(o.x, o.y)} and then {W.verb(i)}."
             return text, [f"obj{k}", f"pos{k}", ev[0]]
         j = int(W.rng.integers(len(order) - 1))
         i1, i2 = order[j], order[j + 1]
@@ -720,7 +727,8 @@ def write_captions(spec: SceneSpec | dict, seed: int = 0) -> list[str]:
 
 def caption_facts(spec: SceneSpec | dict, seed: int = 0) -> list[list[str]]:
     """Fact ids stated by each caption of `write_captions(spec, seed)`: bg, count, obj<k>, size<k>,
-    pos<k> (start cell), ev<i>, order<i>-<j> (event i happens before event j), time<i> (which third of the clip), end (final state)."""
+    pos<k> (start cell), ev<i>, order<i>-<j> (event i happens before event j), time<i> (which third of
+    the clip), end (final state)."""
     if isinstance(spec, dict):
         spec = spec_from_dict(spec)
     return [f for _, f in _caption_set(spec, seed)]
@@ -819,7 +827,7 @@ def write_mp4(path: str | os.PathLike, frames: np.ndarray, fps: int = 8, codec: 
     frames = np.asarray(frames)
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise VlgapError(f"{path.name}: frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
-    _parse_size(frames.shape[1:3])
+    parse_frame_size(frames.shape[1:3])
     codec = codec or _default_codec()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -869,7 +877,7 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
         raise VlgapError(f"n must be at least 1, got {n}")
     if not 0.0 <= photo_fraction <= 1.0:
         raise VlgapError(f"photo_fraction must lie in [0, 1], got {photo_fraction}")
-    h, w = _parse_size(size)
+    h, w = parse_frame_size(size)
     out_dir = Path(out_dir)
     (out_dir / "videos").mkdir(parents=True, exist_ok=True)
     items = []

@@ -36,6 +36,14 @@ def models_dir() -> Path:
     return cache_root() / "models"
 
 
+def _hash_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def file_sha256(path: str | os.PathLike) -> str:
     """sha256 of a file, computed once per (real path, size, mtime): memoised in this process and kept
     in a small JSON index in the cache, so a 250 MB weights file is not re-hashed on every run."""
@@ -57,11 +65,7 @@ def file_sha256(path: str | os.PathLike) -> str:
         pass
     digest = index.get(skey)
     if not (isinstance(digest, str) and len(digest) == 64):
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for block in iter(lambda: f.read(1 << 22), b""):
-                h.update(block)
-        digest = h.hexdigest()
+        digest = _hash_file(p)
         index = {k: v for k, v in index.items() if not k.startswith(f"{key[0]}|")}  # drop stale versions
         index[skey] = digest
         try:
@@ -125,6 +129,20 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
             "n_parameters": int(sum(p.numel() for p in model.parameters()))}
 
 
+STALE_SECONDS = 6 * 3600
+
+
+def _remove_stale_temporaries(folder: Path) -> None:
+    """Half-written conversions left by killed processes are large (0.5-1 GB): drop those untouched for 6 h."""
+    now = time.time()
+    for p in folder.glob(".*.tmp"):
+        try:
+            if p.is_dir() and now - p.stat().st_mtime > STALE_SECONDS:
+                shutil.rmtree(p, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str | None = None,
                      fetch: Callable[[Path], Path] | None = None,
                      convert: Callable[[Path, Path], dict[str, Any]] = convert_gguf,
@@ -145,13 +163,14 @@ def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str 
         return done
     final = converted_dir(sha256)
     final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temporaries(final.parent)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     fetched_dir: Path | None = None
     try:
         if gguf_path is None:
             fetched_dir = Path(tempfile.mkdtemp(dir=final.parent, prefix=".fetch.", suffix=".tmp"))
-            gguf_path = fetch(fetched_dir)
-            if file_sha256(gguf_path) != sha256:
+            gguf_path = Path(fetch(fetched_dir))
+            if _hash_file(gguf_path) != sha256:  # a temporary file: not worth an index entry
                 raise VlgapError(f"GGUF file {str(gguf_path)!r} does not have the expected sha256 {sha256}")
         if log:
             log(f"converting {gguf_path.name} to safetensors in {final} (once; 30-90 s)")

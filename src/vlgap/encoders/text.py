@@ -47,7 +47,12 @@ class HFTextEncoder(TextEncoder):
         limits = [v for v in (max_length, getattr(cfg, "max_position_embeddings", None),
                               getattr(tokenizer, "model_max_length", None)) if isinstance(v, int) and 0 < v < 10**7]
         self.max_length = min(limits) if limits else 8192
-        self._accepts_cache = "use_cache" in cfg.to_dict()
+        import inspect
+
+        try:
+            self._accepts_cache = "use_cache" in inspect.signature(model.forward).parameters
+        except (TypeError, ValueError):
+            self._accepts_cache = False
         #: texts cut at max_length so far (never silent: extract reports it)
         self.n_truncated = 0
         self.n_tokens = 0
@@ -138,7 +143,7 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     source: dict[str, Any] = {"source": where, "library": "transformers"}
     if is_local and hash_weights:
         source.update(_weights_of_folder(folder))
-    else:
+    elif getattr(config, "_commit_hash", None) or revision:
         source["revision"] = getattr(config, "_commit_hash", None) or revision
     source.update(extra_source or {})
     return HFTextEncoder(name=name or f"hf:{src}", model=model, tokenizer=tokenizer, pooling=pooling,

@@ -54,14 +54,15 @@ class HFVideoEncoder(VisionEncoder):
             raise VlgapError(f"{self.name}: expected clips [B, {self.native_clip_len}, 3, h, w], got {tuple(x.shape)}")
         with self._lock, torch.inference_mode():
             out = self.model(pixel_values=x, output_hidden_states=True, return_dict=True)
-            return [pool_output(h, self.pooling) for h in out.hidden_states]
+            prefix = 1 if self.model.config.model_type in _CLS_MODELS else 0
+            return [pool_output(h, self.pooling, prefix_tokens=prefix) for h in out.hidden_states]
 
     def record(self) -> dict[str, Any]:
         return {
             "name": self.name, "modality": "vision", "kind": "video", "n0": self.native_clip_len, **self.source,
             "model_class": type(self.model).__name__, "model_type": self.model.config.model_type,
             "dtype": dtype_name(self.dtype), "device": self.device.type, "pooling": self.pooling,
-            "pooling_detail": "CLS token" if self.pooling == "cls" else "mean over all space-time tokens",
+            "pooling_detail": "CLS token" if self.pooling == "cls" else "mean over all space-time (patch) tokens",
             "preprocess": self._pre.record(), "layer_names": self.layer_names, "layer_dims": self.layer_dims,
             "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
             "versions": versions(),
@@ -73,7 +74,8 @@ def _pooling_for(model_type: str, pooling: str | None, name: str) -> str:
     allowed = ("cls", "mean") if has_cls else ("mean",)
     pooling = pooling or "mean"
     if pooling not in allowed:
-        raise VlgapError(f"pooling {pooling!r} is not available for {name} ({model_type}); use one of {', '.join(allowed)}")
+        raise VlgapError(f"pooling {pooling!r} is not available for {name} ({model_type}); "
+                         f"use one of {', '.join(allowed)}")
     return pooling
 
 
@@ -117,7 +119,7 @@ def load_hf_video(src: str, *, name: str | None = None, pooling: str | None = No
         from vlgap.encoders.text import _weights_of_folder
 
         source.update(_weights_of_folder(folder))
-    else:
+    elif getattr(config, "_commit_hash", None) or revision:
         source["revision"] = getattr(config, "_commit_hash", None) or revision
     return HFVideoEncoder(name=name or f"hf-video:{src}", model=model, preprocess=pre, n0=int(n0),
                           pooling=_pooling_for(config.model_type, pooling, src), device=resolve_device(device),

@@ -86,7 +86,8 @@ class ImageModelEncoder(VisionEncoder):
                  device: torch.device, dtype: torch.dtype, source: dict[str, Any],
                  hooked: list[tuple[str, nn.Module]] | None = None, run: Callable | None = None,
                  explicit: Callable[[torch.Tensor, Sink], None] | None = None, layer_names: list[str] | None = None,
-                 prefix_tokens: int = 0, channels_last_out: bool = False, stop_early: bool = True):
+                 prefix_tokens: int = 0, channels_last_out: bool = False, stop_early: bool = True,
+                 conv_channels_last: bool = False):
         self.name = name
         self.model = model
         self._pre = preprocess
@@ -109,6 +110,9 @@ class ImageModelEncoder(VisionEncoder):
                 module.register_forward_hook(self._make_hook(i, stop_early and i == last))
         model.eval().requires_grad_(False)
         model.to(device=device, dtype=dtype)
+        if conv_channels_last:
+            # NHWC convolutions: 15-40 % faster on CPU (oneDNN) and on GPU tensor cores; same numbers to ~1e-6
+            model.to(memory_format=torch.channels_last)
         # one dry run: checks the wiring and gives the width of every layer
         with torch.inference_mode():
             probe = torch.zeros(1, 3, preprocess.image_size, preprocess.image_size, device=device, dtype=dtype)
@@ -238,6 +242,9 @@ def torchvision_blocks(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], d
         return [(f"trunk_output.{s}.{b}", m) for s, stage in model.trunk_output.named_children()
                 for b, m in stage.named_children()], {}
     if isinstance(getattr(model, "features", None), nn.Sequential):
+        children = list(model.features.named_children())
+        if all(_is_basic_layer(m) for _, m in children):  # VGG / AlexNet: one layer = conv + ReLU
+            return [(f"features.{n}", m) for n, m in children if isinstance(m, nn.ReLU)], {}
         return _flatten_blocks("features", model.features), {}
     skip = {"fc", "classifier", "head", "heads", "avgpool", "dropout", "aux1", "aux2", "AuxLogits"}
     return [(n, m) for n, m in model.named_children() if n not in skip], {}
@@ -252,8 +259,8 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
     names = tvm.list_models(module=tvm)
     if arch not in names:
         close = difflib.get_close_matches(arch, names, n=5)
-        raise VlgapError(f"torchvision has no classification model {arch!r}"
-                         + (f"; did you mean {', '.join(close)}?" if close else f"; valid names include {', '.join(names[:12])} ..."))
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; valid names include {', '.join(names[:12])} ..."
+        raise VlgapError(f"torchvision has no classification model {arch!r}{hint}")
     kwargs: dict[str, Any] = {}
     if image_size and arch.startswith("vit_"):
         kwargs["image_size"] = int(image_size)
@@ -272,6 +279,7 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
     source.update(extra_source or {})
     hooked, facts = torchvision_blocks(model)
     tokens = facts.pop("tokens", False)
+    facts.setdefault("conv_channels_last", not tokens and not facts.get("channels_last_out"))
     pooling = _check_pooling(pooling, ("cls", "mean") if tokens else ("mean",), "cls" if tokens else "mean", arch)
     size = int(image_size or 224)
     pre = FramePreprocess.make(size)
@@ -343,18 +351,40 @@ def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, 
     return ImageModelEncoder(name=name, model=model, preprocess=pre,
                              pooling=_check_pooling(pooling, ("mean",), "mean", name),
                              device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
-                             explicit=explicit, layer_names=layer_names)
+                             explicit=explicit, layer_names=layer_names, conv_channels_last=True)
 
 
 # -------------------------------------------------------------------------------------------------
 # timm
+
+def timm_cnn_blocks(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
+    """Every block of the common timm CNN layouts (ResNet, ConvNeXt/CSP-style stages, EfficientNet/MobileNet
+    block lists), with the stem and head where they are feature maps; None for other layouts."""
+    seqs = (nn.Sequential, nn.ModuleList)
+    if all(hasattr(model, f"layer{i}") for i in range(1, 5)) and not hasattr(model, "stage2"):
+        return [(f"layer{i}.{n}", m) for i in range(1, 5) for n, m in getattr(model, f"layer{i}").named_children()]
+    stages = getattr(model, "stages", None)
+    if isinstance(stages, seqs) and all(isinstance(getattr(st, "blocks", None), seqs) for st in stages):
+        out = [("stem", model.stem)] if isinstance(getattr(model, "stem", None), nn.Module) else []
+        return out + [(f"stages.{i}.blocks.{j}", b) for i, st in stages.named_children()
+                      for j, b in st.blocks.named_children()]
+    blocks = getattr(model, "blocks", None)
+    if isinstance(blocks, nn.Sequential) and all(isinstance(c, nn.Sequential) for c in blocks.children()):
+        out = [("bn1", model.bn1)] if isinstance(getattr(model, "bn1", None), nn.Module) else []
+        out += [(f"blocks.{i}.{j}", b) for i, stage in blocks.named_children() for j, b in stage.named_children()]
+        if isinstance(getattr(model, "bn2", None), nn.Module) and hasattr(model, "conv_head"):
+            out.append(("bn2", model.bn2))  # EfficientNet's head conv (+BN+act), still a feature map
+        return out
+    return None
+
 
 def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | None = None,
                image_size: int | None = None, pooling: str | None = None, device="cpu",
                dtype="float32") -> ImageModelEncoder:
     """Any timm model, pretrained=False (no download). `checkpoint`: a local weights file loaded through
     timm's own pretrained path (so its checkpoint filters apply). ViT-like models: every block, CLS
-    (default when the model has one) or mean of patch tokens; CNNs: timm's forward_intermediates."""
+    (default when the model has one) or mean of patch tokens; CNNs: every block for the common layouts,
+    else timm's forward_intermediates (stage outputs)."""
     require("timm", "timm", for_what="a timm encoder")
     import timm
 
@@ -397,7 +427,11 @@ def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | 
         return ImageModelEncoder(pooling=pooling, hooked=[(f"blocks.{n}", m) for n, m in blocks.named_children()],
                                  run=model.forward_features, prefix_tokens=int(model.num_prefix_tokens), **common)
     pooling = _check_pooling(pooling, ("mean",), "mean", arch)
-    if hasattr(model, "forward_intermediates"):
+    blocks_found = timm_cnn_blocks(model)
+    if blocks_found:
+        return ImageModelEncoder(pooling=pooling, hooked=blocks_found, run=getattr(model, "forward_features", model),
+                                 conv_channels_last=True, **common)
+    if hasattr(model, "forward_intermediates"):  # stage outputs, through timm's own API
         info = getattr(model, "feature_info", None) or []
         names = [f.get("module", f"stage.{i}") if isinstance(f, dict) else f"stage.{i}" for i, f in enumerate(info)]
 
@@ -405,7 +439,8 @@ def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | 
             for t in model.forward_intermediates(x, intermediates_only=True):
                 sink(t)
 
-        enc = ImageModelEncoder(pooling=pooling, explicit=explicit, layer_names=names, **common)
+        enc = ImageModelEncoder(pooling=pooling, explicit=explicit, layer_names=names, conv_channels_last=True,
+                                **common)
         if len(enc.layer_dims) != len(names):
             enc.layer_names = [f"stage.{i}" for i in range(len(enc.layer_dims))]
         return enc

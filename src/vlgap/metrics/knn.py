@@ -29,19 +29,23 @@ def _rows_per_chunk(n: int, chunk_bytes: int) -> int:
 
 def _exact_topk(sims: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k of each row by (value desc, column asc), exactly; returns (indices, values) [B, k]."""
-    kth = torch.topk(sims, k, dim=1, sorted=True).values[:, k - 1:k]
-    selected = sims >= kth
-    n_selected = selected.sum(dim=1)
-    tied_rows = torch.nonzero(n_selected > k).flatten()
-    if tied_rows.numel():
-        # more candidates than slots because of ties at the k-th value: keep the smallest columns
-        sub = sims[tied_rows]
-        above = sub > kth[tied_rows]
-        equal = sub == kth[tied_rows]
-        need = k - above.sum(dim=1, keepdim=True)
-        keep_equal = equal & (torch.cumsum(equal.to(torch.int32), dim=1) <= need)
-        selected[tied_rows] = above | keep_equal
-    cols = torch.nonzero(selected)[:, 1].view(sims.shape[0], k)  # column order within each row
+    n = sims.shape[1]
+    extra = 1 if k < n else 0
+    vals, cols = torch.topk(sims, k + extra, dim=1, sorted=True)
+    cols = cols[:, :k]
+    if extra:
+        # which tied columns torch.topk keeps at the k-th value is unspecified: redo those rows
+        tied_rows = torch.nonzero(vals[:, k] == vals[:, k - 1]).flatten()
+        if tied_rows.numel():
+            sub = sims[tied_rows]
+            kth = vals[tied_rows, k - 1:k]
+            above = sub > kth
+            equal = sub == kth
+            need = k - above.sum(dim=1, keepdim=True)
+            keep = above | (equal & (torch.cumsum(equal.to(torch.int32), dim=1) <= need))
+            cols[tied_rows] = torch.nonzero(keep)[:, 1].view(-1, k)
+    # order by value desc, then column asc: stable sort by value of the column-sorted list
+    cols = torch.sort(cols, dim=1).values
     vals = torch.gather(sims, 1, cols)
     order = torch.sort(vals, dim=1, descending=True, stable=True).indices
     return torch.gather(cols, 1, order), torch.gather(vals, 1, order)
@@ -131,25 +135,57 @@ class NeighbourLookup:
         return torch.where(found, self.values[pos], torch.zeros((), dtype=self.dtype, device=keys.device))
 
 
+def _walk(ranked: torch.Tensor, weights: torch.Tensor, k: int):
+    # weights are small integers held in float32 (exact; float cumsum is vectorised, int is not)
+    b, (n, m) = weights.shape[0], ranked.shape
+    w = weights.index_select(1, ranked.reshape(-1)).view(b, n, m)
+    cum = torch.cumsum(w, dim=2)
+    taken = torch.minimum(torch.clamp(k - cum + w, min=0), w)
+    positive = taken > 0
+    # compact the (at most k) positions with something taken into k slots, in ranking order
+    slot = torch.cumsum(positive.to(w.dtype), dim=2).sub_(1).masked_fill_(~positive, k).long()
+    ids = torch.zeros((b, n, k + 1), dtype=ranked.dtype, device=ranked.device)
+    out_taken = torch.zeros((b, n, k + 1), dtype=w.dtype, device=w.device)
+    ids.scatter_(2, slot, ranked.expand(b, n, m))
+    out_taken.scatter_(2, slot, taken)
+    return ids[:, :, :k], out_taken[:, :, :k], cum[:, :, -1] < k
+
+
 def weighted_neighbours(ranked: torch.Tensor, weights: torch.Tensor, k: int
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Neighbour lists in a resample given by item multiplicities, from precomputed rankings.
 
-    ranked: [N, M] each item's M nearest other items in order (M >= k). weights: [B, N] integer
-    multiplicities (bootstrap counts; 0 = not drawn). In the resample, the k nearest draws of an item
-    are taken walking its ranking and counting every copy of a drawn neighbour (copies of the same
-    item tie; they enter in copy order), never a copy of itself.
-    Returns ids [B, N, k], taken [B, N, k] (how many copies of ids[...] are among the k; 0 for padding)
-    and short [B, N] (True where the M ranked items held fewer than k draws, so the caller must
-    extend the ranking for that row).
+    ranked: [N, M] each item's M nearest other items in order (M >= k). weights: [B, N]
+    multiplicities (bootstrap counts; 0 = not drawn; any dtype, used as float32). In the resample,
+    the k nearest draws of an item are taken walking its ranking and counting every copy of a drawn
+    neighbour (copies of the same item tie; they enter in copy order), never a copy of itself.
+    Returns ids [B, N, k], taken [B, N, k] float32 (how many copies of ids[...] are among the k;
+    0 for padding) and short [B, N] (True where the M ranked items held fewer than k draws, so the
+    caller must extend the ranking for that row).
     """
+    weights = weights.to(torch.float32)
     m = ranked.shape[1]
-    w = weights[:, ranked]                                     # [B, N, M]
-    cum = torch.cumsum(w, dim=2)
-    taken = torch.clamp(k - (cum - w), min=0).minimum(w)
-    short = cum[:, :, -1] < k
-    # first k positions with something taken, in ranking order (padding: positions with 0 taken)
-    rank_key = torch.where(taken > 0, torch.arange(m, 0, -1, device=ranked.device), 0)
-    pos = torch.topk(rank_key, min(k, m), dim=2, sorted=True).indices
-    ids = torch.gather(ranked.expand(w.shape[0], -1, -1), 2, pos)
-    return ids, torch.gather(taken, 2, pos), short
+    # most rows reach k draws within ~k/0.63 positions: walk a shallow prefix, redo the rest deeper
+    first = min(m, 2 * k + 8)
+    ids, taken, short = _walk(ranked[:, :first], weights, k)
+    if first < m and bool(short.any()):
+        bs, rows = torch.nonzero(short, as_tuple=True)
+        deep_w = weights[bs]                                           # [S, N]
+        w = torch.gather(deep_w, 1, ranked[rows])                      # [S, M]
+        d_ids, d_taken, d_short = _walk_rows(ranked[rows], w, k)
+        ids[bs, rows], taken[bs, rows], short[bs, rows] = d_ids, d_taken, d_short
+    return ids, taken, short
+
+
+def _walk_rows(ranked_rows: torch.Tensor, w: torch.Tensor, k: int):
+    """`_walk` for S individual rows, each with its own ranking [S, M] and weights w [S, M]."""
+    s, m = ranked_rows.shape
+    cum = torch.cumsum(w, dim=1)
+    taken = torch.minimum(torch.clamp(k - cum + w, min=0), w)
+    positive = taken > 0
+    slot = torch.cumsum(positive.to(w.dtype), dim=1).sub_(1).masked_fill_(~positive, k).long()
+    ids = torch.zeros((s, k + 1), dtype=ranked_rows.dtype, device=ranked_rows.device)
+    out_taken = torch.zeros((s, k + 1), dtype=w.dtype, device=w.device)
+    ids.scatter_(1, slot, ranked_rows)
+    out_taken.scatter_(1, slot, taken)
+    return ids[:, :k], out_taken[:, :k], cum[:, -1] < k

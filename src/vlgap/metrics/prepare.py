@@ -49,10 +49,12 @@ def as_matrix(x: Any, name: str, device: torch.device) -> torch.Tensor:
         raise VlgapError(f"{name}: shape {tuple(t.shape)} has too few items or features (need N >= 2, D >= 1)")
     dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
     t = t.to(device=device, dtype=dtype)
-    bad = ~torch.isfinite(t).all(dim=1)
-    if bool(bad.any()):
-        rows = torch.nonzero(bad).flatten()[:5].tolist()
-        raise VlgapError(f"{name}: NaN or Inf in item rows {rows}; remove or fix those items")
+    # a row sum is NaN/Inf if the row holds one (or overflows): cheap screen, exact check after
+    suspect = torch.nonzero(~torch.isfinite(t.sum(dim=1))).flatten()
+    if suspect.numel():
+        bad = suspect[~torch.isfinite(t[suspect]).all(dim=1)]
+        if bad.numel():
+            raise VlgapError(f"{name}: NaN or Inf in item rows {bad[:5].tolist()}; remove or fix those items")
     return t
 
 

@@ -66,18 +66,17 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
     from vlgap.metrics.layer_search import layer_search
 
-    res = layer_search(xs, ys, k=k, metric=metric, bootstrap=bootstrap, permutations=permutations, seed=seed,
+    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=bootstrap, n_permutations=permutations, seed=seed,
                        device=device)
-    d = res.to_dict() if hasattr(res, "to_dict") else dict(res)
-    best = d["best"]
-    out = {"matrix": np.asarray(d["scores"], dtype=np.float64), "score": float(best["score"]),
-           "x_layer": int(best["x_layer"]), "y_layer": int(best["y_layer"]), "chance": float(d["chance"]),
-           "n": int(d["n"]), "k": int(d["k"])}
-    ci = d.get("ci")
-    out["ci_lo"], out["ci_hi"] = (float(ci[0]), float(ci[1])) if ci is not None else (float("nan"), float("nan"))
-    out["p_value"] = float(d["p_value"]) if d.get("p_value") is not None else float("nan")
-    out["null_mean"] = float(d["null_mean"]) if d.get("null_mean") is not None else float("nan")
-    return out
+    nan = float("nan")
+    ci = res.ci
+    return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
+            "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
+            "chance": float(res.chance) if res.chance is not None else nan, "n": int(res.n),
+            "k": int(res.k) if res.k is not None else 0,
+            "ci_lo": float(ci[0]) if ci else nan, "ci_hi": float(ci[1]) if ci else nan,
+            "p_value": float(res.p_value) if res.p_value is not None else nan,
+            "null_mean": float(res.null_mean) if res.null_mean is not None else nan}
 
 
 def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:

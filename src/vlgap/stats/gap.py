@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -122,6 +122,7 @@ def gap(
     set_a, set_b = _as_item_set(a, "A"), _as_item_set(b, "B")
     labels_a = labels_b = None
     match_summary = None
+    keep_a = keep_b = None  # original item indices after length matching
     embedding = None
     text_encoder = None
     if length_match:
@@ -143,6 +144,7 @@ def gap(
         set_a = ItemSet(set_a.source, texts=[set_a.texts[i] for i in match.index_a])
         set_b = ItemSet(set_b.source, texts=[set_b.texts[i] for i in match.index_b])
         match_summary = match.summary()
+        keep_a, keep_b = match.index_a, match.index_b
 
     arrays = []
     for s in (set_a, set_b):
@@ -183,6 +185,11 @@ def gap(
     if witness and kmat is not None:
         f_a, f_b = witness_values(kmat, res.n_a)
         out.witness = top_witnesses(f_a, f_b, top_k=top_k, labels_a=labels_a, labels_b=labels_b)
+        # report positions in the caller's input, not in the length-matched subsample
+        for side, keep in (("a", keep_a), ("b", keep_b)):
+            if keep is not None:
+                for item in out.witness[side]:
+                    item["index"] = int(keep[item["index"]])
         del kmat
     if c2st:
         from vlgap.stats.c2st import c2st as run_c2st

@@ -100,10 +100,9 @@ def median_heuristic(z: torch.Tensor, *, max_points: int = MEDIAN_HEURISTIC_MAX_
         idx = torch.from_numpy(np.sort(gen.choice(n, size=max_points, replace=False))).to(z.device)
         z = z.index_select(0, idx)
         n = max_points
-    d = squared_distances(z, z)
-    iu = torch.triu_indices(n, n, offset=1, device=z.device)
-    vals = d[iu[0], iu[1]]
-    med = float(vals.median())
+    d = squared_distances(z, z).cpu().numpy()
+    vals = d[np.triu_indices(n, k=1)]
+    med = float(np.median(vals))  # numpy's median averages the middle pair (torch's takes the lower)
     if med <= 0.0:
         med = float(vals.mean())
     if med <= 0.0:

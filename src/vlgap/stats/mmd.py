@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
@@ -176,6 +175,8 @@ def mmd_test(
         raise VlgapError("n_permutations and n_bootstrap must be >= 0 (0 skips the p-value / interval)")
     if method not in ("auto", "quadratic", "block"):
         raise VlgapError(f"method={method!r}: use 'auto', 'quadratic' or 'block'")
+    if ci_method not in ("bca", "percentile"):
+        raise VlgapError(f"ci_method={ci_method!r}: use 'bca' or 'percentile'")
     m, n = ta.shape[0], tb.shape[0]
     k = resolve_kernel(kernel, torch.cat([ta, tb]), bandwidth=bandwidth, seed=seed or 0)
     if method == "auto":
@@ -198,29 +199,26 @@ def mmd_test(
     s_aa, s_bb, s_ab, tr_a, tr_b = block_sums(kmat, m)
     observed = float(unbiased_from_blocks(s_aa, s_bb, s_ab, m, n))
     biased = (s_aa + tr_a) / m**2 + (s_bb + tr_b) / n**2 - 2.0 * s_ab / (m * n)
-    jack = jackknife_mmd(kmat, m) if (n_bootstrap and ci_method == "bca") else None
-    raw = kmat.clone() if return_kernel else None
-    kc = double_center_(kmat)  # in place: the raw matrix is no longer needed
-
-    p_value = None
-    if n_permutations:
-        null = permutation_null(kc, m, n_permutations, seed=seed, batch_size=batch_size)
-        p_value = permutation_p_value(observed, null.cpu().numpy(), "greater")
     ci = None
     if n_bootstrap:
         boot_seed = None if seed is None else seed + 1  # independent of the permutation stream
-        boot = bootstrap_mmd(kc, m, n_bootstrap, seed=boot_seed, batch_size=batch_size).cpu().numpy()
+        boot = bootstrap_mmd(kmat, m, n_bootstrap, seed=boot_seed, batch_size=batch_size).cpu().numpy()
         if ci_method == "bca":
-            lo, hi = bca_interval(observed, boot, list(jack), confidence)
-        elif ci_method == "percentile":
-            lo, hi = percentile_interval(boot, confidence)
+            lo, hi = bca_interval(observed, boot, list(jackknife_mmd(kmat, m)), confidence)
         else:
-            raise VlgapError(f"ci_method={ci_method!r}: use 'bca' or 'percentile'")
+            lo, hi = percentile_interval(boot, confidence)
         ci = [lo, hi]
+    p_value = None
+    if n_permutations:
+        raw = kmat.clone() if return_kernel else None
+        kc = double_center_(kmat)  # in place: the raw matrix is not needed after this
+        null = permutation_null(kc, m, n_permutations, seed=seed, batch_size=batch_size)
+        p_value = permutation_p_value(observed, null.cpu().numpy(), "greater")
+        kmat = raw
     result = MMDResult(
         mmd2_unbiased=observed, mmd2_biased=float(biased), p_value=p_value, ci=ci, method="quadratic",
         n_permutations=n_permutations, n_bootstrap=n_bootstrap, ci_method=ci_method if n_bootstrap else None,
         **common)
     if return_kernel:
-        return result, raw
+        return result, kmat
     return result

@@ -9,6 +9,8 @@ Numerical trick: the unbiased MMD^2 of *any* split is unchanged when K is double
 (K_ij - mean_i - mean_j + grand mean; the coefficients of a U-statistic that compares two samples
 sum to zero in every row). After centring, the row sums vanish and the statistic of a permutation
 reduces to q and s.diag without subtracting large totals, which keeps float32 accurate.
+(The bootstrap statistic excludes self-pairs of repeated items, which is not centring-invariant,
+so it works on the raw kernel.)
 """
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ def permutation_null(
 
 
 def bootstrap_mmd(
-    k_centred: torch.Tensor,
+    k: torch.Tensor,
     m: int,
     n_resamples: int,
     *,
@@ -93,17 +95,23 @@ def bootstrap_mmd(
     batch_size: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> torch.Tensor:
-    """Unbiased MMD^2 of `n_resamples` bootstrap resamples (A and B resampled independently, with
-    replacement, each keeping its size). A resample with repeated items is a multiset; its
-    U-statistic sums over distinct *positions*, i.e. w^T K w - w.diag(K) for count vector w."""
-    n_total = k_centred.shape[0]
+    """MMD^2 of `n_resamples` bootstrap resamples (A and B resampled independently, with
+    replacement, each keeping its size), from the *raw* (not centred) pooled kernel.
+
+    A resample repeats items; pairing a copy with itself would add k(x, x) (the kernel's maximum)
+    to the within-sample sums and push every resample far above the estimate. So within each sample
+    the U-statistic runs over pairs of *distinct original items*, weighted by their counts w:
+    (w^T K w - sum_i w_i^2 K_ii) / (m^2 - sum_i w_i^2). Its bootstrap mean is then the estimate
+    itself (up to O(1/N)), which the percentile and BCa intervals need.
+    """
+    n_total = k.shape[0]
     n = n_total - m
-    device, dtype = k_centred.device, k_centred.dtype
-    diag = torch.diagonal(k_centred).to(torch.float64)
-    k_a = k_centred[:m]            # [m, N]: A-A and A-B blocks
-    k_bb = k_centred[m:, m:]
+    device, dtype = k.device, k.dtype
+    diag = torch.diagonal(k).to(torch.float64)
+    k_a = k[:m]            # [m, N]: A-A and A-B blocks
+    k_bb = k[m:, m:]
     rng = np.random.default_rng(seed)
-    b = _batch_size(n_total, k_centred.element_size(), batch_size, batch_bytes)
+    b = _batch_size(n_total, k.element_size(), batch_size, batch_bytes)
     out = torch.empty(n_resamples, dtype=torch.float64, device=device)
     done = 0
     while done < n_resamples:
@@ -113,10 +121,14 @@ def bootstrap_mmd(
         w = torch.zeros(rows, m, dtype=dtype, device=device).scatter_add_(1, ia, torch.ones_like(ia, dtype=dtype))
         v = torch.zeros(rows, n, dtype=dtype, device=device).scatter_add_(1, ib, torch.ones_like(ib, dtype=dtype))
         p = w @ k_a
-        s_xx = (p[:, :m] * w).sum(dim=1, dtype=torch.float64) - w.to(torch.float64) @ diag[:m]
-        s_xy = (p[:, m:] * v).sum(dim=1, dtype=torch.float64)
-        s_yy = ((v @ k_bb) * v).sum(dim=1, dtype=torch.float64) - v.to(torch.float64) @ diag[m:]
-        out[done:done + rows] = unbiased_from_blocks(s_xx, s_yy, s_xy, m, n)
+        w64, v64 = w.to(torch.float64), v.to(torch.float64)
+        w_sq, v_sq = w64 * w64, v64 * v64
+        u_xx = (((p[:, :m] * w).sum(dim=1, dtype=torch.float64) - w_sq @ diag[:m])
+                / (m * m - w_sq.sum(dim=1)))
+        u_yy = ((((v @ k_bb) * v).sum(dim=1, dtype=torch.float64) - v_sq @ diag[m:])
+                / (n * n - v_sq.sum(dim=1)))
+        mean_xy = (p[:, m:] * v).sum(dim=1, dtype=torch.float64) / (m * n)
+        out[done:done + rows] = u_xx + u_yy - 2.0 * mean_xy
         done += rows
     return out
 

@@ -11,7 +11,7 @@ mean-pooled over tokens); one layer is taken (default the last) and the texts ar
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np

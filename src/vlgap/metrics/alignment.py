@@ -1,0 +1,569 @@
+"""Representation-alignment metrics between two sets of features of the same N items.
+
+Names and definitions follow platonic-rep (Huh et al. 2024, `metrics.AlignmentMetrics`):
+`mutual_knn`, `cycle_knn`, `cknna`, `cka`, `unbiased_cka`, `svcca`. As in platonic-rep's
+`compute_score(normalize=True)`, features are optionally clamped at the q-quantile of |x|
+(`remove_outliers`, q=0.95 there; off here unless asked) and rows are L2-normalised before any metric.
+
+Deliberate differences from platonic-rep, each making a score exact and deterministic:
+- neighbour ties are broken by the smaller item index (platonic-rep: unspecified argsort order);
+- `cka`, `unbiased_cka`, `cknna` divide by sqrt(HSIC_xx HSIC_yy) without the +1e-6 (which biases
+  small HSIC values: identical spaces then score 1 exactly, up to rounding);
+- `svcca` uses an exact SVD (not the randomised `svd_lowrank`) and exact canonical correlations
+  (singular values of U_x^T U_y, i.e. cosines of principal angles) instead of scikit-learn's
+  iterative CCA plus added noise.
+
+Each metric is an object with per-layer state, so that a layer search computes every layer's state
+(neighbour lists, Gram matrices, SVD bases) once and then scores all L_x x L_y pairs from the states.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from vlgap.errors import VlgapError
+from vlgap.metrics.knn import NeighbourLookup, _walk_rows, topk_neighbours, weighted_neighbours
+from vlgap.metrics.prepare import (DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare,
+                                   resolve_device)
+
+METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca")
+KNN_METRICS = frozenset({"mutual_knn", "cycle_knn", "cknna"})
+
+#: memory allowed for per-layer Gram matrices in CKA (float64); above it CKA uses feature products
+GRAM_BYTES = 1024 * 2**20
+#: memory for one batch of bootstrap / permutation work (tables and queries)
+BATCH_BYTES = 192 * 2**20
+
+
+def chance_level(metric: str, n: int, k: int | None) -> float | None:
+    """Expected score when the pairing of X and Y rows is random.
+
+    mutual_knn: k/(N-1), exact (each row's Y-neighbours are then a uniform k-subset of the other
+    N-1 items, so the overlap is hypergeometric with mean k^2/(N-1)). The other metrics have no
+    closed form independent of the data: use the permutation null mean (`n_permutations`).
+    """
+    if metric == "mutual_knn" and k is not None:
+        return k / (n - 1)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# metric engines: per-layer state + pair scores
+# ------------------------------------------------------------------------------------------------
+
+class AlignmentMetric:
+    """Base class. Subclasses define `layer_state` and `pair_scores`; resampling hooks have generic
+    (recompute) defaults that faster subclasses override."""
+
+    name = ""
+    uses_k = False
+
+    def __init__(self, k: int | None = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        self.k = k
+        self.chunk_bytes = chunk_bytes
+
+    def plan(self, n: int, n_layers: int) -> None:
+        """Called once before states are built (lets a metric choose a memory strategy)."""
+
+    def check(self, n: int) -> None:
+        """Raise VlgapError if the metric is undefined for N items."""
+
+    def layer_state(self, feats: torch.Tensor, groups: torch.Tensor | None = None) -> Any:
+        raise NotImplementedError
+
+    def pair_scores(self, sx: list, sy: list) -> np.ndarray:
+        """[L_x, L_y] float64 scores."""
+        raise NotImplementedError
+
+    # --- resampling hooks -------------------------------------------------------------------
+    # `feats` arguments below are zero-argument callables returning the prepared layer, so that
+    # paths which do not need the features never materialise them.
+    def resample_state(self, state: Any, feats: Callable[[], torch.Tensor], idx: torch.Tensor) -> Any:
+        """State of the bootstrap resample `feats()[idx]` (idx sorted; repeated = copies)."""
+        return self.layer_state(feats()[idx], groups=idx)
+
+    def permute_state(self, state: Any, feats: Callable[[], torch.Tensor], perm: torch.Tensor) -> Any:
+        """State of `feats()[perm]` (rows re-paired with the other side)."""
+        return self.layer_state(feats()[perm])
+
+    def bootstrap_scores(self, fx: Sequence, fy: Sequence, sx: list, sy: list, weights: np.ndarray) -> np.ndarray:
+        """[B, L_x, L_y] scores on the resamples given by multiplicities `weights` [B, N].
+        fx, fy: the prepared layers (indexable; may prepare on access)."""
+        out = np.empty((weights.shape[0], len(sx), len(sy)))
+        n = weights.shape[1]
+        for b, w in enumerate(weights):
+            idx = torch.from_numpy(np.repeat(np.arange(n), w)).to(_device(sx, fx))
+            rx = [self.resample_state(s, partial(fx.__getitem__, i), idx) for i, s in enumerate(sx)]
+            ry = [self.resample_state(s, partial(fy.__getitem__, i), idx) for i, s in enumerate(sy)]
+            out[b] = self.pair_scores(rx, ry)
+        return out
+
+    def permutation_scores(self, fx: Sequence, fy: Sequence, sx: list, sy: list, perms: np.ndarray) -> np.ndarray:
+        """[P, L_x, L_y] scores with Y's rows shuffled by each permutation in `perms` [P, N]."""
+        out = np.empty((perms.shape[0], len(sx), len(sy)))
+        for p, perm in enumerate(perms):
+            perm_t = torch.from_numpy(perm).to(_device(sx, fx))
+            out[p] = self.pair_scores(sx, [self.permute_state(s, partial(fy.__getitem__, i), perm_t)
+                                           for i, s in enumerate(sy)])
+        return out
+
+
+def _device(states: list, feats: Sequence) -> torch.device:
+    first = states[0]
+    for t in (getattr(first, "ids", None), first if torch.is_tensor(first) else None,
+              first.get("gram") if isinstance(first, dict) else None,
+              first.get("x") if isinstance(first, dict) else None):
+        if torch.is_tensor(t):
+            return t.device
+    return feats[0].device
+
+
+def _check_k(k: int | None, n: int, minimum: int = 1, metric: str = "") -> int:
+    if k is None or int(k) != k or not minimum <= k <= n - 1:
+        raise VlgapError(f"{metric}: k={k!r}: need an integer with {minimum} <= k <= N-1 = {n - 1}")
+    return int(k)
+
+
+def _inverse(perm: torch.Tensor) -> torch.Tensor:
+    """Inverse of each permutation along the last axis."""
+    return torch.argsort(perm, dim=-1)
+
+
+@dataclass
+class _Neighbours:
+    ids: torch.Tensor                 # [N, depth] ranked neighbours
+    sims: torch.Tensor | None = None  # [N, depth] their similarities
+    extra: dict = field(default_factory=dict)
+
+
+class _KnnMetric(AlignmentMetric):
+    uses_k = True
+    keep_sims = False
+
+    def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        super().__init__(k, chunk_bytes=chunk_bytes)
+        self.depth = depth  # ranked list length kept per item (>= k; longer for fast bootstraps)
+
+    def check(self, n: int) -> None:
+        _check_k(self.k, n, 2 if self.name == "cknna" else 1, self.name)
+
+    def layer_state(self, feats, groups=None):
+        n = feats.shape[0]
+        depth = self.k if groups is not None or self.depth is None else max(self.k, min(self.depth, n - 1))
+        ids, sims = topk_neighbours(feats, depth, groups=groups, chunk_bytes=self.chunk_bytes)
+        state = _Neighbours(ids, sims if self.keep_sims else None)
+        self._finish_state(state)
+        return state
+
+    def _finish_state(self, state: _Neighbours) -> None:
+        pass
+
+    def permute_state(self, state, feats, perm):
+        # re-pairing only relabels items: no neighbour search needed
+        inv = _inverse(perm)
+        sims = None if state.sims is None else state.sims[perm]
+        new = _Neighbours(inv[state.ids[perm]], sims)
+        self._finish_state(new)
+        return new
+
+
+class MutualKnn(_KnnMetric):
+    """Mean over items of |kNN_X(i) & kNN_Y(i)| / k (Huh et al. 2024; the paper's A_MkNN)."""
+
+    name = "mutual_knn"
+
+    def overlap_counts(self, sx: list, sy: list) -> torch.Tensor:
+        """Per-item overlaps [L_x, L_y, N] (integers 0..k)."""
+        k = self.k
+        n = sx[0].ids.shape[0]
+        rows = torch.arange(n, device=sx[0].ids.device)[:, None]
+        cols = torch.stack([s.ids[:, :k] for s in sy])                        # [L_y, N, k]
+        out = []
+        for s in sx:
+            table = NeighbourLookup(s.ids[:, :k])
+            out.append(table.get(rows, cols).sum(dim=2, dtype=torch.int64))   # [L_y, N]
+        return torch.stack(out)
+
+    def pair_scores(self, sx, sy):
+        n = sx[0].ids.shape[0]
+        totals = self.overlap_counts(sx, sy).sum(dim=2).cpu().numpy()
+        return totals / (n * self.k)
+
+    # --- fast resampling: neighbour lists are computed once, resamples only re-walk them -------
+    def permutation_scores(self, fx, fy, sx, sy, perms):
+        k = self.k
+        n = perms.shape[1]
+        dev = sx[0].ids.device
+        tables = [NeighbourLookup(s.ids[:, :k]) for s in sx]
+        rows = torch.arange(n, device=dev)[:, None]
+        y_ids = [s.ids[:, :k] for s in sy]
+        batch = max(1, BATCH_BYTES // (8 * len(sy) * n * k))
+        out = np.empty((perms.shape[0], len(sx), len(sy)))
+        for start in range(0, perms.shape[0], batch):
+            p = torch.from_numpy(perms[start:start + batch]).to(dev)          # [P, N]
+            inv = _inverse(p)
+            # item i is now paired with Y-row p[i]: its Y-neighbours, named by X-item
+            q = torch.stack([torch.gather(inv, 1, ids[p].reshape(p.shape[0], -1)).view(p.shape[0], n, k)
+                             for ids in y_ids])                                # [L_y, P, N, k]
+            for a, table in enumerate(tables):
+                tot = table.get(rows, q).sum(dim=(2, 3), dtype=torch.int64)   # [L_y, P]
+                out[start:start + p.shape[0], a, :] = (tot.T.cpu().numpy()) / (n * k)
+        return out
+
+    def bootstrap_scores(self, fx, fy, sx, sy, weights):
+        k = self.k
+        b_total, n = weights.shape
+        dev = sx[0].ids.device
+        taken_dtype = torch.int16 if k < 2**15 else torch.int32
+        per_resample = n * n * 2 + 8 * len(sy) * n * k * 4
+        batch = max(1, min(b_total, BATCH_BYTES // per_resample))
+        rows = torch.arange(n, device=dev)[:, None]
+        out = np.empty((b_total, len(sx), len(sy)))
+        for start in range(0, b_total, batch):
+            w_np = weights[start:start + batch]
+            w = torch.from_numpy(w_np).to(dev, torch.int32)                   # [B, N]
+            nb = w.shape[0]
+            ylists = [self._resample_lists(s, partial(fy.__getitem__, i), w) for i, s in enumerate(sy)]
+            y_ids = torch.stack([ids for ids, _ in ylists])                   # [L_y, B, N, k]
+            y_taken = torch.stack([t for _, t in ylists])
+            tab_index = torch.arange(nb, device=dev)[:, None, None]
+            w64 = w.to(torch.int64)
+            for a, s in enumerate(sx):
+                ids, taken = self._resample_lists(s, partial(fx.__getitem__, a), w)
+                table = NeighbourLookup(ids, taken.to(taken_dtype))
+                got = table.get(rows, y_ids, tab_index)                        # [L_y, B, N, k]
+                overlap = torch.minimum(got.to(torch.int32), y_taken).sum(dim=3, dtype=torch.int64)
+                tot = (overlap * w64).sum(dim=2)                              # [L_y, B]
+                out[start:start + nb, a, :] = tot.T.cpu().numpy() / (n * k)
+        return out
+
+    def _resample_lists(self, state: _Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
+        ids, taken, short = weighted_neighbours(state.ids, w, self.k)
+        short &= w > 0
+        if bool(short.any()):
+            # the stored ranking was too shallow for these rows: rank them against every item
+            feats = get_feats()
+            for b, i in torch.nonzero(short).tolist():
+                sims = feats[i:i + 1] @ feats.T
+                sims[0, i] = float("-inf")
+                full = torch.sort(sims, dim=1, descending=True, stable=True).indices[:, :-1]
+                fi, ft, _ = _walk_rows(full, w[b:b + 1].to(torch.float32).gather(1, full), self.k)
+                ids[b, i], taken[b, i] = fi[0], ft[0]
+        return ids, taken.to(torch.int32)
+
+
+class CycleKnn(_KnnMetric):
+    """Fraction of items i that are among the X-neighbours of at least one of their Y-neighbours
+    (platonic-rep `cycle_knn(feats_A=X, feats_B=Y)`: knn_A[knn_B] contains i)."""
+
+    name = "cycle_knn"
+
+    def pair_scores(self, sx, sy):
+        k = self.k
+        n = sx[0].ids.shape[0]
+        own = torch.arange(n, device=sx[0].ids.device)[:, None]
+        out = np.empty((len(sx), len(sy)))
+        for a, s in enumerate(sx):
+            table = NeighbourLookup(s.ids[:, :k])
+            for b, t in enumerate(sy):
+                hit = table.get(t.ids[:, :k], own).amax(dim=1)  # is i in kNN_X(j) for j in kNN_Y(i)
+                out[a, b] = hit.sum().item() / n
+        return out
+
+
+def _sparse_hsic_unbiased(n: int, rows, cols, a, b) -> float:
+    """Unbiased HSIC (Song et al. 2012, eq. 5; platonic-rep `hsic_unbiased`) of two N x N matrices
+    A, B that are zero except at the shared entries (rows, cols) (no diagonal entries), in O(nnz)."""
+    if rows.numel() == 0:
+        return 0.0
+    a = a.double()
+    b = b.double()
+    keys = rows * n + cols
+    order = torch.argsort(keys)
+    skeys, sb = keys[order], b[order]
+    tkeys = cols * n + rows
+    pos = torch.searchsorted(skeys, tkeys).clamp_(max=skeys.numel() - 1)
+    found = skeys[pos] == tkeys
+    trace_term = (a * torch.where(found, sb[pos], torch.zeros_like(sb[pos]))).sum()   # sum A * B^T
+    col_a = torch.zeros(n, dtype=torch.float64, device=a.device).index_add_(0, cols, a)
+    row_b = torch.zeros(n, dtype=torch.float64, device=a.device).index_add_(0, rows, b)
+    value = (trace_term + a.sum() * b.sum() / ((n - 1) * (n - 2))
+             - 2.0 * (col_a * row_b).sum() / (n - 2)) / (n * (n - 3))
+    return float(value)
+
+
+class Cknna(_KnnMetric):
+    """CKNNA (Huh et al. 2024): unbiased-HSIC CKA restricted to mutual k-NN entries,
+    HSIC(M*K, M*L) / sqrt(HSIC(M_K*K, M_K*K) HSIC(M_L*L, M_L*L)), M = M_K * M_L."""
+
+    name = "cknna"
+    keep_sims = True
+
+    def check(self, n):
+        _check_k(self.k, n, 2, self.name)
+        if n < 4:
+            raise VlgapError(f"cknna needs at least 4 items (unbiased HSIC), got N={n}")
+
+    def _finish_state(self, state):
+        k = self.k
+        n = state.ids.shape[0]
+        rows = torch.arange(n, device=state.ids.device).repeat_interleave(k)
+        cols = state.ids[:, :k].reshape(-1)
+        vals = state.sims[:, :k].reshape(-1)
+        state.extra["self_hsic"] = _sparse_hsic_unbiased(n, rows, cols, vals, vals)
+
+    def pair_scores(self, sx, sy):
+        k = self.k
+        n = sx[0].ids.shape[0]
+        dev = sx[0].ids.device
+        rows = torch.arange(n, device=dev)[:, None].expand(n, k)
+        positions = torch.arange(1, k + 1, device=dev, dtype=torch.int32).expand(n, k)
+        out = np.empty((len(sx), len(sy)))
+        for b, t in enumerate(sy):
+            in_y = NeighbourLookup(t.ids[:, :k], positions.contiguous())
+            for a, s in enumerate(sx):
+                pos_y = in_y.get(rows, s.ids[:, :k])          # 1-based position in Y's list, 0 = absent
+                mask = pos_y > 0
+                r, c = rows[mask], s.ids[:, :k][mask]
+                va = s.sims[:, :k][mask]
+                vb = t.sims[:, :k].gather(1, (pos_y - 1).clamp(min=0).long())[mask]
+                cross = _sparse_hsic_unbiased(n, r, c, va, vb)
+                denom = math.sqrt(s.extra["self_hsic"] * t.extra["self_hsic"]) if (
+                    s.extra["self_hsic"] * t.extra["self_hsic"] > 0) else float("nan")
+                out[a, b] = cross / denom
+        return out
+
+
+class Cka(AlignmentMetric):
+    """Linear CKA, HSIC(K, L) / sqrt(HSIC(K, K) HSIC(L, L)), K = X X^T, with the biased HSIC
+    trace(K H L H) (Kornblith et al. 2019) or, `unbiased=True`, Song et al.'s unbiased HSIC."""
+
+    def __init__(self, *, unbiased: bool = False, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        super().__init__(None, chunk_bytes=chunk_bytes)
+        self.unbiased = unbiased
+        self.name = "unbiased_cka" if unbiased else "cka"
+        self.use_gram = True
+
+    def check(self, n):
+        if self.unbiased and n < 4:
+            raise VlgapError(f"unbiased_cka needs at least 4 items, got N={n}")
+
+    def plan(self, n, n_layers):
+        # Gram matrices: O(N^2) per pair after O(N^2 D) per layer; features: O(N D_x D_y) per pair
+        self.use_gram = n_layers * n * n * 8 <= GRAM_BYTES
+
+    def layer_state(self, feats, groups=None):
+        x = feats.double()
+        if self.use_gram:
+            return self._from_gram(x @ x.T)
+        return self._from_features(x)
+
+    def _from_gram(self, k: torch.Tensor) -> dict:
+        n = k.shape[0]
+        if self.unbiased:
+            kt = k.clone()
+            kt.fill_diagonal_(0.0)
+            row = kt.sum(dim=1)
+            st = {"gram": k, "flat": kt.reshape(-1), "row": row, "total": row.sum(), "diag": None}
+        else:
+            kc = k - k.mean(dim=0, keepdim=True)
+            kc = kc - kc.mean(dim=1, keepdim=True)
+            st = {"gram": k, "flat": kc.reshape(-1)}
+        st["self"] = self._hsic(st, st, float(st["flat"] @ st["flat"]), n)
+        return st
+
+    def _from_features(self, x: torch.Tensor) -> dict:
+        n = x.shape[0]
+        if self.unbiased:
+            diag = (x * x).sum(dim=1)
+            colsum = x.sum(dim=0)
+            st = {"x": x, "diag": diag, "row": x @ colsum - diag, "total": colsum @ colsum - diag.sum()}
+        else:
+            st = {"x": x - x.mean(dim=0, keepdim=True)}
+        st["self"] = self._hsic(st, st, self._cross(st, st), n)
+        return st
+
+    @staticmethod
+    def _cross(s: dict, t: dict) -> float:
+        # sum(K * L) from features: ||X^T Y||_F^2 (minus the diagonal for the unbiased version)
+        v = float(torch.linalg.matrix_norm(s["x"].T @ t["x"]) ** 2)
+        if s.get("diag") is not None:
+            v -= float(s["diag"] @ t["diag"])
+        return v
+
+    def _hsic(self, s: dict, t: dict, cross: float, n: int) -> float:
+        if not self.unbiased:
+            return cross
+        return float((cross + s["total"] * t["total"] / ((n - 1) * (n - 2))
+                      - 2.0 * (s["row"] @ t["row"]) / (n - 2)) / (n * (n - 3)))
+
+    def pair_scores(self, sx, sy):
+        n = (sx[0]["gram"] if "gram" in sx[0] else sx[0]["x"]).shape[0]
+        if "flat" in sx[0]:
+            cross = (torch.stack([s["flat"] for s in sx]) @ torch.stack([t["flat"] for t in sy]).T).cpu()
+        out = np.empty((len(sx), len(sy)))
+        for a, s in enumerate(sx):
+            for b, t in enumerate(sy):
+                c = float(cross[a, b]) if "flat" in s else self._cross(s, t)
+                denom = s["self"] * t["self"]
+                out[a, b] = self._hsic(s, t, c, n) / math.sqrt(denom) if denom > 0 else float("nan")
+        return out
+
+    def resample_state(self, state, feats, idx):
+        if "gram" in state:
+            return self._from_gram(state["gram"][idx][:, idx])
+        return self._from_features(feats().double()[idx])
+
+    def permute_state(self, state, feats, perm):
+        return self.resample_state(state, feats, perm)
+
+
+class Svcca(AlignmentMetric):
+    """SVCCA (Raghu et al. 2017; platonic-rep `svcca`): standardise columns, keep the top `cca_dim`
+    left singular vectors of each side, report the mean canonical correlation between them."""
+
+    name = "svcca"
+
+    def __init__(self, *, cca_dim: int = 10, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
+        super().__init__(None, chunk_bytes=chunk_bytes)
+        self.cca_dim = cca_dim
+
+    def check(self, n):
+        if not 1 <= self.cca_dim < n:
+            raise VlgapError(f"cca_dim={self.cca_dim}: need 1 <= cca_dim < N = {n}")
+
+    def layer_state(self, feats, groups=None):
+        x = feats.double()
+        if x.shape[1] < self.cca_dim:
+            raise VlgapError(f"svcca: a layer has {x.shape[1]} features, fewer than cca_dim={self.cca_dim}; "
+                             "lower cca_dim")
+        x = x - x.mean(dim=0)
+        x = x / (x.std(dim=0) + 1e-8)
+        u = torch.linalg.svd(x, full_matrices=False).U[:, :self.cca_dim]
+        return u
+
+    def pair_scores(self, sx, sy):
+        out = np.empty((len(sx), len(sy)))
+        for a, u in enumerate(sx):
+            for b, v in enumerate(sy):
+                out[a, b] = float(torch.linalg.svdvals(u.T @ v).clamp(max=1.0).mean())
+        return out
+
+
+def make_metric(metric: str, k: int | None = 10, *, cca_dim: int = 10, depth: int | None = None,
+                chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> AlignmentMetric:
+    """The metric engine for `metric` (one of METRIC_NAMES)."""
+    if metric == "mutual_knn":
+        return MutualKnn(k, depth=depth, chunk_bytes=chunk_bytes)
+    if metric == "cycle_knn":
+        return CycleKnn(k, chunk_bytes=chunk_bytes)
+    if metric == "cknna":
+        return Cknna(k, chunk_bytes=chunk_bytes)
+    if metric in ("cka", "unbiased_cka"):
+        return Cka(unbiased=metric == "unbiased_cka", chunk_bytes=chunk_bytes)
+    if metric == "svcca":
+        return Svcca(cca_dim=cca_dim, chunk_bytes=chunk_bytes)
+    raise VlgapError(f"metric={metric!r}: choose one of {', '.join(METRIC_NAMES)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# one pair of feature matrices
+# ------------------------------------------------------------------------------------------------
+
+def _pair(metric: str, feats_a, feats_b, k, *, q=None, normalize=True, device=None, **options) -> float:
+    dev = resolve_device(device, feats_a)
+    a = prepare(as_matrix(feats_a, "X", dev), q, normalize)
+    b = prepare(as_matrix(feats_b, "Y", dev), q, normalize)
+    n = check_same_items([a], [b])
+    engine = make_metric(metric, k, **options)
+    engine.check(n)
+    engine.plan(n, 2)
+    return float(engine.pair_scores([engine.layer_state(a)], [engine.layer_state(b)])[0, 0])
+
+
+def mutual_knn(feats_A, feats_B, topk: int = 10, *, q: float | None = None, normalize: bool = True,
+               device=None) -> float:
+    """Mutual k-NN alignment in [0, 1]; chance k/(N-1)."""
+    return _pair("mutual_knn", feats_A, feats_B, topk, q=q, normalize=normalize, device=device)
+
+
+def cycle_knn(feats_A, feats_B, topk: int = 10, *, q: float | None = None, normalize: bool = True,
+              device=None) -> float:
+    return _pair("cycle_knn", feats_A, feats_B, topk, q=q, normalize=normalize, device=device)
+
+
+def cknna(feats_A, feats_B, topk: int = 10, *, q: float | None = None, normalize: bool = True,
+          device=None) -> float:
+    return _pair("cknna", feats_A, feats_B, topk, q=q, normalize=normalize, device=device)
+
+
+def cka(feats_A, feats_B, *, unbiased: bool = False, q: float | None = None, normalize: bool = True,
+        device=None) -> float:
+    return _pair("unbiased_cka" if unbiased else "cka", feats_A, feats_B, None, q=q, normalize=normalize,
+                 device=device)
+
+
+def unbiased_cka(feats_A, feats_B, *, q: float | None = None, normalize: bool = True, device=None) -> float:
+    return _pair("unbiased_cka", feats_A, feats_B, None, q=q, normalize=normalize, device=device)
+
+
+def svcca(feats_A, feats_B, cca_dim: int = 10, *, q: float | None = None, normalize: bool = True,
+          device=None) -> float:
+    return _pair("svcca", feats_A, feats_B, None, q=q, normalize=normalize, device=device, cca_dim=cca_dim)
+
+
+@dataclass
+class AlignResult:
+    """One alignment score with its chance level and sample size (and, when asked, its bootstrap
+    interval and permutation p-value)."""
+
+    metric: str
+    score: float
+    chance: float | None
+    n: int
+    k: int | None
+    ci: list[float] | None = None
+    confidence: float | None = None
+    p_value: float | None = None
+    null_mean: float | None = None
+    n_bootstrap: int = 0
+    n_permutations: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"metric": self.metric, "score": self.score, "chance": self.chance, "n": self.n, "k": self.k}
+        if self.n_bootstrap:
+            d.update(ci=self.ci, confidence=self.confidence, n_bootstrap=self.n_bootstrap)
+        if self.n_permutations:
+            d.update(p_value=self.p_value, null_mean=self.null_mean, n_permutations=self.n_permutations)
+        return d
+
+
+def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None, *,
+          cca_dim: int = 10, n_bootstrap: int = 0, n_permutations: int = 0, confidence: float = 0.95,
+          seed: int = 0, device=None) -> AlignResult:
+    """Alignment between X [N, D_x] and Y [N, D_y] (row i of each = the same item).
+
+    Rows are clamped at quantile q (None = off; platonic-rep uses 0.95) and L2-normalised, then
+    `metric` (one of METRIC_NAMES) is computed. `n_bootstrap` > 0 adds a percentile bootstrap
+    interval over items, `n_permutations` > 0 a permutation p-value against shuffled pairing.
+    For several layers per side use `layer_search`.
+    """
+    from vlgap.metrics.layer_search import layer_search  # layer_search builds on this module
+
+    for name, arr in (("X", X), ("Y", Y)):
+        ndim = arr.ndim if hasattr(arr, "ndim") else np.asarray(arr).ndim
+        if ndim != 2:
+            raise VlgapError(f"{name}: align takes one [N, D] array per side, got {ndim}-D; "
+                             "for per-layer features use vlgap.layer_search")
+    res = layer_search([X], [Y], k=k, metric=metric, q=q, cca_dim=cca_dim, n_bootstrap=n_bootstrap,
+                       n_permutations=n_permutations, confidence=confidence, seed=seed, device=device)
+    return AlignResult(metric=metric, score=res.best_score, chance=res.chance, n=res.n, k=res.k,
+                       ci=res.ci, confidence=res.confidence if n_bootstrap else None,
+                       p_value=res.p_value, null_mean=res.null_mean,
+                       n_bootstrap=n_bootstrap, n_permutations=n_permutations)

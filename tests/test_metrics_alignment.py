@@ -1,0 +1,249 @@
+"""Alignment metrics on one pair of feature matrices, against naive numpy references."""
+import numpy as np
+import pytest
+import torch
+from scipy.stats import ortho_group
+from sklearn.cross_decomposition import CCA
+
+from vlgap.errors import VlgapError
+from vlgap.metrics import alignment as al
+from vlgap.metrics.knn import NeighbourLookup, topk_neighbours
+from vlgap.metrics.prepare import remove_outliers
+
+N = 240
+
+
+def related(n=N, dx=48, dy=32, noise=(0.7, 1.2), seed=0):
+    """Two views of one latent structure (float64, so no near-ties decide a neighbour)."""
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, 6))
+    x = z @ rng.normal(size=(6, dx)) + noise[0] * rng.normal(size=(n, dx))
+    y = z @ rng.normal(size=(6, dy)) + noise[1] * rng.normal(size=(n, dy))
+    return x, y
+
+
+# ---------------------------------------------------------------- naive references (numpy)
+
+def unit(a):
+    return a / np.linalg.norm(a, axis=1, keepdims=True)
+
+
+def naive_knn(a, k):
+    sims = unit(a) @ unit(a).T
+    np.fill_diagonal(sims, -np.inf)
+    return np.argsort(-sims, axis=1, kind="stable")[:, :k]  # ties -> smaller index
+
+
+def naive_mask(a, k):
+    n = a.shape[0]
+    m = np.zeros((n, n))
+    m[np.arange(n)[:, None], naive_knn(a, k)] = 1.0
+    return m
+
+
+def naive_mutual_knn(a, b, k):
+    return (naive_mask(a, k) * naive_mask(b, k)).sum() / (a.shape[0] * k)
+
+
+def naive_cycle_knn(a, b, k):
+    ka, kb = naive_knn(a, k), naive_knn(b, k)
+    n = a.shape[0]
+    return float(np.mean([(ka[kb[i]] == i).any() for i in range(n)]))
+
+
+def hsic_biased(K, L):
+    n = K.shape[0]
+    H = np.eye(n) - 1.0 / n
+    return np.trace(K @ H @ L @ H)
+
+
+def hsic_unbiased(K, L):
+    m = K.shape[0]
+    Kt, Lt = K.copy(), L.copy()
+    np.fill_diagonal(Kt, 0)
+    np.fill_diagonal(Lt, 0)
+    return ((Kt * Lt.T).sum() + Kt.sum() * Lt.sum() / ((m - 1) * (m - 2))
+            - 2 * (Kt @ Lt).sum() / (m - 2)) / (m * (m - 3))
+
+
+def naive_cka(a, b, unbiased=False):
+    K, L = unit(a) @ unit(a).T, unit(b) @ unit(b).T
+    h = hsic_unbiased if unbiased else hsic_biased
+    return h(K, L) / np.sqrt(h(K, K) * h(L, L))
+
+
+def naive_cknna(a, b, k):
+    K, L = unit(a) @ unit(a).T, unit(b) @ unit(b).T
+    mk, ml = naive_mask(a, k), naive_mask(b, k)
+
+    def sim(K, L, mk, ml):
+        mask = mk * ml
+        return hsic_unbiased(mask * K, mask * L)
+
+    return sim(K, L, mk, ml) / np.sqrt(sim(K, K, mk, mk) * sim(L, L, ml, ml))
+
+
+def naive_svcca(a, b, d=10):
+    def basis(x):
+        x = unit(x)
+        x = x - x.mean(0)
+        x = x / (x.std(0, ddof=1) + 1e-8)
+        return np.linalg.svd(x, full_matrices=False)[0][:, :d]
+
+    u1, u2 = basis(a), basis(b)
+    cca = CCA(n_components=d, max_iter=5000, tol=1e-12).fit(u1, u2)
+    c1, c2 = cca.transform(u1, u2)
+    return float(np.mean([np.corrcoef(c1[:, i], c2[:, i])[0, 1] for i in range(d)]))
+
+
+# ---------------------------------------------------------------- values vs references
+
+def test_mutual_knn_equals_naive_exactly():
+    x, y = related()
+    for k in (1, 5, 10):
+        assert al.mutual_knn(x, y, k) == naive_mutual_knn(x, y, k)
+
+
+def test_cycle_knn_equals_naive_exactly():
+    x, y = related()
+    assert al.cycle_knn(x, y, 10) == naive_cycle_knn(x, y, 10)
+
+
+@pytest.mark.parametrize("unbiased", [False, True])
+def test_cka_matches_formula_both_strategies(unbiased, monkeypatch):
+    x, y = related()
+    ref = naive_cka(x, y, unbiased)
+    assert al.cka(x, y, unbiased=unbiased) == pytest.approx(ref, rel=1e-10)
+    monkeypatch.setattr(al, "GRAM_BYTES", 0)  # force the feature-product strategy
+    assert al.cka(x, y, unbiased=unbiased) == pytest.approx(ref, rel=1e-10)
+
+
+def test_cknna_matches_dense_reference():
+    x, y = related()
+    assert al.cknna(x, y, 10) == pytest.approx(naive_cknna(x, y, 10), rel=1e-9)
+
+
+def test_svcca_matches_sklearn_cca():
+    x, y = related()
+    assert al.svcca(x, y, 10) == pytest.approx(naive_svcca(x, y, 10), abs=1e-6)
+
+
+def test_outlier_clamp_matches_platonic_rep():
+    rng = np.random.default_rng(3)
+    f = torch.from_numpy(rng.standard_t(2, size=(50, 40)))
+    thr = torch.quantile(f.abs(), 0.95, dim=1).mean()
+    assert torch.allclose(remove_outliers(f, 0.95), f.clamp(-thr, thr))
+    assert remove_outliers(f, None) is f
+
+
+# ---------------------------------------------------------------- properties from the issue
+
+ALL = ["mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca"]
+
+
+@pytest.mark.parametrize("metric", [m for m in ALL if m != "cycle_knn"])
+def test_identical_spaces_score_one(metric):
+    x, _ = related()
+    assert al.align(x, x, k=10, metric=metric).score == pytest.approx(1.0, abs=1e-9)
+
+
+def test_cycle_knn_identical_spaces():
+    # below 1 by design: an item need not be a neighbour of any of its own neighbours
+    x, _ = related()
+    assert al.align(x, x, metric="cycle_knn").score == naive_cycle_knn(x, x, 10) > 0.95
+
+
+@pytest.mark.parametrize("metric", ["mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka"])
+def test_invariant_to_rotation_and_scaling(metric):
+    x, y = related()
+    q1 = ortho_group.rvs(x.shape[1], random_state=1)
+    q2 = ortho_group.rvs(y.shape[1], random_state=2)
+    base = al.align(x, y, metric=metric).score
+    moved = al.align(3.7 * x @ q1, 0.01 * y @ q2, metric=metric).score
+    assert moved == pytest.approx(base, abs=1e-10)
+
+
+def test_svcca_invariant_to_scaling():
+    x, y = related()
+    assert al.align(5 * x, 0.2 * y, metric="svcca").score == pytest.approx(al.align(x, y, metric="svcca").score)
+
+
+def test_random_pairing_scores_chance():
+    # the same space with its rows shuffled: neighbour structure intact, pairing random
+    n, k = 1500, 10
+    x, _ = related(n=n)
+    perm = np.random.default_rng(7).permutation(n)
+    res = al.align(x, x[perm], k=k)
+    assert res.chance == k / (n - 1)
+    # null SD of the score is about 0.0012 here (overlap hypergeometric, items weakly dependent)
+    assert abs(res.score - res.chance) < 0.005
+
+
+def test_chance_and_result_fields():
+    x, y = related()
+    res = al.align(x, y, k=7)
+    d = res.to_dict()
+    assert d["n"] == N and d["k"] == 7 and d["chance"] == pytest.approx(7 / (N - 1))
+    assert set(d) == {"metric", "score", "chance", "n", "k"}
+    assert al.align(x, y, metric="cka").chance is None
+
+
+def test_torch_input_and_float32():
+    x, y = related()
+    s64 = al.align(x, y).score
+    s32 = al.align(torch.from_numpy(x).float(), torch.from_numpy(y).float()).score
+    assert abs(s32 - s64) < 0.01
+
+
+# ---------------------------------------------------------------- neighbour search details
+
+def test_topk_ties_break_by_index_and_chunks_agree():
+    rng = np.random.default_rng(5)
+    base = rng.normal(size=(40, 8))
+    x = torch.from_numpy(np.vstack([base, base, base[:10]]))  # exact duplicates -> exact ties
+    x = torch.nn.functional.normalize(x, dim=1)
+    ref = naive_knn(x.numpy(), 6)
+    ids, sims = topk_neighbours(x, 6)
+    assert np.array_equal(ids.numpy(), ref)
+    ids_small, _ = topk_neighbours(x, 6, chunk_bytes=1)  # one row per chunk
+    assert np.array_equal(ids_small.numpy(), ref)
+    assert torch.all(sims[:, :-1] >= sims[:, 1:])
+
+
+def test_groups_exclude_copies():
+    x = torch.nn.functional.normalize(torch.randn(30, 5, dtype=torch.float64), dim=1)
+    idx = torch.tensor(sorted(np.random.default_rng(0).integers(0, 30, 30)))
+    ids, _ = topk_neighbours(x[idx], 3, groups=idx)
+    assert not torch.any(idx[ids] == idx[:, None])
+
+
+def test_lookup_sorted_keys_equal_dense():
+    ids = torch.stack([torch.randperm(50)[:7] for _ in range(50)])
+    vals = torch.randint(1, 9, (50, 7), dtype=torch.int32)
+    dense, sparse = NeighbourLookup(ids, vals), NeighbourLookup(ids, vals, dense_bytes=0)
+    assert dense.dense and not sparse.dense
+    q = torch.randint(0, 50, (50, 20))
+    rows = torch.arange(50)[:, None]
+    assert torch.equal(dense.get(rows, q), sparse.get(rows, q))
+
+
+# ---------------------------------------------------------------- errors
+
+def test_bad_inputs_raise_vlgap_error():
+    x, y = related()
+    with pytest.raises(VlgapError, match="k="):
+        al.align(x, y, k=N)
+    with pytest.raises(VlgapError, match="items"):
+        al.align(x, y[:-1])
+    bad = x.copy()
+    bad[3, 0] = np.nan
+    with pytest.raises(VlgapError, match=r"rows \[3\]"):
+        al.align(bad, y)
+    with pytest.raises(VlgapError, match="metric="):
+        al.align(x, y, metric="mknn")
+    with pytest.raises(VlgapError, match="cknna"):
+        al.align(x, y, k=1, metric="cknna")
+    with pytest.raises(VlgapError, match="layer_search"):
+        al.align(np.stack([x, x]), y)
+    with pytest.raises(VlgapError, match="quantile"):
+        al.align(x, y, q=1.5)

@@ -1,0 +1,125 @@
+"""Bootstrap (best pair re-selected per resample) and permutation null of the layer search."""
+import numpy as np
+import pytest
+import torch
+
+from vlgap.metrics import alignment as al
+from vlgap.metrics.layer_search import layer_search, precompute_layers
+from vlgap.metrics.uncertainty import bootstrap_weight_batches, permutation_batches
+
+N = 150
+
+
+def layers(seed=0, n=N, coupling=1.0):
+    rng = np.random.default_rng(seed)
+    z = rng.normal(size=(n, 4))
+    xs = [coupling * z @ rng.normal(size=(4, w)) + s * rng.normal(size=(n, w))
+          for w, s in ((20, 0.6), (30, 1.5), (12, 3.0))]
+    ys = [coupling * z @ rng.normal(size=(4, w)) + s * rng.normal(size=(n, w)) for w, s in ((16, 1.0), (24, 2.5))]
+    return xs, ys
+
+
+def naive_resample_score(x, y, idx, k):
+    """Mutual k-NN recomputed on the resample x[idx], y[idx] (numpy): copies of an item are never
+    its neighbours; ties (copies of a neighbour) go to the smaller draw position."""
+    def knn(f):
+        f = f / np.linalg.norm(f, axis=1, keepdims=True)
+        s = f @ f.T
+        s[idx[:, None] == idx[None, :]] = -np.inf
+        return np.argsort(-s, axis=1, kind="stable")[:, :k]
+
+    ka, kb = knn(x[idx]), knn(y[idx])
+    return np.mean([len(set(ka[i]) & set(kb[i])) for i in range(len(idx))]) / k
+
+
+def test_fast_bootstrap_equals_recomputed_resamples():
+    xs, ys = layers()
+    k = 5
+    px, py = precompute_layers(xs, k=k), precompute_layers(ys, k=k)
+    weights = next(bootstrap_weight_batches(N, 6, seed=3))
+    fast = px.engine.bootstrap_scores(px.feats, py.feats, px.states, py.states, weights)
+    generic = al.AlignmentMetric.bootstrap_scores(px.engine, px.feats, py.feats, px.states, py.states, weights)
+    assert np.array_equal(fast, generic)
+    idx = np.repeat(np.arange(N), weights[0])
+    assert fast[0, 1, 0] == pytest.approx(naive_resample_score(xs[1], ys[0], idx, k), abs=1e-12)
+
+
+def test_shallow_rankings_fall_back_exactly(monkeypatch):
+    # force rows whose stored ranking is too short, so the full-ranking fallback runs
+    xs, ys = layers(1)
+    k = 6
+    px, py = precompute_layers(xs, k=k), precompute_layers(ys, k=k)
+    weights = next(bootstrap_weight_batches(N, 3, seed=0))
+    expected = px.engine.bootstrap_scores(px.feats, py.feats, px.states, py.states, weights)
+    for side in (px, py):
+        side.states = [al._Neighbours(s.ids[:, :k]) for s in side.states]
+    got = px.engine.bootstrap_scores(px.feats, py.feats, px.states, py.states, weights)
+    assert np.array_equal(got, expected)
+
+
+def test_fast_permutations_equal_generic():
+    xs, ys = layers(2)
+    px, py = precompute_layers(xs, k=8), precompute_layers(ys, k=8)
+    perms = next(permutation_batches(N, 5, seed=1))
+    fast = px.engine.permutation_scores(px.feats, py.feats, px.states, py.states, perms)
+    direct = np.array([[[al.mutual_knn(x, y[p], 8) for y in ys] for x in xs] for p in perms])
+    assert np.array_equal(fast, direct)
+
+
+@pytest.mark.parametrize("metric", ["cka", "cycle_knn"])
+def test_generic_permutation_equals_direct(metric):
+    xs, ys = layers(3)
+    px, py = precompute_layers(xs, k=8, metric=metric), precompute_layers(ys, k=8, metric=metric)
+    perms = next(permutation_batches(N, 2, seed=1))
+    got = px.engine.permutation_scores(px.feats, py.feats, px.states, py.states, perms)
+    direct = np.array([[[al.align(x, y[p], k=8, metric=metric).score for y in ys] for x in xs] for p in perms])
+    np.testing.assert_allclose(got, direct, rtol=1e-9)
+
+
+def test_reproducible_by_seed():
+    xs, ys = layers(4)
+    a = layer_search(xs, ys, k=5, n_bootstrap=60, n_permutations=60, seed=11).to_dict()
+    b = layer_search(xs, ys, k=5, n_bootstrap=60, n_permutations=60, seed=11).to_dict()
+    c = layer_search(xs, ys, k=5, n_bootstrap=60, n_permutations=60, seed=12).to_dict()
+    assert a == b
+    assert a["ci"] != c["ci"]
+    assert a["bootstrap"]["n_resamples"] == 60 and a["permutation"]["n_permutations"] == 60
+
+
+def test_interval_and_pvalue_make_sense():
+    xs, ys = layers(5)
+    res = layer_search(xs, ys, k=5, n_bootstrap=200, n_permutations=200, seed=0)
+    lo, hi = res.ci
+    assert lo <= res.best_score <= hi
+    assert res.p_value == pytest.approx(1 / 201)          # strongly aligned: nothing in the null reaches it
+    assert res.permutation.null_pair_mean == pytest.approx(5 / (N - 1), rel=0.05)
+    assert res.null_mean >= res.permutation.null_pair_mean  # the max over pairs exceeds one pair
+    freq = res.bootstrap.best_pair_frequency
+    assert sum(f["frequency"] for f in freq) <= 1.0 + 1e-12
+    d = res.to_dict()
+    assert {"ci", "p_value", "null_mean", "bootstrap", "permutation", "seed"} <= set(d)
+
+
+def test_unrelated_spaces_not_significant():
+    xs, ys = layers(6, coupling=0.0)
+    res = layer_search(xs, ys, k=5, n_permutations=200, seed=0)
+    assert res.p_value > 0.05  # fixed seed: deterministic
+
+
+def test_null_p_values_roughly_uniform():
+    # 40 independent null data sets, 1 x 1 layers: p-values should not pile up near 0
+    rng = np.random.default_rng(0)
+    ps = []
+    for _ in range(40):
+        x, y = rng.normal(size=(80, 6)), rng.normal(size=(80, 6))
+        ps.append(layer_search([x], [y], k=5, n_permutations=99, seed=int(rng.integers(1 << 30))).p_value)
+    ps = np.array(ps)
+    assert 0.25 < ps.mean() < 0.75
+    assert np.mean(ps <= 0.1) <= 0.25
+
+
+def test_bootstrap_other_metric_runs_generic_path():
+    xs, ys = layers(7)
+    res = layer_search(xs, ys, metric="cka", n_bootstrap=20, seed=0)
+    assert res.ci[0] <= res.best_score + 0.05 and res.ci[1] >= res.best_score - 0.05
+    assert torch.is_tensor(precompute_layers(xs, metric="cka").feats[0])

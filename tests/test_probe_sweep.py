@@ -1,0 +1,57 @@
+"""Sweep orchestration and report on toy encoders: tidy rows, resumable cells, law fit, HTML page."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from toy_encoders import ToyText, ToyVision
+from vlgap.probe.report import write_report
+from vlgap.probe.sweep import SweepConfig, run_sweep
+
+
+@pytest.fixture
+def toy_manifest(tmp_path):
+    from conftest import write_video
+
+    rows = []
+    rng = np.random.default_rng(0)
+    for i in range(30):
+        write_video(tmp_path / "m" / f"v{i}.mp4", 4 + i % 7, size=16)
+        words = [f"w{x}" for x in rng.integers(0, 50, 8)]
+        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4",
+                     "captions": [" ".join(words[j:j + 3]) for j in range(4)]})
+    man = tmp_path / "man.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return man
+
+
+def test_sweep_rows_match_direct_layer_search_and_resume(toy_manifest, tmp_path):
+    from vlgap.features.extract import load_features
+    from vlgap.metrics.layer_search import layer_search
+
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2, 4], [1, 2, 3, 4], k=3, bootstrap=20, permutations=20,
+                      cache_dir=str(tmp_path / "cache"))
+    encs = {"tv": ToyVision(), "tt": ToyText()}
+    res = run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
+    assert len(res.rows) == 12
+    row = next(r for r in res.rows if r["n_f"] == 2 and r["n_c"] == 3)
+    xs = load_features(toy_manifest, "tv", "n_f", 2, cache_dir=tmp_path / "cache").layers
+    ys = load_features(toy_manifest, "tt", "n_c", 3, cache_dir=tmp_path / "cache").layers
+    direct = layer_search(xs, ys, k=3)
+    assert row["score"] == pytest.approx(direct.best_score, abs=0)
+    assert (row["x_layer"], row["y_layer"]) == (direct.x_layer, direct.y_layer)
+    assert row["n"] == 30 and row["chance"] == pytest.approx(3 / 29)
+    assert row["ci_lo"] <= row["score"] <= row["ci_hi"] or row["ci_lo"] <= row["ci_hi"]
+    assert 0 < row["p_value"] <= 1
+    header = (tmp_path / "run" / "sweep.csv").read_text().splitlines()[0]
+    assert header.startswith("vision,text,n_f,n_c,score,ci_lo,ci_hi,p_value")
+    # resume: cells already done are read back, not recomputed (identical rows, even with no encoders)
+    again = run_sweep(cfg, tmp_path / "run", progress=False)
+    assert sorted(json.dumps(r, sort_keys=True) for r in again.rows) == sorted(json.dumps(r, sort_keys=True) for r in res.rows)
+    assert "|" in next(iter(res.fits))
+    page = write_report(tmp_path / "run")
+    text = page.read_text()
+    assert "data:image/png;base64," in text and "chance" in text
+    assert (tmp_path / "run" / "figures").is_dir() and len(list((tmp_path / "run" / "figures").glob("*.png"))) == 3
