@@ -232,6 +232,16 @@ def test_minilm_layers_padding_and_sentence_transformers_reference(minilm):
     torch.testing.assert_close(ours, ref, rtol=1e-4, atol=1e-5)
 
 
+@needs("minilm")
+def test_truncation_is_counted_not_silent():
+    enc = get_encoder("minilm", max_length=8)
+    out = enc.encode([SHORT, "two words"])
+    assert enc.n_truncated == 1 and out[-1].shape == (2, 384)
+    assert enc.record()["tokenizer"]["max_length"] == 8
+    with pytest.raises(VlgapError, match="empty"):
+        enc.encode(["fine", "  "])
+
+
 @pytest.mark.slow
 @needs("smollm2")
 def test_smollm2_layers_and_padding(smollm2):
@@ -364,6 +374,8 @@ def test_bad_options_fail_before_loading():
     if not torch.cuda.is_available():
         with pytest.raises(VlgapError, match="no CUDA"):
             get_encoder("mobilenet_v2", device="cuda")
+    with pytest.raises(VlgapError, match="max_length applies to text"):
+        get_encoder("mobilenet_v2", max_length=16)
     with pytest.raises(VlgapError, match="image_size applies to vision"):
         get_encoder("minilm", image_size=160)
     with pytest.raises(VlgapError, match="pooling"):

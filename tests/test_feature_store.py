@@ -172,3 +172,25 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
         assert a.ids == b.ids
         for x, y in zip(a.layers, b.layers):
             np.testing.assert_array_equal(x, y)  # exactly equal, not just close
+
+
+def test_frame_order_controls(tiny_dataset, tmp_path):
+    """Reversed/shuffled orders permute the sampled frames; a clip model sees the difference, a mean over
+    frames of an image model cannot (order-invariant by construction)."""
+    vid = ToyVision(kind="video", n0=4)
+    kw = dict(cache_dir=tmp_path, loaded_encoder=vid, progress=False)
+    ordered = extract(tiny_dataset, "toyv", n_frames=[4], **kw).features[4]
+    reversed_ = extract(tiny_dataset, "toyv", n_frames=[4], frame_order="reversed", **kw).features[4]
+    assert reversed_.record["sampling"]["frame_indices"]["v3"] == frame_indices(31, 4)[::-1].tolist()
+    assert not np.allclose(ordered.layers[1], reversed_.layers[1])  # the projection sees order
+    np.testing.assert_allclose(ordered.layers[0], reversed_.layers[0], rtol=1e-5)  # mean colour does not
+    shuffled = extract(tiny_dataset, "toyv", n_frames=[4], frame_order="shuffled", **kw).features[4]
+    idx = shuffled.record["sampling"]["frame_indices"]["v3"]
+    assert sorted(idx) == frame_indices(31, 4).tolist()
+    img = extract(tiny_dataset, "toy", n_frames=[4], frame_order="reversed", cache_dir=tmp_path,
+                  loaded_encoder=ToyVision(), progress=False).features[4]
+    ref = extract(tiny_dataset, "toy", n_frames=[4], cache_dir=tmp_path, loaded_encoder=ToyVision(),
+                  progress=False).features[4]
+    np.testing.assert_allclose(img.layers[1], ref.layers[1], rtol=1e-5, atol=1e-6)
+    with pytest.raises(VlgapError, match="frame_order must be one of"):
+        extract(tiny_dataset, "toy", n_frames=[4], frame_order="backwards", **kw)

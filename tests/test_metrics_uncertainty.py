@@ -19,36 +19,59 @@ def layers(seed=0, n=N, coupling=1.0):
     return xs, ys
 
 
-def naive_resample_score(x, y, idx, k):
-    """Mutual k-NN recomputed on the resample x[idx], y[idx] (numpy): copies of an item are never
-    its neighbours; ties (copies of a neighbour) go to the smaller draw position."""
-    def knn(f):
+def naive_resample_score(x, y, w, k, distinct=True):
+    """Mutual k-NN recomputed on a resample given by multiplicities w (numpy, from scratch).
+
+    distinct: neighbours are the k nearest distinct drawn items; else every copy is a candidate
+    (ties between copies go to the earlier draw). Never the item's own copies. Each draw counts."""
+    idx = np.repeat(np.arange(len(w)), w)
+    if distinct:
+        pool = np.flatnonzero(w)                      # distinct drawn items, ascending
+
+        def knn(f):
+            f = f / np.linalg.norm(f, axis=1, keepdims=True)
+            s = f[pool] @ f[pool].T
+            np.fill_diagonal(s, -np.inf)
+            return {o: set(pool[np.argsort(-s[r], kind="stable")[:k]]) for r, o in enumerate(pool)}
+
+        ka, kb = knn(x), knn(y)
+        return sum(w[o] * len(ka[o] & kb[o]) for o in pool) / (len(w) * k)
+
+    def knn_draws(f):
         f = f / np.linalg.norm(f, axis=1, keepdims=True)
-        s = f @ f.T
+        s = f[idx] @ f[idx].T
         s[idx[:, None] == idx[None, :]] = -np.inf
         return np.argsort(-s, axis=1, kind="stable")[:, :k]
 
-    ka, kb = knn(x[idx]), knn(y[idx])
+    ka, kb = knn_draws(x), knn_draws(y)
     return np.mean([len(set(ka[i]) & set(kb[i])) for i in range(len(idx))]) / k
 
 
-def test_fast_bootstrap_equals_recomputed_resamples():
+@pytest.mark.parametrize("neighbours", ["distinct", "copies"])
+def test_fast_bootstrap_equals_recomputed_resamples(neighbours):
     xs, ys = layers()
     k = 5
     px, py = precompute_layers(xs, k=k), precompute_layers(ys, k=k)
+    px.engine.bootstrap_neighbours = neighbours
     weights = next(bootstrap_weight_batches(N, 6, seed=3))
     fast = px.engine.bootstrap_scores(px.feats, py.feats, px.states, py.states, weights)
-    generic = al.AlignmentMetric.bootstrap_scores(px.engine, px.feats, py.feats, px.states, py.states, weights)
-    assert np.array_equal(fast, generic)
-    idx = np.repeat(np.arange(N), weights[0])
-    assert fast[0, 1, 0] == pytest.approx(naive_resample_score(xs[1], ys[0], idx, k), abs=1e-12)
+    for b in (0, 5):
+        for a, c in ((1, 0), (2, 1)):
+            ref = naive_resample_score(xs[a], ys[c], weights[b], k, distinct=neighbours == "distinct")
+            assert fast[b, a, c] == pytest.approx(ref, abs=1e-12)
+    if neighbours == "copies":   # the literal rerun, as the generic path of every metric does it
+        generic = al.AlignmentMetric.bootstrap_scores(px.engine, px.feats, py.feats, px.states, py.states,
+                                                      weights)
+        assert np.array_equal(fast, generic)
 
 
-def test_shallow_rankings_fall_back_exactly(monkeypatch):
+@pytest.mark.parametrize("neighbours", ["distinct", "copies"])
+def test_shallow_rankings_fall_back_exactly(neighbours):
     # force rows whose stored ranking is too short, so the full-ranking fallback runs
     xs, ys = layers(1)
     k = 6
     px, py = precompute_layers(xs, k=k), precompute_layers(ys, k=k)
+    px.engine.bootstrap_neighbours = neighbours
     weights = next(bootstrap_weight_batches(N, 3, seed=0))
     expected = px.engine.bootstrap_scores(px.feats, py.feats, px.states, py.states, weights)
     for side in (px, py):
@@ -123,3 +146,13 @@ def test_bootstrap_other_metric_runs_generic_path():
     res = layer_search(xs, ys, metric="cka", n_bootstrap=20, seed=0)
     assert res.ci[0] <= res.best_score + 0.05 and res.ci[1] >= res.best_score - 0.05
     assert torch.is_tensor(precompute_layers(xs, metric="cka").feats[0])
+
+
+def test_permutations_with_sorted_key_tables_equal_dense(monkeypatch):
+    xs, ys = layers(8)
+    px, py = precompute_layers(xs, k=6), precompute_layers(ys, k=6)
+    perms = next(permutation_batches(N, 4, seed=2))
+    dense = px.engine.permutation_scores(px.feats, py.feats, px.states, py.states, perms)
+    monkeypatch.setattr(al, "TABLES_BYTES", 0)  # as for large N: no dense tables kept
+    sparse = px.engine.permutation_scores(px.feats, py.feats, px.states, py.states, perms)
+    assert np.array_equal(dense, sparse)

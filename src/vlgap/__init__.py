@@ -20,6 +20,7 @@ _API = {
     "extract": "vlgap.features.extract:extract",
     "load_features": "vlgap.features.store:load_features",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
+    "list_encoders": "vlgap.encoders.registry:list_encoders",
     "generate_shapes": "vlgap.data.shapes:generate_shapes",
     "generate_test_of_time": "vlgap.data.test_of_time:generate_test_of_time",
     "write_real_manifest": "vlgap.data.real:write_real_manifest",

@@ -10,6 +10,15 @@ from typing import Any
 import numpy as np
 
 
+def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
+    """Where vlgap keeps features, converted models and generated data: `cache_dir` if given, else
+    $VLGAP_CACHE, else ~/.cache/vlgap."""
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("VLGAP_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "vlgap"
+
+
 def _default(obj: Any):
     if isinstance(obj, np.generic):
         return obj.item()

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 from re import _constants as sre_c, _parser as sre_parse
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Sequence
 
 import regex
 
@@ -57,12 +57,17 @@ def _classes() -> dict[str, str]:
             "UPPER_CLASS": _regex_class(_ptb_classes.UPPERCASE)}
 
 
+# JFlex's %caseless also admits the characters Java maps onto a letter's case: dotted/dotless I,
+# the long s and the Kelvin sign ("W\u0130s." is the abbreviation "Wis.").
+_CASELESS_EXTRA = {"i": "\u0130\u0131", "s": "\u017f", "k": "\u212a"}
+
+
 def _ci(word: str) -> str:
     """A literal under JFlex %caseless: each letter matches both cases; classes stay as written."""
     out = []
     for ch in word:
         if ch.isalpha() and ch.lower() != ch.upper():
-            out.append(f"[{ch.lower()}{ch.upper()}]")
+            out.append(f"[{ch.lower()}{ch.upper()}{_CASELESS_EXTRA.get(ch.lower(), '')}]")
         else:
             out.append(regex.escape(ch))
     return "".join(out)
@@ -91,7 +96,8 @@ def _macros() -> dict[str, str]:
     m["SENTEND"] = f"(?:{m['SPACENL']}(?:{m['SPACENL']}|[{c['UPPER_CLASS']}]|{m['SGML']}))"
     m["DIGIT"] = D
     m["DATE"] = f"(?:{D}{{1,2}}[\\-\\/]{D}{{1,2}}[\\-\\/]{D}{{2,4}})"
-    m["NUM"] = f"(?:{D}+|{D}*(?:[.:,\\xad\\u066b\\u066c]{D}+)+)"
+    # (alternatives ordered so that a backtracking match is also the longest one)
+    m["NUM"] = f"(?:{D}*(?:[.:,\\xad\\u066b\\u066c]{D}+)+|{D}+)"
     m["NUMBER"] = f"(?:[\\-+]?{m['NUM']})"
     m["SUBSUPNUM"] = r"(?:[\u207a\u207b\u208a\u208b]?(?:[\u2070\xb9\xb2\xb3\u2074-\u2079]+|[\u2080-\u2089]+))"
     m["FRAC"] = f"(?:(?:{D}{{1,4}}[\\- \\xa0])?{D}{{1,4}}(?:\\\\?\\/|\\u2044){D}{{1,4}})"
@@ -399,8 +405,12 @@ def _rule_table() -> list[tuple[str, str, str | None, Action]]:
     ]
 
 
+_GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/SREDAUX"])
+
+
 class _Rule:
-    __slots__ = ("name", "index", "prefilter", "pattern", "first", "action", "max_len", "fixed")
+    __slots__ = ("name", "index", "source", "prefilter", "_posix", "first", "action", "max_len", "fixed",
+                 "required", "greedy_is_longest")
 
     def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
         self.name = name
@@ -408,14 +418,43 @@ class _Rule:
         src = f"(?P<b>{body})" + (f"(?:{context})" if context is not None else "")
         # a cheap backtracking match decides whether the rule applies at all; POSIX mode then
         # gives the leftmost-longest match, like the scanner's DFA
+        self.source = src
         self.prefilter = re.compile(src)
-        self.pattern = regex.compile("(?p)" + src)
+        self._posix = None  # compiled on first use: most rules never need it
         parsed = sre_parse.parse(src)
         self.first = _first_chars(parsed)
         lo, hi = parsed.getwidth()
         self.max_len = hi  # a later rule no longer than the best match so far cannot win
         self.fixed = lo == hi  # one possible length: the backtracking match is the longest one
+        # patterns where every character forces the next step, so the backtracking match is the
+        # longest too (checked against POSIX matching in the tests)
+        self.greedy_is_longest = self.fixed or name in _GREEDY_IS_LONGEST
+        # a character every match contains ("." for abbreviations): a cheap test before the regex
+        required = _required_chars(parsed)
+        self.required = min(required) if required else None
         self.action = action
+
+    @property
+    def pattern(self) -> regex.Pattern:
+        if self._posix is None:
+            self._posix = regex.compile("(?p)" + self.source)
+        return self._posix
+
+
+def _required_chars(seq) -> set[str]:
+    """Characters that occur in every string the parsed regex matches."""
+    out: set[str] = set()
+    for op, av in seq:
+        if op is sre_c.LITERAL:
+            out.add(chr(av))
+        elif op is sre_c.SUBPATTERN:
+            out |= _required_chars(av[-1])
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and av[0] >= 1:
+            out |= _required_chars(av[2])
+        elif op is sre_c.BRANCH:
+            alts = [_required_chars(alt) for alt in av[1]]
+            out |= set.intersection(*alts) if alts else set()
+    return out
 
 
 # -- which rules can start with a given character (parsed from the rule's regex) -----------------
@@ -495,8 +534,7 @@ def _candidates(ch: str) -> tuple[_Rule, ...]:
     """Rules that can match at a position starting with `ch`, in specification order."""
     found = _candidates_cache.get(ch)
     if found is None:
-        found = tuple(r for r in _rules() if _starts(r.first, ch))
-        _candidates_cache[ch] = found
+        found = _candidates_cache[ch] = tuple(r for r in _rules() if _starts(r.first, ch))
     return found
 
 
@@ -526,15 +564,53 @@ def _from_utf16_units(token: str) -> str:
 
 # a space or tab starts a run of the scanner's SPACE characters that nothing else can match
 _BLANKS = re.compile(r"[ \t][ \t\xa0\u2000-\u200a\u3000]*")
-_PLAIN_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*(?=[ \t\n]|\Z)")
 # plain words, each followed by blanks (or by the line end), scanned in one go
 _PLAIN_RUN = re.compile(r"(?:[A-Za-z][A-Za-z0-9]*(?:[ \t][ \t\xa0\u2000-\u200a\u3000]*|(?=\n)|\Z))+")
 _ASSIMILATED = frozenset(["cannot", "gimme", "gonna", "gotta", "lemme", "wanna"])
 _HAS_ASSIMILATION = re.compile(r"(?i)\b(?:cannot|gimme|gonna|gotta|lemme|wanna)\b")
-# a plain word and one punctuation mark, then a blank or the line end ("dog." at a caption's end)
-_WORD_PUNCT = re.compile(r"([A-Za-z][A-Za-z0-9]*)([,;:!?]|\.(?![ \t\xa0]*\.))(?=[ \t\n]|\Z)")
-# a plain word before a character that no rule starting with a letter can take in
-_WORD_THEN_CLOSER = re.compile("[A-Za-z][A-Za-z0-9]*(?=[()\\[\\]{}\"\u00ab\u00bb\u201c\u201d;%*=~^|\\\\<>])")
+# A plain word followed by something the full scan would split off in a fixed way, one pattern
+# (first matching alternative wins; they exclude each other):
+#   clw/clc  "dog's", "they're": {WORD}/{REDAUX}, then {REDAUX}/[^A-Za-z] (not at the very end, where
+#            "'re" loses to the quote rule '/[A-Za-z][^ ...])
+#   ntw/ntc  "isn't": {SWORD}/{SREDAUX}, then {SREDAUX}
+#   hyp      "T-shirt", "black-and-white": one {HTHING}
+#   pw(/pp)  a word before a character that no rule starting with a letter takes in (e-mail and URL
+#            patterns exclude these too), or before one punctuation mark that ends the chunk ("dog.")
+_WORD_SPECIAL = re.compile(
+    r"(?P<clw>[A-Za-z][A-Za-z0-9]*)(?P<clc>'(?:[msdMSD]|[rR][eE]|[vV][eE]|[lL][lL]))(?=[ \t\n])"
+    r"|(?P<ntw>[A-Za-z]*[A-MO-Za-mo-z])(?P<ntc>[nN]'[tT])(?=[ \t\n]|\Z)"
+    r"|(?P<hyp>[A-Za-z][A-Za-z0-9]*(?:-[A-Za-z0-9]+)+)(?=[ \t\n]|\Z)"
+    r"|(?P<pw>[A-Za-z][A-Za-z0-9]*)(?:(?=[()<>{}|\"])|(?P<pp>[,;:!?]|\.(?![ \t\xa0]*\.))(?=[ \t\n]|\Z))")
+_ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+@lru_cache(maxsize=None)
+def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
+    """Common punctuation whose token is fixed unless the next characters could start a longer
+    match (checked by each pattern's lookahead against the competing rules): char -> (pattern,
+    token; None means the matched text itself)."""
+    digit = f"(?:[{_classes()['DIGIT_CLASS']}]|[\\u07c0-\\u07c9])"
+    smiley_second = r"[\-o*'()DPdpO\\{@|\[\]]"
+    return {
+        ",": (re.compile(f",(?!{digit})"), ","),                           # NUMBER ",5"
+        ".": (re.compile(f"\\.(?!\\.|[ \\xa0]\\.|{digit})"), "."),            # LDOTS, NUMBER ".5"
+        ";": (re.compile(f";(?!{smiley_second})"), ";"),                   # SMILEY ";)"
+        ":": (re.compile(f":(?!{smiley_second}|{digit})"), ":"),           # SMILEY ":)", NUMBER ":30"
+        "!": (re.compile(r"[?!]+"), None),
+        "?": (re.compile(r"[?!]+"), None),
+        "(": (re.compile(r"\((?![0-9\-^x=~<>'])"), "-LRB-"),              # PHONE "(555)", ASIANSMILEY "(^_^)"
+        ")": (re.compile(r"\)"), "-RRB-"),
+        '"': (re.compile('"(?![A-Za-z0-9$])'), "''"),                       # DBLQUOT/[A-Za-z0-9$] -> ``
+        "'": (re.compile(r"'(?=[ \t\n]|\Z)"), "'"),                          # every other ' rule needs more
+        "\u2026": (re.compile(r"\u2026(?=[ \t\n]|\Z)"), "..."),                # LIKELYURL could continue
+        "-": (re.compile(r"-+(?=[ \t\n]|\Z)"), None),                          # HYPHENS; NUMBER, TBSPEC need more
+    }
+
+
+# A run of ASCII digits (and letters after the first digit: "1990s") before one blank that is not
+# followed by a digit or another space: NUMBER/THING; no fraction or phone number can continue it.
+_DIGITS_WORD = re.compile(r"[0-9][A-Za-z0-9]*(?=[ \t](?![0-9\xa0 \t])|\n|\Z)")
 _abbreviation_cache: dict[str, bool] = {}
 
 
@@ -559,48 +635,89 @@ def lex(text: str, end: int | None = None) -> list[str]:
     `text` holds UTF-16 units (see `_to_utf16_units`); `text[end:]` is only read as trailing
     context, as the scanner sees the start of the next caption's line. A token "\\n" marks a line
     break."""
-    n = len(text) if end is None else end
-    pos = 0
+    return _lex_range(text, 0, len(text) if end is None else end)
+
+
+def _lex_range(text: str, pos: int, n: int) -> list[str]:
     out: list[str] = []
+    _PUNCT = _punctuation_shortcuts()
     while pos < n:
-        # Fast paths, equivalent to the full scan: blanks, and a plain word followed by a blank or
-        # the end (no rule crosses a blank from there, and only the assimilation rule ties).
-        mt = _BLANKS.match(text, pos)
-        if mt is not None:
-            pos = mt.end()
+        # Fast paths, equivalent to the full scan (see the comments at the patterns): blanks, runs of
+        # plain words, a plain word before punctuation. Assimilations ("gonna") take the full scan.
+        ch = text[pos]
+        if ch == " " or ch == "\t":
+            pos = _BLANKS.match(text, pos).end()
             continue
-        mt = _PLAIN_RUN.match(text, pos)
-        if mt is not None and _HAS_ASSIMILATION.search(mt.group()) is None:
-            out.extend(mt.group().split())
-            pos = mt.end()
-            continue
-        mt = _PLAIN_WORD.match(text, pos)
-        if mt is not None and mt.group().lower() not in _ASSIMILATED:
-            out.append(mt.group())
-            pos = mt.end()
-            continue
-        mt = _WORD_THEN_CLOSER.match(text, pos)
-        if mt is not None and mt.group().lower() not in _ASSIMILATED:
-            out.append(mt.group())
-            pos = mt.end()
-            continue
-        mt = _WORD_PUNCT.match(text, pos)
-        if mt is not None and mt.group(1).lower() not in _ASSIMILATED and not (
-                mt.group(2) == "." and _is_abbreviation(mt.group())):
-            out.append(mt.group(1))
-            out.append(mt.group(2))
-            pos = mt.end()
-            continue
+        shortcut = _PUNCT.get(ch)
+        if shortcut is not None:
+            mt = shortcut[0].match(text, pos)
+            if mt is not None:
+                tok = shortcut[1] or mt.group()
+                if ch == "-" and 3 <= len(tok) <= 4:
+                    tok = "--"  # the HYPHENS action
+                out.append(tok)
+                pos = mt.end()
+                continue
+        elif "0" <= ch <= "9":
+            mt = _DIGITS_WORD.match(text, pos)
+            if mt is not None:
+                out.append(mt.group())
+                pos = mt.end()
+                continue
+        elif ch in _ASCII_LETTERS:
+            mt = _PLAIN_RUN.match(text, pos)
+            if mt is not None:
+                # (a run stops at the caption's line break; the clamp is a safeguard for text[end:])
+                run = mt.group() if mt.end() <= n else text[pos:n]
+                if _HAS_ASSIMILATION.search(run) is None:
+                    out.extend(run.split())
+                    pos += len(run)
+                    continue
+                for word in _ASCII_WORD.finditer(run):
+                    if word.group().lower() in _ASSIMILATED:
+                        break
+                    out.append(word.group())
+                if word.start():
+                    pos += word.start()  # the full scan takes the assimilation
+                    continue
+            else:
+                mt = _WORD_SPECIAL.match(text, pos)
+                if mt is not None:
+                    kind = mt.lastgroup
+                    if kind == "clc" or kind == "ntc":
+                        first = mt.group(mt.re.groupindex[kind] - 1)
+                        if first.lower() not in _ASSIMILATED:
+                            out.append(first)
+                            out.append(mt.group(kind))
+                            pos = mt.end()
+                            continue
+                    elif kind == "hyp":
+                        out.append(mt.group(kind))
+                        pos = mt.end()
+                        continue
+                    else:
+                        word = mt.group("pw")
+                        punct = mt.group("pp")
+                        if word.lower() not in _ASSIMILATED and (
+                                punct is None or punct != "." or not _is_abbreviation(mt.group())):
+                            out.append(word)
+                            if punct is not None:
+                                out.append(punct)
+                            pos = mt.end()
+                            continue
+        # Full scan: every rule that can start here; the longest match wins, the earlier rule a tie.
         best_len = 0
         best_rule = None
         best_body = 0
-        for rule in _candidates(text[pos]):
+        for rule in _candidates(ch):
             if rule.max_len <= best_len:
+                continue
+            if rule.required is not None and text.find(rule.required, pos, pos + rule.max_len) < 0:
                 continue
             mt = rule.prefilter.match(text, pos)
             if mt is None:
                 continue
-            if not rule.fixed:
+            if not rule.greedy_is_longest:
                 mt = rule.pattern.match(text, pos)
             total = mt.end() - pos
             if total > best_len:
@@ -616,7 +733,42 @@ def lex(text: str, end: int | None = None) -> list[str]:
     return out
 
 
+def _java_lower(text: str) -> str:
+    """String.toLowerCase(Locale.ENGLISH): as str.lower() except for capital sigma, which Java makes
+    final (\u03c2) only when no cased letter follows it within the same word (digits included)."""
+    if "\u03a3" not in text:
+        return text.lower()
+    out = []
+    for m in _WORDISH.finditer(text):
+        run = m.group()
+        if "\u03a3" not in run:
+            out.append(run.lower())
+            continue
+        chars = []
+        for i, ch in enumerate(run):
+            if ch != "\u03a3":
+                chars.append(ch.lower())
+                continue
+            before = any(c.lower() != c.upper() for c in run[:i])
+            after = any(c.lower() != c.upper() for c in run[i + 1:])
+            chars.append("\u03c2" if before and not after else "\u03c3")
+        out.append("".join(chars))
+    return "".join(out)
+
+
+# a "word" for Java's final-sigma test (its word BreakIterator): letters, digits and marks, also
+# joined by a period, apostrophe or colon between them; anything else is a boundary
+# (ideographs and kana are words of their own)
+_W = r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}])[\p{L}\p{N}\p{M}])"
+_WORDISH = regex.compile(rf"{_W}+(?:[.:'\u2019]{_W}+)*|[\s\S]")
+
+
+_NEEDS_CLEANING = re.compile("[\n\r\x0b\x0c\u2028\u2029\U00010000-\U0010ffff]")
+
+
 def _clean(caption: str) -> str:
+    if _NEEDS_CLEANING.search(caption) is None:
+        return caption
     return _to_utf16_units(caption.replace("\n", " ").translate(_FOREIGN_LINE_BREAKS))
 
 
@@ -631,7 +783,11 @@ def _following_text(lines: Sequence[str]) -> list[str]:
     tail = ""
     for i in range(len(lines) - 1, -1, -1):
         out[i] = tail
-        tail = ("\n" + lines[i] + tail)[:_CONTEXT_CHARS]
+        tail = "\n" + lines[i] + tail
+        # blank runs (blank lines included) are trailing context too: keep them whole
+        blank = len(tail) - len(tail.lstrip(" \t\n\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
+                                            "\u2008\u2009\u200a\u3000\x0b\x0c\x85\u2028\u2029\r"))
+        tail = tail[:blank + _CONTEXT_CHARS]
     return out
 
 
@@ -645,10 +801,11 @@ def ptb_tokenize(captions: Sequence[str]) -> list[str]:
     following = _following_text(lines)
     out = []
     for line, context in zip(lines, following):
-        java_line = " ".join(t for t in lex(line + context, len(line)) if t != "\n")
-        if _LONE_SURROGATE.search(java_line):
+        # (a caption holds no line break after _clean, so no "\n" token comes back)
+        java_line = " ".join(lex(line + context, len(line)) if context else lex(line))
+        if not java_line.isascii() and _LONE_SURROGATE.search(java_line):
             java_line = " ".join(_from_utf16_units(t) for t in java_line.split(" "))
-        java_line = java_line.lower()
+        java_line = _java_lower(java_line)
         # pycocoevalcap's own post-processing, verbatim: rstrip, split on " ", drop punctuation
         out.append(" ".join(w for w in java_line.rstrip().split(" ") if w not in PUNCTUATIONS))
     return out

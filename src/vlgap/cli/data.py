@@ -110,3 +110,24 @@ def make_data_cmd(
     from vlgap.data.manifest import read_manifest
 
     console.print(f"wrote {path} (N={len(read_manifest(path))} items)")
+
+
+@app.command("encoders")
+def encoders_cmd(as_json: bool = typer.Option(False, "--json")):
+    """List the named encoders (bundled offline or installable) and the generic spec forms."""
+    from rich.table import Table
+
+    from vlgap.encoders.registry import list_encoders
+    from vlgap.io_utils import to_json
+
+    rows = list_encoders()
+    if as_json:
+        print(to_json(rows))
+        return
+    table = Table(title="encoders")
+    for col in ("name", "modality", "installed", "description"):
+        table.add_column(col)
+    for r in rows:
+        table.add_row(str(r.get("name", "")), str(r.get("modality", "")), str(r.get("installed", "")),
+                      str(r.get("description", "")))
+    console.print(table)

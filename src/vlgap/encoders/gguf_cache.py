@@ -26,10 +26,7 @@ _memo: dict[tuple[str, int, int], str] = {}
 _memo_lock = threading.Lock()
 
 
-def cache_root() -> Path:
-    """~/.cache/vlgap, or $VLGAP_CACHE (same rule as the feature store)."""
-    env = os.environ.get("VLGAP_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vlgap"
+from vlgap.io_utils import cache_root  # noqa: E402
 
 
 def models_dir() -> Path:

@@ -11,6 +11,7 @@ from the last finished chunk and produces exactly the same features as an uninte
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import platform
 import sys
@@ -28,7 +29,7 @@ from vlgap.data.video import count_frames, read_frames
 from vlgap.errors import BadItemError, VlgapError
 from vlgap.features.store import Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.io_utils import atomic_write_text
-from vlgap.progress import progress_bar
+from vlgap.progress import progress_bar, stderr_console
 
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
@@ -74,9 +75,15 @@ def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
     return (i, n)
 
 
-def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None) -> dict:
+FRAME_ORDERS = ("ordered", "reversed", "shuffled")
+
+
+def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
+                frame_order: str = "ordered") -> dict:
     """The part of an encoder spec that changes the numbers (device does not, within float tolerance)."""
     key: dict[str, Any] = {"name": name, "dtype": dtype}
+    if frame_order != "ordered":
+        key["frame_order"] = frame_order
     if pooling:
         key["pooling"] = pooling
     if image_size:
@@ -111,6 +118,7 @@ def extract(
     pooling: str | None = None,
     image_size: int | None = None,
     shard: str | tuple[int, int] | None = None,
+    frame_order: str = "ordered",
     skip_bad: bool = False,
     batch_size: int = 32,
     workers: int = 2,
@@ -119,7 +127,10 @@ def extract(
     loaded_encoder=None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
-    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value."""
+    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
+
+    frame_order: "ordered" (the paper), or a control: "reversed" or "shuffled" (a fixed random order per
+    item, seeded by its id) applied to the sampled frames before sub-clips are formed."""
     t0 = time.perf_counter()
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     if (n_frames is None) == (n_captions is None):
@@ -128,12 +139,16 @@ def extract(
     values = sorted({int(v) for v in (n_frames if n_frames is not None else n_captions)})
     if not values or values[0] < 1:
         raise VlgapError(f"{param} values must be integers >= 1, got {values}")
+    if frame_order not in FRAME_ORDERS:
+        raise VlgapError(f"frame_order must be one of {FRAME_ORDERS}, got {frame_order!r}")
+    if frame_order != "ordered" and param != "n_f":
+        raise VlgapError("frame_order applies to vision encoders (n_frames) only")
     shard_t = parse_shard(shard)
     items = man.items[shard_slice(len(man.items), shard_t)]
     if not items:
         raise VlgapError(f"shard {shard_t[0]}/{shard_t[1]} of {len(man.items)} items is empty")
     root = cache_root(cache_dir)
-    ekey = encoder_key(encoder, dtype, pooling, image_size)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -182,7 +197,7 @@ def extract(
         "versions": _versions(),
     }
     if param == "n_f":
-        runner = _VisionRunner(enc, pending, batch_size, workers, skip_bad)
+        runner = _VisionRunner(enc, pending, batch_size, workers, skip_bad, frame_order)
     else:
         runner = _TextRunner(enc, pending, batch_size, skip_bad)
     chunk_items = runner.chunk_items()
@@ -196,8 +211,12 @@ def extract(
                 if (s, e) not in entries[v].done_chunks():
                     entries[v].write_chunk(s, e, layers, ids, bad)
             prog.update(task, advance=e - s)
+    truncated = int(getattr(enc, "n_truncated", 0) or 0)
+    if truncated:
+        stderr_console.print(f"[yellow]warning:[/] {truncated} texts were longer than {encoder}'s context and were "
+                             "truncated (recorded as texts_truncated)")
     for v in pending:
-        record = dict(base_record, value=v, **runner.policy(v), chunk_items=chunk_items)
+        record = dict(base_record, value=v, **runner.policy(v), chunk_items=chunk_items, texts_truncated=truncated)
         fs = entries[v].finalize(ranges, record)
         if fs.record.get("bad_items"):
             atomic_write_text(entries[v].dir / "bad_items.jsonl",
@@ -219,17 +238,20 @@ def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
 
 def load_features(manifest: str | Path | Manifest, encoder: str, param: str, value: int, *,
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
-                  image_size: int | None = None) -> FeatureSet:
+                  image_size: int | None = None, frame_order: str = "ordered") -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed)."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size), man.fingerprint(), param, int(value))
+    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order), man.fingerprint(), param,
+                     int(value))
     return load_entry(key, cache_dir)
 
 
 # --------------------------------------------------------------------------------------------------
 class _VisionRunner:
-    def __init__(self, enc, values: list[int], batch_size: int, workers: int, skip_bad: bool):
+    def __init__(self, enc, values: list[int], batch_size: int, workers: int, skip_bad: bool,
+                 frame_order: str = "ordered"):
         self.enc, self.values, self.batch_size, self.skip_bad = enc, values, batch_size, skip_bad
+        self.frame_order = frame_order
         self.workers = max(1, workers)
         self.n0 = int(getattr(enc, "native_clip_len", 1) or 1)
         self.is_video = getattr(enc, "kind", "image") == "video"
@@ -245,17 +267,29 @@ class _VisionRunner:
     def policy(self, v: int) -> dict:
         return {"sampling": {
             "policy": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
-            "n_f": v, "n0": self.n0,
+            "n_f": v, "n0": self.n0, "frame_order": self.frame_order,
             "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else "mean over per-frame embeddings"),
             "frame_indices": self.frame_log[v],
         }}
+
+    def _sample(self, item: Item, total: int) -> dict[int, np.ndarray]:
+        out = {}
+        for v in self.values:
+            idx = frame_indices(total, v)
+            if self.frame_order == "reversed":
+                idx = idx[::-1].copy()
+            elif self.frame_order == "shuffled":
+                seed = int.from_bytes(hashlib.sha256(f"{item.id}|{v}".encode()).digest()[:8], "little")
+                idx = idx[np.random.default_rng(seed).permutation(len(idx))]
+            out[v] = idx
+        return out
 
     def _prepare(self, item: Item):
         """Background: decode the union of the frames all n_f need, preprocess them once."""
         total = count_frames(item)
         if total < 1:
             raise BadItemError(item.id, f"{item.media} has no frames")
-        per_value = {v: frame_indices(total, v) for v in self.values}
+        per_value = self._sample(item, total)
         union = np.unique(np.concatenate(list(per_value.values())))
         try:
             frames, _ = read_frames(item, union)
@@ -264,7 +298,7 @@ class _VisionRunner:
                 raise
             # the container's frame count overstated the stream: count by decoding, then sample again
             _, total = read_frames(item, None, max_side=16)
-            per_value = {v: frame_indices(total, v) for v in self.values}
+            per_value = self._sample(item, total)
             union = np.unique(np.concatenate(list(per_value.values())))
             frames, _ = read_frames(item, union)
         pixels = self.enc.preprocess(frames)

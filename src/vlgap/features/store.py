@@ -25,16 +25,9 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text, cache_root  # noqa: F401
 
 _CHUNK_RE = re.compile(r"^(\d{7})-(\d{7})\.npz$")
-
-
-def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
-    env = os.environ.get("VLGAP_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vlgap"
 
 
 def _slug(text: str) -> str:

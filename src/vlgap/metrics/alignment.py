@@ -28,17 +28,20 @@ import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
-from vlgap.metrics.knn import NeighbourLookup, _walk_rows, topk_neighbours, weighted_neighbours
+from vlgap.metrics.knn import (DENSE_TABLE_BYTES, NeighbourLookup, _walk_rows, topk_neighbours,
+                              weighted_neighbours)
 from vlgap.metrics.prepare import (DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare,
                                    resolve_device)
 
 METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca")
-KNN_METRICS = frozenset({"mutual_knn", "cycle_knn", "cknna"})
 
 #: memory allowed for per-layer Gram matrices in CKA (float64); above it CKA uses feature products
 GRAM_BYTES = 1024 * 2**20
-#: memory for one batch of bootstrap / permutation work (tables and queries)
+#: memory for one batch of bootstrap work (tables and look-up keys) and for permutation keys
 BATCH_BYTES = 192 * 2**20
+KEY_BYTES = 64 * 2**20
+#: memory for the dense neighbour tables kept across a permutation run (one per X layer)
+TABLES_BYTES = 1024 * 2**20
 
 
 def chance_level(metric: str, n: int, k: int | None) -> float | None:
@@ -174,21 +177,38 @@ class _KnnMetric(AlignmentMetric):
 
 
 class MutualKnn(_KnnMetric):
-    """Mean over items of |kNN_X(i) & kNN_Y(i)| / k (Huh et al. 2024; the paper's A_MkNN)."""
+    """Mean over items of |kNN_X(i) & kNN_Y(i)| / k (Huh et al. 2024; the paper's A_MkNN).
+
+    Bootstrap resamples (see vlgap.metrics.uncertainty): with `bootstrap_neighbours="distinct"`
+    (default) an item's neighbours in a resample are the k nearest distinct drawn items; with
+    "copies" every copy of a drawn item is a separate candidate (the literal rerun on the resample,
+    as the generic path of the other metrics does). Either way an item never neighbours its own
+    copies and each item's overlap counts as many times as it was drawn.
+    """
 
     name = "mutual_knn"
+
+    def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                 bootstrap_neighbours: str = "distinct"):
+        super().__init__(k, depth=depth, chunk_bytes=chunk_bytes)
+        if bootstrap_neighbours not in ("distinct", "copies"):
+            raise VlgapError(f"bootstrap_neighbours={bootstrap_neighbours!r}: use 'distinct' or 'copies'")
+        self.bootstrap_neighbours = bootstrap_neighbours
+
+    @property
+    def _count_dtype(self) -> torch.dtype:
+        # per-item overlaps are <= k: the narrowest integer type that holds them sums fastest
+        return torch.uint8 if self.k < 256 else torch.int32
 
     def overlap_counts(self, sx: list, sy: list) -> torch.Tensor:
         """Per-item overlaps [L_x, L_y, N] (integers 0..k)."""
         k = self.k
         n = sx[0].ids.shape[0]
         rows = torch.arange(n, device=sx[0].ids.device)[:, None]
-        cols = torch.stack([s.ids[:, :k] for s in sy])                        # [L_y, N, k]
-        out = []
-        for s in sx:
-            table = NeighbourLookup(s.ids[:, :k])
-            out.append(table.get(rows, cols).sum(dim=2, dtype=torch.int64))   # [L_y, N]
-        return torch.stack(out)
+        keys = rows * n + torch.stack([s.ids[:, :k] for s in sy])             # [L_y, N, k], shared
+        # one table at a time: a dense table is N^2 bytes
+        return torch.stack([NeighbourLookup(s.ids[:, :k]).take(keys).sum(dim=2, dtype=torch.int64)
+                            for s in sx])
 
     def pair_scores(self, sx, sy):
         n = sx[0].ids.shape[0]
@@ -200,47 +220,60 @@ class MutualKnn(_KnnMetric):
         k = self.k
         n = perms.shape[1]
         dev = sx[0].ids.device
-        tables = [NeighbourLookup(s.ids[:, :k]) for s in sx]
+        # every X table is used for every batch: dense ones only while they all fit together
+        dense = len(sx) * (n * n + 1) <= TABLES_BYTES
+        tables = [NeighbourLookup(s.ids[:, :k], dense_bytes=DENSE_TABLE_BYTES if dense else 0) for s in sx]
         rows = torch.arange(n, device=dev)[:, None]
         y_ids = [s.ids[:, :k] for s in sy]
-        batch = max(1, BATCH_BYTES // (8 * len(sy) * n * k))
+        batch = max(1, KEY_BYTES // (8 * len(sy) * n * k))
         out = np.empty((perms.shape[0], len(sx), len(sy)))
         for start in range(0, perms.shape[0], batch):
             p = torch.from_numpy(perms[start:start + batch]).to(dev)          # [P, N]
+            nb = p.shape[0]
             inv = _inverse(p)
-            # item i is now paired with Y-row p[i]: its Y-neighbours, named by X-item
-            q = torch.stack([torch.gather(inv, 1, ids[p].reshape(p.shape[0], -1)).view(p.shape[0], n, k)
-                             for ids in y_ids])                                # [L_y, P, N, k]
+            # item i is now paired with Y-row p[i]: its Y-neighbours, named by X-item; the look-up
+            # keys are shared by every X layer, so they are built once per batch
+            keys = torch.stack([tables[0].keys(rows, torch.gather(inv, 1, ids[p].reshape(nb, -1)).view(nb, n, k))
+                                for ids in y_ids], dim=2)                      # [P, N, L_y, k]
             for a, table in enumerate(tables):
-                tot = table.get(rows, q).sum(dim=(2, 3), dtype=torch.int64)   # [L_y, P]
-                out[start:start + p.shape[0], a, :] = (tot.T.cpu().numpy()) / (n * k)
+                tot = table.take(keys).sum(dim=3, dtype=self._count_dtype).sum(dim=1, dtype=torch.int64)
+                out[start:start + nb, a, :] = tot.cpu().numpy() / (n * k)
         return out
 
     def bootstrap_scores(self, fx, fy, sx, sy, weights):
         k = self.k
         b_total, n = weights.shape
         dev = sx[0].ids.device
-        taken_dtype = torch.int16 if k < 2**15 else torch.int32
-        per_resample = n * n * 2 + 8 * len(sy) * n * k * 4
+        value_dtype = torch.uint8 if k < 256 else torch.int32  # copies taken per neighbour <= k
+        per_resample = n * n * (1 if k < 256 else 4) + len(sy) * n * k * (8 + 4 + 4)
         batch = max(1, min(b_total, BATCH_BYTES // per_resample))
         rows = torch.arange(n, device=dev)[:, None]
         out = np.empty((b_total, len(sx), len(sy)))
         for start in range(0, b_total, batch):
-            w_np = weights[start:start + batch]
-            w = torch.from_numpy(w_np).to(dev, torch.int32)                   # [B, N]
+            w = torch.from_numpy(weights[start:start + batch]).to(dev, torch.int32)   # [B, N]
             nb = w.shape[0]
-            ylists = [self._resample_lists(s, partial(fy.__getitem__, i), w) for i, s in enumerate(sy)]
-            y_ids = torch.stack([ids for ids, _ in ylists])                   # [L_y, B, N, k]
-            y_taken = torch.stack([t for _, t in ylists])
-            tab_index = torch.arange(nb, device=dev)[:, None, None]
-            w64 = w.to(torch.int64)
+            # multiplicities that neighbour lists are walked with (1 per drawn item, or its copies)
+            distinct = self.bootstrap_neighbours == "distinct"
+            walk = (w > 0).to(torch.int32) if distinct else w
+            y_ids, y_taken = zip(*(self._resample_lists(s, partial(fy.__getitem__, i), walk)
+                                   for i, s in enumerate(sy)))
+            # layout [B, N, L_y, k]: all queries of one (resample, item) row hit one table row
+            y_ids = torch.stack(y_ids, dim=2)
+            y_taken = torch.stack(y_taken, dim=2)
+            row_base = ((torch.arange(nb, device=dev)[:, None] * n + rows.T) * n)[:, :, None, None]
+            absent = nb * n * n                                                # NeighbourLookup.absent_key
+            keys = torch.where(y_taken > 0, row_base + y_ids, absent)
+            y_taken = y_taken.to(value_dtype)
+            w64 = w.to(torch.float64)
             for a, s in enumerate(sx):
-                ids, taken = self._resample_lists(s, partial(fx.__getitem__, a), w)
-                table = NeighbourLookup(ids, taken.to(taken_dtype))
-                got = table.get(rows, y_ids, tab_index)                        # [L_y, B, N, k]
-                overlap = torch.minimum(got.to(torch.int32), y_taken).sum(dim=3, dtype=torch.int64)
-                tot = (overlap * w64).sum(dim=2)                              # [L_y, B]
-                out[start:start + nb, a, :] = tot.T.cpu().numpy() / (n * k)
+                ids, taken = self._resample_lists(s, partial(fx.__getitem__, a), walk)
+                got = NeighbourLookup(ids, taken.to(value_dtype)).take(keys)   # [B, N, L_y, k]
+                if not distinct:  # copies on both sides: shared draws = min of the two counts
+                    got = torch.minimum(got, y_taken)
+                overlap = got.sum(dim=3, dtype=self._count_dtype)              # [B, N, L_y]
+                # each draw counts; integer sums are exact in float64
+                tot = torch.einsum("bnl,bn->bl", overlap.to(torch.float64), w64)
+                out[start:start + nb, a, :] = tot.cpu().numpy() / (n * k)
         return out
 
     def _resample_lists(self, state: _Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):

@@ -90,49 +90,62 @@ def topk_neighbours(
 class NeighbourLookup:
     """Value stored for (i, j) if j is in row i's neighbour list, else 0, for many (i, j) at once.
 
-    ids: [..., N, k] neighbour indices (a leading batch axis is allowed); values: same shape (counts,
-    positions) or None for 1. A dense [N, N] table is used when it fits in `dense_bytes`, otherwise
-    sorted keys i*N+j and binary search. Entries with value 0 are the same as absent.
+    ids: [..., N, k] neighbour indices (leading batch axes allowed: several tables); values: same
+    shape (counts, positions) or None for 1. A dense table of all (i, j) is used when it fits in
+    `dense_bytes`, otherwise sorted keys and binary search. Entries with value 0 equal absence.
+    Queries are flat keys `(table * N + i) * N + j` (see `keys`); `absent_key` (one past the last
+    key) is never present, for padding.
     """
 
     def __init__(self, ids: torch.Tensor, values: torch.Tensor | None = None, *,
                  dense_bytes: int = DENSE_TABLE_BYTES):
         self.n = ids.shape[-2]
-        self.batch_shape = ids.shape[:-2]
-        n_tables = int(torch.tensor(self.batch_shape).prod()) if len(self.batch_shape) else 1
+        n_tables = 1
+        for d in ids.shape[:-2]:
+            n_tables *= d
         if values is None:
             values = torch.ones(ids.shape, dtype=torch.uint8, device=ids.device)
         self.dtype = values.dtype
-        base = self._base(ids.shape, ids.device)
-        keys = (base + ids).reshape(-1)
+        keys = self.keys(torch.arange(self.n, device=ids.device)[:, None], ids,
+                         _table_index(ids.shape[:-2], ids.device))
         flat_values = values.reshape(-1)
-        self.dense = n_tables * self.n * self.n * values.element_size() <= dense_bytes
+        size = n_tables * self.n * self.n
+        self.absent_key = size
+        self.dense = (size + 1) * values.element_size() <= dense_bytes
         if self.dense:
-            self.table = torch.zeros(n_tables * self.n * self.n, dtype=values.dtype, device=ids.device)
-            self.table[keys] = flat_values
+            # one trailing zero slot answers absent_key
+            self.table = torch.zeros(size + 1, dtype=values.dtype, device=ids.device)
+            self.table[keys.reshape(-1)] = flat_values
         else:
-            self.keys, order = torch.sort(keys)
+            self.sorted_keys, order = torch.sort(keys.reshape(-1))
             self.values = flat_values[order]
 
-    def _base(self, shape: torch.Size, device) -> torch.Tensor:
-        # offset of row i of table b in the flattened key space: (b * N + i) * N
-        lead = int(torch.tensor(shape[:-1]).prod())
-        return (torch.arange(lead, device=device) * self.n).view(*shape[:-1], 1)
+    def keys(self, rows: torch.Tensor, cols: torch.Tensor, table: torch.Tensor | int = 0) -> torch.Tensor:
+        """Flat keys of (rows, cols) in table number `table`; the arguments broadcast together."""
+        return (table * self.n + rows) * self.n + cols
+
+    def take(self, keys: torch.Tensor) -> torch.Tensor:
+        """Values at precomputed flat keys (any shape; absent_key gives 0)."""
+        flat = keys.reshape(-1)
+        if self.dense:
+            return self.table.index_select(0, flat).view(keys.shape)
+        pos = torch.searchsorted(self.sorted_keys, flat).clamp_(max=self.sorted_keys.numel() - 1)
+        found = self.sorted_keys[pos] == flat
+        out = torch.where(found, self.values[pos], torch.zeros((), dtype=self.dtype, device=flat.device))
+        return out.view(keys.shape)
 
     def get(self, rows: torch.Tensor, cols: torch.Tensor, table: torch.Tensor | int = 0) -> torch.Tensor:
-        """Value at (rows, cols) of table number `table` (flattened batch index); the three
-        arguments broadcast together."""
-        table = torch.as_tensor(table, device=cols.device)
-        rows, cols, table = torch.broadcast_tensors(rows, cols, table)
-        keys = ((table * self.n + rows) * self.n + cols).reshape(-1)
-        return self._get(keys).view(cols.shape)
+        """Value at (rows, cols) of table number `table`; the arguments broadcast together."""
+        return self.take(self.keys(rows, cols, table))
 
-    def _get(self, keys: torch.Tensor) -> torch.Tensor:
-        if self.dense:
-            return self.table.index_select(0, keys)
-        pos = torch.searchsorted(self.keys, keys).clamp_(max=self.keys.numel() - 1)
-        found = self.keys[pos] == keys
-        return torch.where(found, self.values[pos], torch.zeros((), dtype=self.dtype, device=keys.device))
+
+def _table_index(batch_shape, device) -> torch.Tensor | int:
+    if not len(batch_shape):
+        return 0
+    count = 1
+    for d in batch_shape:
+        count *= d
+    return torch.arange(count, device=device).view(*batch_shape, 1, 1)
 
 
 def _walk(ranked: torch.Tensor, weights: torch.Tensor, k: int):

@@ -210,7 +210,7 @@ def layer_search(
                 raise VlgapError(f"{label} was precomputed with for_bootstrap=False; precompute it with "
                                  "for_bootstrap=True to bootstrap")
         result.bootstrap = bootstrap_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
-                                               estimate=best, n_resamples=n_bootstrap,
+                                               observed=scores, n_resamples=n_bootstrap,
                                                confidence=confidence, method=interval, seed=seed)
     if n_permutations:
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,

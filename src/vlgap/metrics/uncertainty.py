@@ -1,26 +1,33 @@
 """Uncertainty of a best-layer-pair alignment score: bootstrap over items and permutation null,
 both re-selecting the best pair inside every resample so that the selection is part of the result.
 
-Bootstrap scheme (why it is this one). A resample draws N items with replacement and the whole
-procedure is rerun on it: neighbours are searched again within the resample, every layer pair is
-scored and the best pair is picked again. Copies of one item are a single point of the empirical
-distribution: an item never counts its own copies as neighbours (as it never counts itself), while
-copies of a neighbour all count, so a k-neighbourhood still holds k/N of the resample's mass, the
-scale at which the original score was measured. Resampling per-item overlaps while keeping the
-neighbour graph fixed would be cheaper but wrong: each item's overlap depends on the other items
-(the score is like a degree-2 U-statistic), and treating overlaps as independent understates the
-standard error roughly twofold. Subsampling without replacement changes N and therefore the
-neighbourhood scale k/N that the score depends on.
+Bootstrap (why it is built this way). A resample draws N items with replacement and every layer
+pair is scored again on it, its neighbours searched again within the resample; the best pair is
+then picked again. Three details matter for k-NN scores and were settled by simulation (latent-factor
+data, N = 300 and 1000, k = 10, 3 x 3 layers; Monte-Carlo truth from 200-300 independent samples):
+- Neighbours are the k nearest *distinct* drawn items, never the item's own copies; each item's
+  overlap counts as often as it was drawn. Treating copies of a neighbour as separate neighbours
+  (the literal rerun) makes neighbour lists lumpy and overstated the standard deviation by 30-50 %;
+  with distinct neighbours the bootstrap SD was within 10 % of the true one. Resampling per-item
+  overlaps on a fixed neighbour graph instead understated it by about 20 % (an item's overlap
+  depends on the other items, so overlaps are positively correlated).
+- A resample holds only ~63 % distinct items, so its neighbourhoods are coarser and every pair's
+  score shifts (by ~+0.04 at these settings). Each pair's bootstrap scores are therefore centred
+  on that pair's observed score before the maximum over pairs is taken in each resample: the shift
+  goes, the joint fluctuations and hence the re-selection stay.
+- The interval is the percentile interval of those re-selected maxima. End to end (N = 300,
+  B = 200, 100 data sets per case), nominal 95 % intervals covered the best pair's expected score
+  95 % of the time with one clearly best pair and 92 % with two tied pairs (Monte-Carlo error
+  about 2 %); the bootstrap SE was 0.0123 and 0.0116 against true SDs of 0.0120 and 0.0111. The
+  copies variant covered 97.5-100 % with 30-40 % wider intervals.
+For mutual k-NN this runs without new similarity searches: each item's M = 4k + 32 nearest items
+are ranked once, and a resample walks those rankings with its multiplicities (exactly what a new
+search returns; rows whose M items hold fewer than k draws are re-ranked in full). Other metrics
+recompute their per-layer state on each resample (slower; copies are separate items there, which
+is the ordinary bootstrap for CKA and SVCCA and conservative for cycle_knn and cknna).
 
-For mutual k-NN this is computed without new similarity searches: each item's ranking of its
-M = 4k+32 nearest items is stored once, and in a resample its k nearest draws are found by walking
-that ranking with the resample's multiplicities (exactly what a new search on the resample returns,
-the ranking being extended on the rare rows where M items hold fewer than k draws). Other metrics
-recompute their per-layer state on each resample (slower).
-
-Interval: `percentile` (default) is Efron's percentile interval of the re-selected best score;
-`basic` reflects it around the estimate (2T - q_hi, 2T - q_lo), which corrects the upward bias that
-selection adds when many layer pairs are close.
+`basic` intervals (2T - q_hi, 2T - q_lo) are offered too; they reflect the selection bias of the
+maximum around the estimate.
 
 Permutation null: Y's rows are shuffled (random pairing), every pair is scored and the maximum is
 kept, p = (1 + #{null max >= observed max}) / (1 + P) (Phipson & Smyth 2010). `null_mean` is the
@@ -113,6 +120,11 @@ class PermutationSummary:
         return d
 
 
+def _n_items(feats) -> int:
+    # PreparedLayers know N without preparing a layer
+    return feats.raw[0].shape[0] if hasattr(feats, "raw") else feats[0].shape[0]
+
+
 def _check_count(name: str, value: int) -> int:
     if int(value) != value or value < 1:
         raise VlgapError(f"{name}={value!r}: need a positive integer (e.g. 1000)")
@@ -123,7 +135,7 @@ def bootstrap_best_pair(
     metric: AlignmentMetric,
     fx: list, fy: list, sx: list, sy: list,
     *,
-    estimate: float,
+    observed: np.ndarray,
     n_resamples: int = 1000,
     confidence: float = 0.95,
     method: IntervalMethod = "percentile",
@@ -131,21 +143,21 @@ def bootstrap_best_pair(
 ) -> BootstrapSummary:
     """Bootstrap interval of max over layer pairs, the best pair re-selected in every resample.
 
-    fx, fy: prepared per-layer features; sx, sy: the metric's states of them; estimate: the observed
-    best score.
+    fx, fy: prepared per-layer features; sx, sy: the metric's states of them; observed: the
+    observed [L_x, L_y] score matrix.
     """
+    observed = np.asarray(observed, dtype=float)
+    estimate = float(np.nanmax(observed))
     n_resamples = _check_count("n_bootstrap", n_resamples)
     if method not in ("percentile", "basic"):
         raise VlgapError(f"interval method {method!r}: use 'percentile' or 'basic'")
-    n = fx[0].shape[0]
-    best = np.empty(n_resamples)
-    arg = np.empty(n_resamples, dtype=np.int64)
-    done = 0
-    for weights in bootstrap_weight_batches(n, n_resamples, seed):
-        scores = metric.bootstrap_scores(fx, fy, sx, sy, weights).reshape(weights.shape[0], -1)
-        best[done:done + len(scores)] = np.nanmax(scores, axis=1)
-        arg[done:done + len(scores)] = np.nanargmax(scores, axis=1)
-        done += len(scores)
+    n = _n_items(fx)
+    scores = np.concatenate([metric.bootstrap_scores(fx, fy, sx, sy, weights).reshape(weights.shape[0], -1)
+                             for weights in bootstrap_weight_batches(n, n_resamples, seed)])
+    # centre each pair on its observed score (removes the resample's scale shift), then re-select
+    centred = observed.reshape(1, -1) + scores - np.nanmean(scores, axis=0, keepdims=True)
+    best = np.nanmax(centred, axis=1)
+    arg = np.nanargmax(centred, axis=1)
     lo, hi = percentile_interval(best, confidence)
     if method == "basic":
         lo, hi = 2 * estimate - hi, 2 * estimate - lo
@@ -168,7 +180,7 @@ def permutation_best_pair(
 ) -> PermutationSummary:
     """Permutation null of the best-pair score under random pairing of X and Y rows."""
     n_permutations = _check_count("n_permutations", n_permutations)
-    n = fx[0].shape[0]
+    n = _n_items(fx)
     best = np.empty(n_permutations)
     pair_sum = 0.0
     done = 0

@@ -79,10 +79,11 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
         color = cmap(i / max(1, len(levels) - 1))
         lo = np.array([r.get("ci_lo", np.nan) for r in sub], float)
         hi = np.array([r.get("ci_hi", np.nan) for r in sub], float)
-        if np.all(np.isfinite(lo)):
-            ax.errorbar(x, y, yerr=[y - lo, hi - y], fmt="o", color=color, capsize=3, label=f"{other}={lv}")
-        else:
-            ax.plot(x, y, "o", color=color, label=f"{other}={lv}")
+        ax.plot(x, y, "o", color=color, label=f"{other}={lv}")
+        ok = np.isfinite(lo) & np.isfinite(hi)
+        # drawn as segments, not error bars: a bootstrap interval of a best-of-pairs maximum need not
+        # contain the point estimate (the selection is part of what is resampled)
+        ax.vlines(x[ok], lo[ok], hi[ok], color=color, lw=1.5, alpha=0.8)
         if fit and fit.get("params"):
             p = fit["params"]
             grid = np.geomspace(x.min(), x.max(), 50)

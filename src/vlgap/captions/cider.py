@@ -1,0 +1,145 @@
+"""CIDEr as coco-caption computes it (pycocoevalcap 1.2's Cider, i.e. the CIDEr-D variant).
+
+For n = 1..4, every caption becomes a tf-idf vector over its n-grams, with
+idf(g) = log(N) - log(max(1, df(g))) where df(g) counts the items whose references contain g and
+N is the number of items. Candidate and reference vectors are compared with a clipped cosine
+(sum of min(c_g, r_g) * r_g over the norms), damped by a Gaussian in the difference of their
+bigram counts (sigma = 6); the item score is the mean over n of the sum over references, divided
+by the number of references, times 10. The corpus score is the mean over items.
+
+Because df comes from the references being evaluated, an item's score depends on which other
+items are in the set. `DocumentFrequencies.from_references(...)` freezes df (and N) from a given
+reference corpus so per-item scores stay fixed under resampling or subsetting; the default
+("corpus") reproduces coco-caption.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from vlgap.captions.ngrams import NgramIndex, index_ngrams, lookup
+from vlgap.errors import VlgapError
+
+
+@dataclass(frozen=True)
+class DocumentFrequencies:
+    """n-gram document frequencies over the items of a reference corpus (one document per item)."""
+
+    counts: dict = field(repr=False)   # tuple of tokens -> number of items whose references hold it
+    n_documents: int
+    n: int = 4
+
+    @classmethod
+    def from_references(cls, references: Sequence[Sequence[str]], n: int = 4) -> "DocumentFrequencies":
+        """Count, for each 1..n-gram, the items (reference lists of tokenised strings) containing it."""
+        if not references:
+            raise VlgapError("need at least one reference item to compute document frequencies")
+        counts_per_item = np.fromiter((len(r) for r in references), dtype=np.int64, count=len(references))
+        flat = [r for refs in references for r in refs]
+        index = index_ngrams(flat, n)
+        item_of_doc = np.repeat(np.arange(len(references), dtype=np.int64), counts_per_item)
+        counts: dict = {}
+        for k in range(1, n + 1):
+            df = _df_of_order(index, k, item_of_doc)
+            for gram, value in zip(index.gram_tuples(k), df.tolist()):
+                counts[gram] = value
+        return cls(counts=counts, n_documents=len(references), n=n)
+
+
+def _df_of_order(index: NgramIndex, k: int, item_of_doc: np.ndarray) -> np.ndarray:
+    """Number of distinct items holding each gram id of order k (over the documents given)."""
+    c = index.orders[k - 1]
+    g = max(1, c.n_grams)
+    pairs = np.unique(item_of_doc[c.doc] * g + c.gram)
+    return np.bincount(pairs % g, minlength=c.n_grams).astype(float)
+
+
+def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], *, n: int = 4,
+                   sigma: float = 6.0, df: DocumentFrequencies | None = None,
+                   index: NgramIndex | None = None) -> np.ndarray:
+    """Per-item CIDEr (coco-caption's CIDEr-D), tokenised strings in; df=None uses these references.
+
+    `index` may pass a prebuilt `index_ngrams(flat references + candidates, n)` (shared with BLEU)."""
+    if len(candidates) != len(references):
+        raise VlgapError(f"{len(candidates)} candidates but {len(references)} reference lists")
+    n_items = len(candidates)
+    if n_items == 0:
+        return np.zeros(0)
+    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
+    if ref_counts.min() < 1:
+        bad = int(np.flatnonzero(ref_counts < 1)[0])
+        raise VlgapError(f"item {bad} has no reference: CIDEr needs at least one reference per item")
+    if df is not None and df.n < n:
+        raise VlgapError(f"frozen document frequencies cover n-grams up to {df.n}, but CIDEr uses n={n}")
+    flat_refs = [r for refs in references for r in refs]
+    n_refs = len(flat_refs)
+    if index is None:
+        index = index_ngrams(flat_refs + list(candidates), n)
+    item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
+    item_of_doc = np.concatenate((item_of_ref, np.arange(n_items, dtype=np.int64)))
+    n_docs = n_refs + n_items
+    ref_len = np.log(float(n_items if df is None else df.n_documents))
+
+    # bigram counts: pycocoevalcap's "length" adds up the term frequencies of 2-grams
+    bigrams = np.maximum(index.lengths - 1, 0).astype(float)
+    delta = bigrams[n_refs:][item_of_ref] - bigrams[:n_refs]
+    penalty = np.e ** (-(delta ** 2) / (2 * sigma ** 2))
+
+    sims = np.zeros((n_refs, n))
+    for k in range(1, n + 1):
+        c = index.orders[k - 1]
+        if df is None:
+            is_ref_doc = c.doc < n_refs
+            dfk = np.bincount(np.unique(item_of_ref[c.doc[is_ref_doc]] * max(1, c.n_grams) + c.gram[is_ref_doc])
+                              % max(1, c.n_grams), minlength=c.n_grams).astype(float)
+        else:
+            dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)
+        idf = ref_len - np.log(np.maximum(1.0, dfk))
+        weight = c.count * idf[c.gram]
+        norm = np.sqrt(np.bincount(c.doc, weights=weight ** 2, minlength=n_docs))
+        g = max(1, c.n_grams)
+        is_ref = c.doc < n_refs
+        hyp_keys = (c.doc[~is_ref] - n_refs) * g + c.gram[~is_ref]  # sorted: rows sorted by doc, gram
+        hyp_w = weight[~is_ref]
+        ref_doc = c.doc[is_ref]
+        ref_w = weight[is_ref]
+        cand_w = lookup(hyp_keys, hyp_w, item_of_ref[ref_doc] * g + c.gram[is_ref], default=0.0)
+        val = np.bincount(ref_doc, weights=np.minimum(cand_w, ref_w) * ref_w, minlength=n_refs)
+        norm_h = norm[n_refs:][item_of_ref]
+        norm_r = norm[:n_refs]
+        both = (norm_h != 0) & (norm_r != 0)
+        val[both] = val[both] / (norm_h[both] * norm_r[both])
+        sims[:, k - 1] = val * penalty
+    per_item = np.stack([np.bincount(item_of_ref, weights=sims[:, k], minlength=n_items) for k in range(n)], axis=1)
+    return per_item.mean(axis=1) / ref_counts * 10.0
+
+
+class Cider:
+    """Drop-in for pycocoevalcap.cider.Cider: compute_score(gts, res) -> (mean, per-item array).
+
+    df: None (document frequencies from the references being scored, as coco-caption does) or a
+    frozen `DocumentFrequencies`."""
+
+    def __init__(self, n: int = 4, sigma: float = 6.0, df: DocumentFrequencies | None = None):
+        self._n = n
+        self._sigma = sigma
+        self._df = df
+
+    def compute_score(self, gts: Mapping, res: Mapping):
+        if gts.keys() != res.keys():
+            raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
+        keys = list(gts.keys())
+        for k in keys:
+            if len(res[k]) != 1:
+                raise VlgapError(f"item {k!r} has {len(res[k])} predictions; CIDEr needs exactly one")
+        scores = cider_d_scores([res[k][0] for k in keys], [gts[k] for k in keys], n=self._n,
+                                sigma=self._sigma, df=self._df)
+        return float(np.mean(scores)), scores
+
+    def method(self) -> str:
+        return "CIDEr"
+
+
+CiderD = Cider

@@ -1,0 +1,278 @@
+"""caption_eval: coco-caption metrics on predictions vs references, with N and bootstrap intervals.
+
+The flow: read and validate inputs (captions.io) -> tokenise like coco-caption (ptb_tokenize) ->
+per-item sufficient statistics for each metric -> point estimates identical to pycocoevalcap 1.2
+(BLEU-1..4, METEOR, ROUGE-L, CIDEr) and sacrebleu's corpus BLEU -> optional bootstrap intervals
+over items that recompute each corpus statistic per replicate (captions.intervals).
+`compare_captions` runs the same for two systems on the same items and reports the paired
+difference with a paired-bootstrap interval and an approximate-randomisation p-value.
+
+Scores keep coco-caption's scale (fractions: BLEU-4 0.25, CIDEr 1.29); SacreBLEU keeps its 0-100
+scale and carries its signature.
+"""
+from __future__ import annotations
+
+import csv
+import io as _io
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from vlgap.captions.bleu import bleu_from_statistics, bleu_statistics
+from vlgap.captions.cider import DocumentFrequencies, cider_d_scores
+from vlgap.captions.intervals import mean_statistic, paired_difference, sum_statistic_intervals
+from vlgap.captions.io import CaptionData, _materialise, _reference_rows, load_captions
+from vlgap.captions.ngrams import index_ngrams
+from vlgap.captions.ptb_tokenize import ptb_tokenize
+from vlgap.captions.rouge import rouge_l_scores
+from vlgap.errors import VlgapError
+
+METRICS = ("bleu", "meteor", "rouge", "cider", "sacrebleu")
+TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
+
+
+@dataclass
+class MetricTable:
+    """One metric family on one system: per-item sufficient statistics and how to reduce them."""
+
+    names: list[str]                      # output keys, e.g. BLEU-1..BLEU-4
+    stats: np.ndarray                     # (items, k) summable statistics
+    statistic: Callable[[np.ndarray, int], np.ndarray]   # (sums, n) -> (..., len(names))
+    estimates: list[float]                # the exact corpus numbers (pycocoevalcap's)
+    per_item: dict[str, np.ndarray] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _parse_metrics(metrics: Sequence[str] | str | None) -> tuple[list[str], bool]:
+    if metrics is None:
+        return list(METRICS), False
+    if isinstance(metrics, str):
+        metrics = [m for m in metrics.split(",") if m.strip()]
+    wanted = [m.strip().lower().replace("-", "").replace("_", "") for m in metrics]
+    aliases = {"rougel": "rouge", "ciderd": "cider", "bleu4": "bleu"}
+    wanted = [aliases.get(m, m) for m in wanted]
+    unknown = [m for m in wanted if m not in METRICS]
+    if unknown:
+        raise VlgapError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(METRICS)}")
+    if not wanted:
+        raise VlgapError(f"no metric requested: choose from {', '.join(METRICS)}")
+    return list(dict.fromkeys(wanted)), True
+
+
+def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
+    if cider_df is None or (isinstance(cider_df, str) and cider_df == "corpus"):
+        return None
+    if isinstance(cider_df, DocumentFrequencies):
+        return cider_df
+    data, source = _materialise(cider_df, "references for CIDEr document frequencies")
+    grouped: dict[str, list[str]] = {}
+    for item, cap in _reference_rows(data, source):
+        if cap is not None:
+            grouped.setdefault(str(item), []).append(cap)
+    flat = [c for caps in grouped.values() for c in caps]
+    tokens = ptb_tokenize(flat)
+    out, i = [], 0
+    for caps in grouped.values():
+        out.append(tokens[i:i + len(caps)])
+        i += len(caps)
+    return DocumentFrequencies.from_references(out)
+
+
+def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: DocumentFrequencies | None = None,
+                meteor=None, sacrebleu_options: dict | None = None,
+                tokenized: tuple[list[str], list[list[str]]] | None = None) -> dict[str, MetricTable]:
+    """Per-item statistics and exact corpus scores of each requested metric for one system."""
+    if tokenized is None:
+        tokenized = tokenize_data(data)
+    hyps, refs = tokenized
+    n = len(hyps)
+    out: dict[str, MetricTable] = {}
+    index = None
+    if "bleu" in metrics or "cider" in metrics:
+        index = index_ngrams([r for rs in refs for r in rs] + hyps, 4)
+    if "bleu" in metrics:
+        stats = bleu_statistics(hyps, refs, 4, index=index)
+        names = [f"BLEU-{k}" for k in range(1, 5)]
+        per = bleu_from_statistics(stats)
+        out["bleu"] = MetricTable(names, stats, lambda s, m: bleu_from_statistics(s),
+                                  [float(x) for x in bleu_from_statistics(stats.sum(axis=0))],
+                                  {name: per[:, j] for j, name in enumerate(names)})
+    if "meteor" in metrics:
+        from vlgap.captions.meteor import meteor_from_statistics, parse_statistics
+
+        lines = meteor.statistics(hyps, refs)
+        corpus, per_item = meteor.evaluate(lines)
+        stats = parse_statistics(lines)
+        out["meteor"] = MetricTable(["METEOR"], stats, lambda s, m: meteor_from_statistics(s)[..., None],
+                                    [corpus], {"METEOR": np.asarray(per_item)})
+    if "rouge" in metrics:
+        scores = rouge_l_scores(hyps, refs)
+        out["rouge"] = MetricTable(["ROUGE-L"], scores[:, None], mean_statistic, [float(np.mean(scores))],
+                                   {"ROUGE-L": scores})
+    if "cider" in metrics:
+        scores = cider_d_scores(hyps, refs, df=cider_df, index=index if cider_df is None else None)
+        out["cider"] = MetricTable(["CIDEr"], scores[:, None], mean_statistic, [float(np.mean(scores))],
+                                   {"CIDEr": scores},
+                                   {"df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
+    if "sacrebleu" in metrics:
+        from vlgap.captions.sacrebleu_score import sacrebleu_corpus
+
+        res = sacrebleu_corpus(data.predictions, data.references, **(sacrebleu_options or {}))
+
+        def sb_statistic(sums: np.ndarray, m: int, res=res) -> np.ndarray:
+            sums = np.asarray(sums)
+            flat = sums.reshape(-1, sums.shape[-1])
+            vals = np.array([res.score_from_sums(row) for row in flat])
+            return vals.reshape(sums.shape[:-1] + (1,))
+
+        out["sacrebleu"] = MetricTable(["SacreBLEU"], res.statistics.astype(float), sb_statistic, [res.score],
+                                       {}, {"signature": res.signature})
+    return out
+
+
+def tokenize_data(data: CaptionData) -> tuple[list[str], list[list[str]]]:
+    """coco-caption tokenisation: references in one pass, predictions in another (as pycocoevalcap)."""
+    flat = [r for rs in data.references for r in rs]
+    tok_refs = ptb_tokenize(flat)
+    refs, i = [], 0
+    for rs in data.references:
+        refs.append(tok_refs[i:i + len(rs)])
+        i += len(rs)
+    return ptb_tokenize(data.predictions), refs
+
+
+def _meteor_for(metrics: list[str], explicit: bool, meteor_jar, meteor_timeout: float, notes: list[str]):
+    if "meteor" not in metrics:
+        return None
+    from vlgap.captions.meteor import shared_meteor
+
+    try:
+        return shared_meteor(meteor_jar, timeout=meteor_timeout)
+    except VlgapError as err:
+        if explicit:
+            raise
+        metrics.remove("meteor")
+        notes.append(f"METEOR skipped: {err}")
+        return None
+
+
+def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = None, *, bootstrap: int = 0,
+                 seed: int | None = 0, confidence: float = 0.95, method: str = "bca",
+                 cider_df: Any = "corpus", meteor_jar: str | os.PathLike | None = None,
+                 meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
+                 on_missing: str = "error", on_duplicate: str = "error", on_empty: str = "error",
+                 per_item: bool = False) -> dict[str, Any]:
+    """Caption metrics of predictions against references, coco-caption's numbers plus intervals.
+
+    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io).
+    metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
+        all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
+    bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
+        reproducible; method "bca" or "percentile".
+    cider_df: "corpus" (coco-caption: document frequencies of these references), a
+        DocumentFrequencies, or references (path or data) to freeze them from.
+    on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
+    per_item: also return one row of per-item scores per item.
+    Returns a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR", "ROUGE-L",
+    "CIDEr", "SacreBLEU") holding "score" and, when bootstrapped, "ci"; plus provenance.
+    """
+    wanted, explicit = _parse_metrics(metrics)
+    data = load_captions(pred, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    notes: list[str] = []
+    df = _frozen_df(cider_df)
+    meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
+    tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options)
+    result: dict[str, Any] = {"n": len(data)}
+    for table in tables.values():
+        intervals = None
+        if bootstrap:
+            intervals = sum_statistic_intervals(table.stats, table.statistic, n_resamples=bootstrap,
+                                                confidence=confidence, method=method, seed=seed)
+        for j, name in enumerate(table.names):
+            entry: dict[str, Any] = {"score": table.estimates[j]}
+            if intervals is not None:
+                entry["ci"] = [intervals[j].low, intervals[j].high]
+            entry.update(table.extra)
+            result[name] = entry
+    if bootstrap:
+        result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(bootstrap),
+                              "seed": seed, "unit": "items"}
+    result["tokenizer"] = TOKENIZER
+    if "cider" in tables and bootstrap:
+        notes.append("CIDEr intervals resample items with document frequencies fixed at the full reference set")
+    if notes:
+        result["notes"] = notes
+    if data.report:
+        result["input"] = data.report
+    if per_item:
+        result["per_item"] = per_item_rows(data, tables)
+    return result
+
+
+def per_item_rows(data: CaptionData, tables: dict[str, MetricTable]) -> list[dict[str, Any]]:
+    names = [name for t in tables.values() for name in t.per_item]
+    rows = []
+    for i, item in enumerate(data.ids):
+        row: dict[str, Any] = {"id": item}
+        for t in tables.values():
+            for name, values in t.per_item.items():
+                row[name] = float(values[i])
+        rows.append(row)
+    return rows if names else [{"id": item} for item in data.ids]
+
+
+def per_item_csv(rows: list[dict[str, Any]]) -> str:
+    """Per-item scores as CSV text (columns: id, then one per score)."""
+    if not rows:
+        return "id\n"
+    buf = _io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0].keys()), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
+                     bootstrap: int = 1000, permutations: int = 10000, seed: int | None = 0,
+                     confidence: float = 0.95, method: str = "bca", cider_df: Any = "corpus",
+                     meteor_jar: str | os.PathLike | None = None, meteor_timeout: float = 120.0,
+                     names: tuple[str, str] = ("A", "B"), on_missing: str = "error",
+                     on_duplicate: str = "error", on_empty: str = "error") -> dict[str, Any]:
+    """Paired comparison of two systems on the same items: for each score, A, B, A - B with a
+    paired-bootstrap interval and a two-sided approximate-randomisation p-value."""
+    wanted, explicit = _parse_metrics(metrics)
+    data_a = load_captions(pred_a, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    data_b = load_captions(pred_b, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    keys_a = [str(i) for i in data_a.ids]
+    keys_b = [str(i) for i in data_b.ids]
+    if keys_a != keys_b:
+        only_a = sorted(set(keys_a) - set(keys_b))
+        only_b = sorted(set(keys_b) - set(keys_a))
+        raise VlgapError(f"systems must be compared on the same items: {len(only_a)} only in {names[0]} "
+                         f"({', '.join(only_a[:5])}), {len(only_b)} only in {names[1]} ({', '.join(only_b[:5])})")
+    notes: list[str] = []
+    df = _frozen_df(cider_df)
+    meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
+    tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor)
+    tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor)
+    result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
+    for key, ta in tables_a.items():
+        tb = tables_b[key]
+        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_resamples=bootstrap,
+                                  n_permutations=permutations, confidence=confidence, method=method, seed=seed)
+        for j, name in enumerate(ta.names):
+            interval, test = pairs[j]
+            entry = {names[0]: ta.estimates[j], names[1]: tb.estimates[j],
+                     "difference": ta.estimates[j] - tb.estimates[j], "ci": [interval.low, interval.high],
+                     "p_value": test.p_value}
+            entry.update(ta.extra)
+            result[name] = entry
+    result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(bootstrap),
+                          "n_permutations": int(permutations), "seed": seed, "unit": "items",
+                          "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
+    result["tokenizer"] = TOKENIZER
+    if notes:
+        result["notes"] = notes
+    return result

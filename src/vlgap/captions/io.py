@@ -1,0 +1,257 @@
+"""Read and validate captioning predictions and references (coco-caption JSON, JSONL, or in memory).
+
+Predictions: a coco results list `[{"image_id": ..., "caption": ...}]`, JSONL rows `{"id", "caption"}`,
+or a dict `{id: caption}`. References: a coco annotations file `{"annotations": [{"image_id",
+"caption"}, ...]}`, JSONL rows `{"id", "captions": [...]}` (or one `{"id", "caption"}` row per
+reference), or a dict `{id: [captions]}`. Ids match by their string form, so 1 and "1" are one item.
+
+Nothing is dropped silently. By default every problem raises VlgapError naming the ids and what
+would be valid; the policies below instead resolve a problem and record it in `report`:
+  on_missing   = "error" | "drop"   ids with a prediction but no reference, or the reverse
+  on_duplicate = "error" | "first"  several predictions for one id (keep the first)
+  on_empty     = "error" | "keep"   empty or whitespace-only captions (scored as empty strings)
+Text that is not valid UTF-8 (or holds unpaired surrogates) is always an error.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from vlgap.errors import VlgapError
+
+Policy = str
+_SHOW = 5  # ids quoted in a message
+
+
+@dataclass
+class CaptionData:
+    """Aligned evaluation items: ids[i] has predictions[i] and references[i]."""
+
+    ids: list[Any]
+    predictions: list[str]
+    references: list[list[str]]
+    report: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def _ids(items: Iterable[Any]) -> str:
+    items = list(items)
+    shown = ", ".join(repr(i) for i in items[:_SHOW])
+    return shown + (f" and {len(items) - _SHOW} more" if len(items) > _SHOW else "")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise VlgapError(f"cannot read {path}: {err.strerror or err}") from err
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise VlgapError(f"{path}: not valid UTF-8 at byte {err.start} (line {line}); re-encode the file as UTF-8") from None
+
+
+def _load_path(path: str | os.PathLike) -> Any:
+    path = Path(path)
+    text = _read_text(path)
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        rows = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                raise VlgapError(f"{path}, line {n}: not valid JSON ({err.msg}); JSONL needs one object per line") from None
+        return rows
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise VlgapError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno} ({err.msg})") from None
+
+
+def _row_id(row: dict, where: str) -> Any:
+    for key in ("image_id", "id", "video_id"):
+        if key in row:
+            return row[key]
+    raise VlgapError(f"{where}: no id field; each row needs 'image_id' or 'id'")
+
+
+def _check_text(value: Any, item: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise VlgapError(f"item {item!r}: {what} is {type(value).__name__}, expected a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise VlgapError(f"item {item!r}: {what} holds undecodable text (an unpaired surrogate); "
+                         "fix the encoding of the source") from None
+    return value
+
+
+def _prediction_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
+    if isinstance(data, dict):
+        if "annotations" in data:
+            data = data["annotations"]
+        else:
+            out = []
+            for k, v in data.items():
+                if isinstance(v, list):
+                    if len(v) != 1:
+                        out.extend((k, x) for x in v)  # several predictions: the duplicate policy decides
+                        continue
+                    v = v[0]
+                out.append((k, v))
+            return out
+    if not isinstance(data, list):
+        raise VlgapError(f"{source}: expected a list of {{'image_id', 'caption'}} objects or a dict id -> caption")
+    out = []
+    for n, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise VlgapError(f"{source}, row {n}: expected an object with an id and a 'caption'")
+        item = _row_id(row, f"{source}, row {n}")
+        if "caption" not in row:
+            raise VlgapError(f"{source}, row {n} (item {item!r}): no 'caption' field")
+        out.append((item, row["caption"]))
+    return out
+
+
+def _reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
+    if isinstance(data, dict) and "annotations" in data:
+        data = data["annotations"]
+    if isinstance(data, dict):
+        out = []
+        for k, v in data.items():
+            if isinstance(v, str):
+                v = [v]
+            if not isinstance(v, list):
+                raise VlgapError(f"{source}, item {k!r}: expected a list of reference captions")
+            if not v:
+                out.append((k, None))  # an item with no references: reported below
+            out.extend((k, x) for x in v)
+        return out
+    if not isinstance(data, list):
+        raise VlgapError(f"{source}: expected {{'annotations': [...]}}, a list of rows, or a dict id -> [captions]")
+    out = []
+    for n, row in enumerate(data):
+        if not isinstance(row, dict):
+            raise VlgapError(f"{source}, row {n}: expected an object with an id and 'caption' or 'captions'")
+        item = _row_id(row, f"{source}, row {n}")
+        if "captions" in row:
+            caps = row["captions"]
+            if not isinstance(caps, list):
+                raise VlgapError(f"{source}, row {n} (item {item!r}): 'captions' must be a list of strings")
+            if not caps:
+                out.append((item, None))
+            out.extend((item, c) for c in caps)
+        elif "caption" in row:
+            out.append((item, row["caption"]))
+        else:
+            raise VlgapError(f"{source}, row {n} (item {item!r}): no 'caption' or 'captions' field")
+    return out
+
+
+def _materialise(obj: Any, what: str) -> tuple[Any, str]:
+    if isinstance(obj, (str, os.PathLike)):
+        return _load_path(obj), str(obj)
+    return obj, f"in-memory {what}"
+
+
+def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "error",
+                  on_duplicate: Policy = "error", on_empty: Policy = "error") -> CaptionData:
+    """Read, validate and align predictions with references (see the module docstring)."""
+    for name, value, allowed in (("on_missing", on_missing, ("error", "drop")),
+                                 ("on_duplicate", on_duplicate, ("error", "first")),
+                                 ("on_empty", on_empty, ("error", "keep"))):
+        if value not in allowed:
+            raise VlgapError(f"{name}={value!r}: use one of {', '.join(repr(a) for a in allowed)}")
+    report: dict[str, Any] = {}
+    pred_data, pred_src = _materialise(predictions, "predictions")
+    ref_data, ref_src = _materialise(references, "references")
+
+    # references, in first-seen order
+    refs: dict[str, list[str]] = {}
+    ref_id: dict[str, Any] = {}
+    no_refs: list[Any] = []
+    empty_refs: list[Any] = []
+    for item, cap in _reference_rows(ref_data, ref_src):
+        key = str(item)
+        ref_id.setdefault(key, item)
+        lst = refs.setdefault(key, [])
+        if cap is None:
+            continue
+        cap = _check_text(cap, item, "a reference caption")
+        if not cap.strip():
+            empty_refs.append(item)
+        lst.append(cap)
+    no_refs = [ref_id[k] for k, v in refs.items() if not v]
+    if no_refs:
+        raise VlgapError(f"{len(no_refs)} reference item(s) without any caption: {_ids(no_refs)}; "
+                         "each item needs at least one reference")
+    if not refs:
+        raise VlgapError(f"{ref_src}: no references found")
+
+    # predictions
+    preds: dict[str, str] = {}
+    pred_id: dict[str, Any] = {}
+    dupes: dict[str, int] = {}
+    empty_preds: list[Any] = []
+    for item, cap in _prediction_rows(pred_data, pred_src):
+        key = str(item)
+        cap = _check_text(cap, item, "the prediction")
+        if key in preds:
+            dupes[key] = dupes.get(key, 1) + 1
+            continue
+        pred_id[key] = item
+        preds[key] = cap
+        if not cap.strip():
+            empty_preds.append(item)
+    if not preds:
+        raise VlgapError(f"{pred_src}: no predictions found")
+    if dupes:
+        if on_duplicate == "error":
+            raise VlgapError(f"{len(dupes)} id(s) have several predictions: {_ids(pred_id[k] for k in dupes)}; "
+                             "give one caption per id, or pass on_duplicate='first' (--on-duplicate first) to keep the first")
+        report["duplicate_predictions"] = {"policy": "first", "n": len(dupes),
+                                           "ids": [pred_id[k] for k in list(dupes)[:_SHOW]]}
+
+    # empty captions
+    empty_ref_items = list(dict.fromkeys(empty_refs))
+    if empty_preds or empty_ref_items:
+        if on_empty == "error":
+            parts = []
+            if empty_preds:
+                parts.append(f"{len(empty_preds)} empty prediction(s): {_ids(empty_preds)}")
+            if empty_ref_items:
+                parts.append(f"empty reference caption(s) for {len(empty_ref_items)} item(s): {_ids(empty_ref_items)}")
+            raise VlgapError("; ".join(parts) + "; fix them, or pass on_empty='keep' (--on-empty keep) to score them as empty strings")
+        report["empty_captions"] = {"policy": "keep", "predictions": len(empty_preds),
+                                    "reference_items": len(empty_ref_items),
+                                    "ids": (empty_preds + empty_ref_items)[:_SHOW]}
+
+    # alignment
+    missing_refs = [k for k in preds if k not in refs]
+    missing_preds = [k for k in refs if k not in preds]
+    if missing_refs or missing_preds:
+        if on_missing == "error":
+            parts = []
+            if missing_refs:
+                parts.append(f"{len(missing_refs)} predicted id(s) have no reference: {_ids(pred_id[k] for k in missing_refs)}")
+            if missing_preds:
+                parts.append(f"{len(missing_preds)} reference id(s) have no prediction: {_ids(ref_id[k] for k in missing_preds)}")
+            raise VlgapError("; ".join(parts) + "; make the id sets equal, or pass on_missing='drop' (--on-missing drop) "
+                             "to evaluate only the ids present on both sides")
+        report["missing"] = {"policy": "drop",
+                             "predictions_without_references": len(missing_refs),
+                             "references_without_predictions": len(missing_preds),
+                             "ids": ([pred_id[k] for k in missing_refs] + [ref_id[k] for k in missing_preds])[:_SHOW]}
+    keys = [k for k in refs if k in preds]
+    if not keys:
+        raise VlgapError("no id is present in both predictions and references")
+    return CaptionData(ids=[ref_id[k] for k in keys], predictions=[preds[k] for k in keys],
+                       references=[refs[k] for k in keys], report=report)

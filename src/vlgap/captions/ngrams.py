@@ -1,0 +1,116 @@
+"""Vectorised n-gram counting shared by BLEU and CIDEr: token strings in, integer count tables out.
+
+Every caption ("document") is split on whitespace exactly as pycocoevalcap's scorers do
+(`str.split()`), its tokens get integer ids, and each k-gram (k = 1..n) gets a dense id that is
+shared by all documents indexed together. Counting then reduces to sorting integer keys, which is
+what makes BLEU and CIDEr fast on large corpora.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import chain
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class NgramCounts:
+    """Occurrence counts of one n-gram order: rows are distinct (document, gram) pairs,
+    sorted by document then gram."""
+
+    doc: np.ndarray     # int64 document index
+    gram: np.ndarray    # int64 dense gram id (for this order)
+    count: np.ndarray   # int64 occurrences of the gram in the document
+    n_grams: int        # number of distinct grams of this order over all documents
+
+
+@dataclass(frozen=True)
+class NgramIndex:
+    """Tokens and k-gram counts (k = 1..n) of a list of documents."""
+
+    lengths: np.ndarray           # tokens per document
+    orders: tuple[NgramCounts, ...]
+    tokens: list[list[str]]       # the split documents (kept to name grams, e.g. for frozen df)
+    first_position: tuple[np.ndarray, ...]  # per order: (doc, start) of one occurrence per gram
+
+    def gram_tuples(self, order: int) -> list[tuple[str, ...]]:
+        """The token tuple of every dense gram id of `order` (1-based), in id order."""
+        docs, starts = self.first_position[order - 1]
+        toks = self.tokens
+        return [tuple(toks[d][s:s + order]) for d, s in zip(docs.tolist(), starts.tolist())]
+
+
+def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
+    """Split documents with str.split() and count their 1..n-grams with shared dense ids."""
+    tokens = [d.split() for d in documents]
+    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+    words = list(chain.from_iterable(tokens))
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    flat = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    n_docs = len(tokens)
+    doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n_docs else np.zeros(0, np.int64)
+    pos_in_doc = np.arange(flat.size, dtype=np.int64) - starts[doc_of] if flat.size else flat
+    remaining = lengths[doc_of] - pos_in_doc if flat.size else flat  # tokens from here to doc end
+
+    orders = []
+    firsts = []
+    prev_ids = None  # dense (k-1)-gram id at every position where one starts (-1 elsewhere)
+    vocab_size = max(1, len(vocab))
+    for k in range(1, n + 1):
+        valid = np.flatnonzero(remaining >= k)
+        if k == 1:
+            keys = flat[valid]
+        else:
+            keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
+        n_uniq, dense, first_idx = _dense_ids(keys)
+        ids = np.full(flat.size, -1, dtype=np.int64)
+        ids[valid] = dense
+        prev_ids = ids
+        n_grams = n_uniq
+        firsts.append((doc_of[valid[first_idx]], pos_in_doc[valid[first_idx]]))
+        # count (document, gram) pairs
+        pair = doc_of[valid] * max(1, n_grams) + dense
+        pair_u, pair_c = np.unique(pair, return_counts=True)
+        orders.append(NgramCounts(doc=pair_u // max(1, n_grams), gram=pair_u % max(1, n_grams),
+                                  count=pair_c.astype(np.int64), n_grams=int(n_grams)))
+    return NgramIndex(lengths=lengths, orders=tuple(orders), tokens=tokens, first_position=tuple(firsts))
+
+
+def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Dense ids 0..m-1 for the distinct values of `keys` (in sorted order), and one position of
+    each distinct value (like np.unique's return_inverse / return_index, without a stable sort)."""
+    if keys.size == 0:
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(keys, kind="quicksort")
+    sorted_keys = keys[order]
+    new = np.empty(sorted_keys.size, dtype=bool)
+    new[0] = True
+    np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
+    dense_sorted = np.cumsum(new) - 1
+    dense = np.empty(keys.size, dtype=np.int64)
+    dense[order] = dense_sorted
+    return int(dense_sorted[-1]) + 1, dense, order[new]
+
+
+def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct keys (sorted) and the largest value seen for each."""
+    if keys.size == 0:
+        return keys, values
+    order = np.lexsort((values, keys))  # by key, then value ascending: the last of a run is the max
+    k = keys[order]
+    v = values[order]
+    last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
+    return k[last], v[last]
+
+
+def lookup(sorted_keys: np.ndarray, sorted_values: np.ndarray, query: np.ndarray, default=0):
+    """Values for `query` keys from a sorted key table, `default` where a key is absent."""
+    if sorted_keys.size == 0:
+        return np.full(query.shape, default, dtype=sorted_values.dtype if sorted_values.size else np.int64)
+    pos = np.searchsorted(sorted_keys, query)
+    pos_c = np.minimum(pos, sorted_keys.size - 1)
+    hit = sorted_keys[pos_c] == query
+    out = np.where(hit, sorted_values[pos_c], default)
+    return out

@@ -1,0 +1,227 @@
+"""CLI of the temporal probes, the encoder-by-encoder matrix and the downstream analysis:
+test-of-time, temporal, cross-vision, downstream. Each command calls one API function, prints a table
+(or JSON) and, with --out RUN_DIR, writes a report section (then `vlgap report RUN_DIR`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from vlgap.cli._app import app
+from vlgap.io_utils import to_json
+
+console = Console()
+
+
+def _names(text: str, option: str) -> list[str]:
+    from vlgap.errors import VlgapError
+
+    out = [s.strip() for s in text.split(",") if s.strip()]
+    if not out:
+        raise VlgapError(f"{option}: give at least one encoder name (comma list)")
+    return out
+
+
+def _ci(ci) -> str:
+    return "-" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def _after(out: Optional[Path]) -> None:
+    if out is not None:
+        hint = "" if (out / "sweep.json").is_file() else " (the HTML report also needs a sweep in that folder)"
+        console.print(f"section written under {out}/sections; render with `vlgap report {out}`{hint}", highlight=False)
+
+
+def _print_differences(rows: list[dict], title: str, extra: str | None = None) -> None:
+    table = Table(title=title)
+    cols = ["vision", "text"] + ([extra] if extra else []) + ["N", "A", "B", "A - B", "95% CI", "layers"]
+    for c in cols:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
+                      f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
+                      f"{r['difference']:+.4f}", _ci(r["ci"]), f"{r['x_layer_name']} / {r['y_layer_name']}")
+    console.print(table)
+
+
+@app.command("test-of-time")
+def test_of_time_cmd(
+    vision: str = typer.Option(..., help="comma list of vision encoders, e.g. mobilenet_v2,efficientnet_lite0"),
+    text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
+    n_frames: int = typer.Option(8, "--n-frames", help="frames per video (n_f)"),
+    manifest: Optional[Path] = typer.Option(None, help="a Test of Time manifest (default: generate one in the cache)"),
+    seed: int = typer.Option(0, help="generator seed (and bootstrap seed)"),
+    bootstrap: int = typer.Option(2000, help="group-bootstrap resamples for the nearest-related fractions"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
+    image_size: Optional[int] = typer.Option(None),
+    text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    cache_dir: Optional[Path] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Test of Time: alignment at k = 1, 2, 3 and which related caption each space ranks nearest."""
+    from vlgap.probe.temporal import RELATIONS, run_test_of_time
+
+    res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=n_frames, seed=seed,
+                           manifest=manifest, n_bootstrap=bootstrap, out=out, device=device, dtype=dtype,
+                           image_size=image_size, text_pooling=text_pooling, cache_dir=cache_dir)
+    if as_json:
+        print(to_json(res))
+        return
+    table = Table(title=f"Test of Time: tie-aware mutual k-NN ({res['n_items']} items, {res['n_videos']} videos)")
+    for c in ("items", "vision", "text", "N", "k", "score", "95% CI", "chance", "layers"):
+        table.add_column(c)
+    for r in res["alignment"]:
+        table.add_row(r["view"], r["vision"], r["text"], str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
+                      f"{r['chance']:.3f}", f"{r['x_layer_name']} / {r['y_layer_name']}")
+    console.print(table)
+    table = Table(title="nearest related caption (last layer; 95% group-bootstrap CI)")
+    for c in ("encoder", "space", *RELATIONS, "tied"):
+        table.add_column(c)
+    for r in res["nearest_related"]:
+        table.add_row(r["encoder"], r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
+                      f"{r['tied']:.2f}")
+    console.print(table)
+    _after(out)
+
+
+@app.command("temporal")
+def temporal_cmd(
+    source: Path = typer.Argument(..., help="manifest (JSONL; reorder pairs from meta.reorder, frames for the "
+                                            "frame-order controls) or a reorder JSON (vlgap or VideoComp form)"),
+    vision: str = typer.Option(..., help="comma list of vision encoders"),
+    text: str = typer.Option(..., help="comma list of text encoders"),
+    n_frames: int = typer.Option(8, "--n-frames", help="frames per video (n_f)"),
+    n_captions: int = typer.Option(1, "--n-captions", help="captions per video for the frame-order controls (n_c)"),
+    k: int = typer.Option(10, help="neighbours for the frame-order controls"),
+    reorder_k: int = typer.Option(5, "--reorder-k", help="neighbours for the reorder probe (the paper: 5)"),
+    reorder: bool = typer.Option(True, "--reorder/--no-reorder", help="run the reorder probe"),
+    frame_order: bool = typer.Option(True, "--frame-order/--no-frame-order",
+                                     help="run the frame-order controls (manifests only)"),
+    orders: str = typer.Option("reversed,shuffled", help="frame-order controls"),
+    image_check: Optional[int] = typer.Option(None, "--image-check",
+                                              help="for image encoders (order-invariant by construction) extract the "
+                                                   "controls for only ~this many videos and verify they match"),
+    video_dir: Optional[Path] = typer.Option(None, help="folder of the videos named in a reorder JSON"),
+    video_template: str = typer.Option("{video_id}.mp4", help="VideoComp video file name (fields: key, video_id, type)"),
+    types: str = typer.Option("reorder", help="VideoComp disruption types to keep (substrings, comma list)"),
+    bootstrap: int = typer.Option(1000, help="paired bootstrap resamples"),
+    seed: int = typer.Option(0),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report sections"),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
+    image_size: Optional[int] = typer.Option(None),
+    text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
+    cache_dir: Optional[Path] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Reorder probe (positive vs negative captions) and frame-order controls, with paired intervals."""
+    from vlgap.errors import VlgapError
+    from vlgap.probe.temporal import FeatureSource, run_frame_order, run_reorder
+
+    vis, txt = _names(vision, "--vision"), _names(text, "--text")
+    src = FeatureSource(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
+                        text_pooling=text_pooling, skip_bad=skip_bad)
+    is_json = source.suffix.lower() == ".json"
+    if not reorder and (not frame_order or is_json):
+        raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
+    result = {}
+    if reorder:
+        result["reorder"] = run_reorder(source, vis, txt, n_f=n_frames, k=reorder_k, n_bootstrap=bootstrap, seed=seed,
+                                        video_dir=video_dir, video_template=video_template,
+                                        types=[t for t in types.split(",") if t], out=out, features=src)
+    if frame_order and not is_json:
+        result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_frames, n_c=n_captions, k=k,
+                                                orders=[o for o in orders.split(",") if o], n_bootstrap=bootstrap,
+                                                seed=seed, image_check_items=image_check, out=out, features=src)
+    if as_json:
+        print(to_json(result))
+        return
+    if "reorder" in result:
+        r = result["reorder"]
+        _print_differences(r["rows"], f"reorder probe: {r['n_triples']} triples, k={r['k']} (drop = positive - negative)")
+    if "frame_order" in result:
+        r = result["frame_order"]
+        _print_differences(r["rows"], f"frame order: N={r['n']}, n_f={r['n_f']}, k={r['k']} (ordered - control)",
+                           extra="order")
+        for c in r["checks"]:
+            if c["invariant"] and c["kind"] == "image":
+                console.print(f"{c['vision']}: image encoder, mean over frames: order-invariant by construction "
+                              f"({c['order']} features equal ordered ones to {c['max_rel_diff']:.1e} on "
+                              f"{c['checked_items']} videos)", highlight=False)
+    _after(out)
+
+
+@app.command("cross-vision")
+def cross_vision_cmd(
+    manifest: Path = typer.Argument(..., help="dataset manifest (JSONL)"),
+    vision: str = typer.Option(..., help="comma list of at least two vision encoders"),
+    n_frames: int = typer.Option(8, "--n-frames"),
+    k: int = typer.Option(10),
+    bootstrap: int = typer.Option(200, help="bootstrap resamples per pair (best pair re-selected in each)"),
+    seed: int = typer.Option(0),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    device: str = typer.Option("cpu"),
+    dtype: str = typer.Option("float32"),
+    image_size: Optional[int] = typer.Option(None),
+    cache_dir: Optional[Path] = typer.Option(None),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
+    from vlgap.probe.cross_model import run_cross_alignment
+
+    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=n_frames, k=k, n_bootstrap=bootstrap,
+                              seed=seed, out=out, device=device, dtype=dtype, image_size=image_size,
+                              cache_dir=cache_dir)
+    if as_json:
+        print(to_json(res))
+        return
+    names = res["names"]
+    table = Table(title=f"vision x vision {res['metric']} (k={res['k']}, N={res['n']}), clustered order")
+    table.add_column("")
+    for i in res["order"]:
+        table.add_column(names[i])
+    for i in res["order"]:
+        table.add_row(names[i], *[f"{res['scores'][i][j]:.3f}" for j in res["order"]])
+    console.print(table)
+    _after(out)
+
+
+@app.command("downstream")
+def downstream_cmd(
+    scores: Path = typer.Argument(..., help="CSV: model, task, score (optional family), one row per model and task"),
+    alignment: Path = typer.Argument(..., help="CSV: model, alignment (optional family), or a sweep.csv"),
+    text: Optional[str] = typer.Option(None, help="sweep.csv only: the text encoder to take"),
+    n_f: Optional[int] = typer.Option(None, "--n-f", help="sweep.csv only: the n_f to take"),
+    n_c: Optional[int] = typer.Option(None, "--n-c", help="sweep.csv only: the n_c to take"),
+    bootstrap: int = typer.Option(2000, help="bootstrap resamples for the Spearman interval"),
+    confidence: float = typer.Option(0.95),
+    seed: int = typer.Option(0),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """Per task: Pearson (Fisher-z CI) and Spearman (bootstrap CI), leave-one-out prediction, Holm across tasks."""
+    from vlgap.probe.downstream import run_downstream
+
+    res = run_downstream(scores, alignment, out=out, n_bootstrap=bootstrap, confidence=confidence, seed=seed,
+                         text=text, n_f=n_f, n_c=n_c)
+    if as_json:
+        print(to_json(res.to_dict()))
+        return
+    table = Table(title=f"alignment vs downstream ({len(res.models)} models)")
+    for c in ("task", "n", "Pearson r", "CI", "p", "Holm p", "Spearman", "CI", "Holm p", "LOO RMSE", "mean RMSE", "Q²"):
+        table.add_column(c)
+    for t in res.tasks:
+        pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
+        table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
+                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", f"{lo.get('rmse', float('nan')):.4g}",
+                      f"{lo.get('baseline_rmse', float('nan')):.4g}", f"{lo.get('q2', float('nan')):.3f}")
+    console.print(table)
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    _after(out)

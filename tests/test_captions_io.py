@@ -1,0 +1,127 @@
+"""Input formats and bad inputs for caption_eval: clear errors naming the ids, or a reported policy."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vlgap.captions.evaluate import caption_eval
+from vlgap.captions.io import load_captions
+from vlgap.errors import VlgapError
+
+REFS = {"annotations": [{"image_id": 1, "caption": "a dog runs"}, {"image_id": 1, "caption": "the dog is running"},
+                        {"image_id": 2, "caption": "a cat sleeps"}, {"image_id": 2, "caption": "cat on a sofa"}]}
+PREDS = [{"image_id": 1, "caption": "a dog running"}, {"image_id": 2, "caption": "a cat sleeping"}]
+
+
+def _write(path, obj):
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path
+
+
+def test_coco_and_jsonl_files_give_the_same_items(tmp_path):
+    coco = load_captions(_write(tmp_path / "p.json", PREDS), _write(tmp_path / "r.json", REFS))
+    (tmp_path / "p.jsonl").write_text('{"id": 1, "caption": "a dog running"}\n{"id": "2", "caption": "a cat sleeping"}\n')
+    (tmp_path / "r.jsonl").write_text('{"id": "1", "captions": ["a dog runs", "the dog is running"]}\n'
+                                      '{"id": 2, "caption": "a cat sleeps"}\n{"id": 2, "caption": "cat on a sofa"}\n')
+    jsonl = load_captions(tmp_path / "p.jsonl", tmp_path / "r.jsonl")
+    assert [str(i) for i in coco.ids] == [str(i) for i in jsonl.ids] == ["1", "2"]
+    assert coco.predictions == jsonl.predictions
+    assert coco.references == jsonl.references
+    assert not coco.report
+
+
+def test_in_memory_dicts():
+    data = load_captions({"a": "x y", "b": "z"}, {"a": ["x y z"], "b": ["z", "w"]})
+    assert data.ids == ["a", "b"] and data.references[1] == ["z", "w"]
+
+
+def test_missing_ids_on_both_sides_are_named():
+    preds = PREDS + [{"image_id": 7, "caption": "extra"}]
+    refs = {"annotations": REFS["annotations"] + [{"image_id": 9, "caption": "no prediction"}]}
+    with pytest.raises(VlgapError, match=r"1 predicted id\(s\) have no reference: 7.*1 reference id\(s\) have no prediction: 9"):
+        load_captions(preds, refs)
+
+
+def test_missing_ids_drop_policy_is_reported():
+    preds = PREDS + [{"image_id": 7, "caption": "extra"}]
+    data = load_captions(preds, REFS, on_missing="drop")
+    assert data.ids == [1, 2]
+    assert data.report["missing"] == {"policy": "drop", "predictions_without_references": 1,
+                                      "references_without_predictions": 0, "ids": [7]}
+
+
+def test_several_predictions_for_one_id():
+    preds = PREDS + [{"image_id": 1, "caption": "another one"}]
+    with pytest.raises(VlgapError, match=r"several predictions: 1"):
+        load_captions(preds, REFS)
+    data = load_captions(preds, REFS, on_duplicate="first")
+    assert data.predictions[0] == "a dog running"
+    assert data.report["duplicate_predictions"]["n"] == 1
+
+
+@pytest.mark.parametrize("caption", ["", "   ", "\n\t"])
+def test_empty_prediction(caption):
+    preds = [{"image_id": 1, "caption": caption}, PREDS[1]]
+    with pytest.raises(VlgapError, match=r"empty prediction\(s\): 1"):
+        load_captions(preds, REFS)
+    data = load_captions(preds, REFS, on_empty="keep")
+    assert data.report["empty_captions"]["predictions"] == 1
+
+
+def test_empty_reference_caption():
+    refs = {"annotations": REFS["annotations"] + [{"image_id": 2, "caption": ""}]}
+    with pytest.raises(VlgapError, match=r"empty reference caption\(s\) for 1 item\(s\): 2"):
+        load_captions(PREDS, refs)
+
+
+def test_item_without_any_reference():
+    with pytest.raises(VlgapError, match=r"without any caption: 'b'"):
+        load_captions({"a": "x", "b": "y"}, {"a": ["x"], "b": []})
+
+
+def test_undecodable_file(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_bytes(b'{"id": 1, "caption": "ok"}\n{"id": 2, "caption": "caf\xe9"}\n')
+    with pytest.raises(VlgapError, match=r"not valid UTF-8 at byte \d+ \(line 2\)"):
+        load_captions(path, REFS)
+
+
+def test_unpaired_surrogate_is_named():
+    with pytest.raises(VlgapError, match=r"item 2: the prediction holds undecodable text"):
+        load_captions([PREDS[0], {"image_id": 2, "caption": "bad \ud800 text"}], REFS)
+
+
+def test_non_string_caption_and_missing_fields():
+    with pytest.raises(VlgapError, match=r"item 2: the prediction is int"):
+        load_captions([PREDS[0], {"image_id": 2, "caption": 5}], REFS)
+    with pytest.raises(VlgapError, match=r"row 1: no id field"):
+        load_captions([PREDS[0], {"caption": "x"}], REFS)
+    with pytest.raises(VlgapError, match=r"row 0 \(item 1\): no 'caption' field"):
+        load_captions([{"image_id": 1}], REFS)
+
+
+def test_bad_json_names_the_line(tmp_path):
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"id": 1, "caption": "ok"}\n{"id": 2, caption}\n')
+    with pytest.raises(VlgapError, match=r"line 2: not valid JSON"):
+        load_captions(path, REFS)
+
+
+def test_unknown_policy_and_metric():
+    with pytest.raises(VlgapError, match=r"on_missing='skip'"):
+        load_captions(PREDS, REFS, on_missing="skip")
+    with pytest.raises(VlgapError, match=r"unknown metric\(s\) spice"):
+        caption_eval(PREDS, REFS, ["bleu", "spice"])
+
+
+def test_policies_reach_the_result():
+    preds = PREDS + [{"image_id": 7, "caption": "extra"}]
+    result = caption_eval(preds, REFS, ["bleu"], on_missing="drop")
+    assert result["n"] == 2
+    assert result["input"]["missing"]["predictions_without_references"] == 1
+
+
+def test_int_and_string_ids_are_the_same_item():
+    data = load_captions([{"image_id": "1", "caption": "a dog"}, {"image_id": 2, "caption": "a cat"}], REFS)
+    assert data.predictions == ["a dog", "a cat"]

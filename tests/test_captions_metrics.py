@@ -1,0 +1,240 @@
+"""BLEU, ROUGE-L, CIDEr and METEOR against pycocoevalcap 1.2 (1e-9; METEOR identical).
+
+Without Java: the frozen pycocoevalcap outputs in expected_200.json, pycocoevalcap's pure-Python
+scorers on our tokens (when pycocoevalcap is installed), and exact small references (naive LCS,
+hand-computed BLEU). With Java (@pytest.mark.java): the whole coco-caption pipeline on the
+2,000 x 5 parity corpus, tokenised once per session, and METEOR through both wrappers.
+"""
+from __future__ import annotations
+
+import json
+import math
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vlgap.captions.bleu import Bleu, bleu_from_statistics, bleu_statistics
+from vlgap.captions.cider import Cider, DocumentFrequencies, cider_d_scores
+from vlgap.captions.evaluate import caption_eval, score_items, tokenize_data
+from vlgap.captions.io import load_captions
+from vlgap.captions.rouge import Rouge, lcs_length, rouge_l
+
+FIXTURES = Path(__file__).parent / "fixtures" / "captions"
+sys.path.insert(0, str(FIXTURES))
+from corpus import make_corpus  # noqa: E402
+
+needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
+TOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def expected():
+    return json.loads((FIXTURES / "expected_200.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def subset_tables():
+    refs, preds = make_corpus(200, 5, seed=0)
+    data = load_captions(preds, refs)
+    return data, score_items(data, ["bleu", "rouge", "cider"])
+
+
+def test_frozen_corpus_scores(expected, subset_tables):
+    _, tables = subset_tables
+    got = dict(zip(tables["bleu"].names, tables["bleu"].estimates))
+    got["ROUGE-L"] = tables["rouge"].estimates[0]
+    got["CIDEr"] = tables["cider"].estimates[0]
+    for name, value in got.items():
+        assert abs(value - expected["scores"][name]) < TOL, name
+
+
+def test_frozen_per_item_scores(expected, subset_tables):
+    _, tables = subset_tables
+    per = {**tables["bleu"].per_item, **tables["rouge"].per_item, **tables["cider"].per_item}
+    for name, values in per.items():
+        np.testing.assert_allclose(values, expected["per_item"][name], rtol=0, atol=TOL, err_msg=name)
+
+
+# -- the scorers alone, against pycocoevalcap's pure-Python scorers (no Java needed) ---------------
+
+@pytest.fixture(scope="module")
+def corpus_tokens():
+    refs, preds = make_corpus(2000, 5, seed=0)
+    data = load_captions(preds, refs)
+    hyps, tok_refs = tokenize_data(data)
+    gts = {k: tok_refs[i] for i, k in enumerate(data.ids)}
+    res = {k: [hyps[i]] for i, k in enumerate(data.ids)}
+    return data, gts, res
+
+
+def test_bleu_matches_pycocoevalcap(corpus_tokens):
+    pytest.importorskip("pycocoevalcap")
+    from pycocoevalcap.bleu.bleu import Bleu as RefBleu
+
+    _, gts, res = corpus_tokens
+    score, per = Bleu(4).compute_score(gts, res)
+    ref_score, ref_per = RefBleu(4).compute_score(gts, res, verbose=0)
+    np.testing.assert_allclose(score, ref_score, rtol=0, atol=TOL)
+    np.testing.assert_allclose(per, ref_per, rtol=0, atol=TOL)
+
+
+def test_rouge_matches_pycocoevalcap(corpus_tokens):
+    pytest.importorskip("pycocoevalcap")
+    from pycocoevalcap.rouge.rouge import Rouge as RefRouge
+
+    _, gts, res = corpus_tokens
+    score, per = Rouge().compute_score(gts, res)
+    ref_score, ref_per = RefRouge().compute_score(gts, res)
+    assert abs(score - ref_score) < TOL
+    np.testing.assert_allclose(per, ref_per, rtol=0, atol=TOL)
+
+
+def test_cider_matches_pycocoevalcap(corpus_tokens):
+    pytest.importorskip("pycocoevalcap")
+    from pycocoevalcap.cider.cider import Cider as RefCider
+
+    _, gts, res = corpus_tokens
+    score, per = Cider().compute_score(gts, res)
+    ref_score, ref_per = RefCider().compute_score(gts, res)
+    assert abs(score - ref_score) < TOL
+    np.testing.assert_allclose(per, ref_per, rtol=0, atol=TOL)
+
+
+# -- exact small references ---------------------------------------------------------------------
+
+def _naive_lcs(a, b):
+    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            table[i][j] = table[i - 1][j - 1] + 1 if a[i - 1] == b[j - 1] else max(table[i - 1][j], table[i][j - 1])
+    return table[-1][-1]
+
+
+def test_bit_parallel_lcs_equals_dynamic_programming():
+    rng = random.Random(3)
+    for _ in range(500):
+        a = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
+        b = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
+        assert lcs_length(a, b) == _naive_lcs(a, b)
+
+
+def test_rouge_uses_best_precision_and_best_recall_separately():
+    # precision is best against ref 1 (1.0), recall against ref 2 (1.0): F(1, 1) = 1
+    assert rouge_l("a b", ["a b c d", "a b"]) == pytest.approx(1.0)
+    p, r = 2 / 2, 2 / 4
+    assert rouge_l("a b", ["a b c d"]) == pytest.approx((1 + 1.2 ** 2) * p * r / (r + 1.2 ** 2 * p))
+    assert rouge_l("", ["a"]) == 0.0
+
+
+def test_bleu_by_hand():
+    # hypothesis 4 tokens; references of 3 and 5 tokens: both 1 away, the shorter (3) is chosen
+    stats = bleu_statistics(["the cat sat down"], [["the cat sat", "a cat sat on mat"]])
+    assert stats[0].tolist() == [4, 3, 4, 3, 2, 1, 3, 2, 1, 0]
+    b = bleu_from_statistics(stats[0])
+    assert b[0] == pytest.approx(3 / 4, abs=1e-8)
+    assert b[1] == pytest.approx(math.sqrt(3 / 4 * 2 / 3), abs=1e-8)
+    assert b[3] < 1e-3  # no 4-gram match: only the 1e-15 guard keeps it positive
+
+
+def test_bleu_brevity_penalty():
+    stats = bleu_statistics(["a b"], [["a b c d"]])
+    b = bleu_from_statistics(stats[0])
+    assert b[0] == pytest.approx(math.exp(1 - 4 / 2), rel=1e-8)
+
+
+def test_cider_frozen_df_from_same_references_equals_corpus_mode(corpus_tokens):
+    _, gts, res = corpus_tokens
+    keys = list(gts)[:300]
+    hyps = [res[k][0] for k in keys]
+    refs = [gts[k] for k in keys]
+    df = DocumentFrequencies.from_references(refs)
+    np.testing.assert_allclose(cider_d_scores(hyps, refs, df=df), cider_d_scores(hyps, refs), rtol=0, atol=1e-12)
+
+
+def test_cider_frozen_df_keeps_item_scores_stable_under_subsetting(corpus_tokens):
+    _, gts, res = corpus_tokens
+    keys = list(gts)[:400]
+    hyps = [res[k][0] for k in keys]
+    refs = [gts[k] for k in keys]
+    df = DocumentFrequencies.from_references(refs)
+    full = cider_d_scores(hyps, refs, df=df)
+    half = cider_d_scores(hyps[:150], refs[:150], df=df)
+    np.testing.assert_allclose(half, full[:150], rtol=0, atol=1e-12)
+    # coco-caption's own df moves with the item set
+    assert not np.allclose(cider_d_scores(hyps[:150], refs[:150]), cider_d_scores(hyps, refs)[:150])
+
+
+def test_compute_score_shapes_match_pycocoevalcap():
+    gts = {"1": ["a dog runs", "the dog runs"], "2": ["a cat"]}
+    res = {"1": ["a dog runs"], "2": ["a cat sits"]}
+    score, per = Bleu(4).compute_score(gts, res)
+    assert len(score) == 4 and len(per) == 4 and len(per[0]) == 2
+    score, per = Cider().compute_score(gts, res)
+    assert isinstance(score, float) and per.shape == (2,)
+
+
+# -- the whole pipeline against coco-caption, with Java ----------------------------------------
+
+@pytest.fixture(scope="module")
+def coco_pipeline():
+    pytest.importorskip("pycocoevalcap")
+    from pycocoevalcap.bleu.bleu import Bleu as RefBleu
+    from pycocoevalcap.cider.cider import Cider as RefCider
+    from pycocoevalcap.rouge.rouge import Rouge as RefRouge
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    refs, preds = make_corpus(2000, 5, seed=0)
+    keys = list(refs)
+    gts = PTBTokenizer().tokenize({k: [{"caption": c} for c in refs[k]] for k in keys})
+    res = PTBTokenizer().tokenize({k: [{"caption": preds[k]}] for k in keys})
+    bleu, _ = RefBleu(4).compute_score(gts, res, verbose=0)
+    rouge, _ = RefRouge().compute_score(gts, res)
+    cider, _ = RefCider().compute_score(gts, res)
+    scores = {"BLEU-1": bleu[0], "BLEU-2": bleu[1], "BLEU-3": bleu[2], "BLEU-4": bleu[3],
+              "ROUGE-L": float(rouge), "CIDEr": float(cider)}
+    return refs, preds, gts, res, scores
+
+
+@pytest.mark.java
+@needs_java
+def test_live_pipeline_matches_coco_caption(coco_pipeline):
+    refs, preds, _, _, scores = coco_pipeline
+    result = caption_eval(preds, refs, ["bleu", "rouge", "cider"])
+    assert result["n"] == 2000
+    for name, value in scores.items():
+        assert abs(result[name]["score"] - value) < TOL, name
+
+
+@pytest.mark.java
+@needs_java
+def test_live_meteor_identical(coco_pipeline):
+    from pycocoevalcap.meteor.meteor import Meteor as RefMeteor
+
+    from vlgap.captions.meteor import meteor_from_statistics, parse_statistics, shared_meteor
+
+    _, _, gts, res, _ = coco_pipeline
+    keys = list(gts)
+    ref_score, ref_items = RefMeteor().compute_score(gts, res)
+    jar = shared_meteor()
+    lines = jar.statistics([res[k][0] for k in keys], [gts[k] for k in keys])
+    score, items = jar.evaluate(lines)
+    assert score == ref_score
+    assert items == ref_items
+    # the Python reduction of the jar's statistics (used for bootstrap replicates) is exact too
+    stats = parse_statistics(lines)
+    assert meteor_from_statistics(stats.sum(axis=0)) == pytest.approx(score, abs=1e-12)
+    np.testing.assert_allclose(meteor_from_statistics(stats), items, rtol=0, atol=1e-12)
+
+
+@pytest.mark.java
+@needs_java
+def test_frozen_meteor(expected):
+    pytest.importorskip("pycocoevalcap")
+    refs, preds = make_corpus(200, 5, seed=0)
+    result = caption_eval(preds, refs, ["meteor"], per_item=True)
+    assert result["METEOR"]["score"] == expected["scores"]["METEOR"]
+    assert [row["METEOR"] for row in result["per_item"]] == expected["per_item"]["METEOR"]
