@@ -40,6 +40,8 @@ _API = {
     "bootstrap_ci": "vlgap.stats.resampling:bootstrap_ci",
     # caption metrics
     "caption_eval": "vlgap.captions.evaluate:caption_eval",
+    "compare_captions": "vlgap.captions.evaluate:compare_captions",
+    "ptb_tokenize": "vlgap.captions.ptb_tokenize:ptb_tokenize",
 }
 
 __all__ = sorted(_API) + ["__version__"]
