@@ -51,6 +51,8 @@ class _Model:
     basis: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
     linear_bounds: tuple[tuple[float, ...], tuple[float, ...]]
     to_params: Callable[[np.ndarray, np.ndarray], np.ndarray]  # (linear, exponents) -> params
+    #: d prediction / d exponents, [n, n_exponents] (analytic: the bootstrap refits 1000 times)
+    exponent_jac: Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray] | None = None
 
     @property
     def n_params(self) -> int:
@@ -74,6 +76,15 @@ def _multiplicative_basis(ex, nf, nc):
     return np.column_stack([np.ones_like(nf), -(nf ** -ex[0]) * (nc ** -ex[1])])
 
 
+def _additive_exponent_jac(lin, ex, nf, nc):
+    return np.column_stack([lin[1] * nf ** -ex[0] * np.log(nf), lin[2] * nc ** -ex[1] * np.log(nc)])
+
+
+def _multiplicative_exponent_jac(lin, ex, nf, nc):
+    term = lin[1] * (nf ** -ex[0]) * (nc ** -ex[1])
+    return np.column_stack([term * np.log(nf), term * np.log(nc)])
+
+
 def _log_linear_basis(ex, nf, nc):
     return np.column_stack([np.ones_like(nf), np.log(nf), np.log(nc)])
 
@@ -81,11 +92,11 @@ def _log_linear_basis(ex, nf, nc):
 SATURATING = _Model(
     "saturating_additive", "S_inf - (C_f n_f^-alpha + C_c n_c^-beta)", PARAM_NAMES, 2,
     _additive_basis, ((-np.inf, 0.0, 0.0), (np.inf, np.inf, np.inf)),
-    lambda lin, ex: np.concatenate([lin, ex]))
+    lambda lin, ex: np.concatenate([lin, ex]), _additive_exponent_jac)
 MULTIPLICATIVE = _Model(
     "multiplicative", "S_inf - C n_f^-alpha n_c^-beta", ("S_inf", "C", "alpha", "beta"), 2,
     _multiplicative_basis, ((-np.inf, 0.0), (np.inf, np.inf)),
-    lambda lin, ex: np.concatenate([lin, ex]))
+    lambda lin, ex: np.concatenate([lin, ex]), _multiplicative_exponent_jac)
 LOG_LINEAR = _Model(
     "log_linear", "a + b log n_f + c log n_c", ("a", "b", "c"), 0,
     _log_linear_basis, ((-np.inf,) * 3, (np.inf,) * 3),
@@ -116,11 +127,16 @@ def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = ()) 
     def residuals(p):
         return (model.predict(p, nf, nc) - y) * sw
 
+    def jacobian(p):
+        lin, ex = model.split(p)
+        return np.column_stack([model.basis(ex, nf, nc), model.exponent_jac(lin, ex, nf, nc)]) * sw[:, None]
+
     best_p, best_rss = None, np.inf
     for x0 in candidates:
         x0 = np.clip(x0, lo, hi)  # least_squares moves starts on a bound strictly inside
         try:
-            r = optimize.least_squares(residuals, x0, bounds=(lo, hi), method="trf",
+            r = optimize.least_squares(residuals, x0, jac=jacobian if model.exponent_jac else "2-point",
+                                       bounds=(lo, hi), method="trf",
                                        x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
         except (ValueError, FloatingPointError):  # pragma: no cover - degenerate start
             continue

@@ -29,9 +29,10 @@ class PreparedLayers(Sequence):
     without a fast resampling path) prepare one layer at a time.
     """
 
-    def __init__(self, raw: list[torch.Tensor], q: float | None):
+    def __init__(self, raw: list[torch.Tensor], q: float | None, name: str = "X"):
         self.raw = raw
         self.q = q
+        self.name = name
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -39,7 +40,7 @@ class PreparedLayers(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return prepare(self.raw[i], self.q)
+        return prepare(self.raw[i], self.q, name=f"{self.name}[{i}]")
 
 
 @dataclass
@@ -74,7 +75,8 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     The input arrays are referenced, not copied (float32/float64 on the chosen device).
     """
     dev = resolve_device(device, xs[0] if isinstance(xs, (list, tuple)) and xs else xs)
-    feats = PreparedLayers(as_layers(xs, name, dev), q)
+    # finiteness is checked while preparing each layer (prepare reuses the row norms for it)
+    feats = PreparedLayers(as_layers(xs, name, dev, check_finite=False), q, name)
     n = feats.raw[0].shape[0]
     depth = bootstrap_depth(k, n) if (for_bootstrap and metric == "mutual_knn" and k) else None
     engine = make_metric(metric, k, cca_dim=cca_dim, depth=depth, chunk_bytes=chunk_bytes)

@@ -31,8 +31,9 @@ def resolve_device(device: str | torch.device | None, like: Any = None) -> torch
     return dev
 
 
-def as_matrix(x: Any, name: str, device: torch.device) -> torch.Tensor:
-    """A finite 2-D float tensor [N, D] (float64 stays float64, everything else becomes float32)."""
+def as_matrix(x: Any, name: str, device: torch.device, *, check_finite: bool = True) -> torch.Tensor:
+    """A 2-D float tensor [N, D] (float64 stays float64, everything else becomes float32), checked
+    finite unless `check_finite=False` (then `prepare(..., name=...)` checks it on the way)."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
     else:
@@ -49,27 +50,33 @@ def as_matrix(x: Any, name: str, device: torch.device) -> torch.Tensor:
         raise VlgapError(f"{name}: shape {tuple(t.shape)} has too few items or features (need N >= 2, D >= 1)")
     dtype = torch.float64 if t.dtype == torch.float64 else torch.float32
     t = t.to(device=device, dtype=dtype)
-    # a row sum is NaN/Inf if the row holds one (or overflows): cheap screen, exact check after
-    suspect = torch.nonzero(~torch.isfinite(t.sum(dim=1))).flatten()
+    if check_finite:
+        _check_finite(t, t.sum(dim=1), name)
+    return t
+
+
+def _check_finite(t: torch.Tensor, row_summary: torch.Tensor, name: str) -> None:
+    # a row sum or norm is NaN/Inf if the row holds one (or overflows): cheap screen, exact check after
+    suspect = torch.nonzero(~torch.isfinite(row_summary.reshape(-1))).flatten()
     if suspect.numel():
         bad = suspect[~torch.isfinite(t[suspect]).all(dim=1)]
         if bad.numel():
             raise VlgapError(f"{name}: NaN or Inf in item rows {bad[:5].tolist()}; remove or fix those items")
-    return t
 
 
-def as_layers(xs: Any, name: str, device: torch.device) -> list[torch.Tensor]:
+def as_layers(xs: Any, name: str, device: torch.device, *, check_finite: bool = True) -> list[torch.Tensor]:
     """A list of [N, D_l] layers from a list/tuple of 2-D arrays or one 3-D array [L, N, D]."""
+    kw = {"check_finite": check_finite}
     if isinstance(xs, (list, tuple)):
         if not xs:
             raise VlgapError(f"{name}: no layers given; pass a list of [N, D] arrays or one [L, N, D] array")
-        layers = [as_matrix(x, f"{name}[{i}]", device) for i, x in enumerate(xs)]
+        layers = [as_matrix(x, f"{name}[{i}]", device, **kw) for i, x in enumerate(xs)]
     else:
         ndim = xs.ndim if hasattr(xs, "ndim") else np.asarray(xs).ndim
         if ndim == 2:
-            layers = [as_matrix(xs, f"{name}[0]", device)]
+            layers = [as_matrix(xs, f"{name}[0]", device, **kw)]
         elif ndim == 3:
-            layers = [as_matrix(xs[i], f"{name}[{i}]", device) for i in range(len(xs))]
+            layers = [as_matrix(xs[i], f"{name}[{i}]", device, **kw) for i in range(len(xs))]
         else:
             raise VlgapError(f"{name}: expected a list of [N, D] arrays or one [L, N, D] array, got {ndim}-D")
     n = layers[0].shape[0]
@@ -110,9 +117,21 @@ def l2_normalize(feats: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.normalize(feats, p=2.0, dim=1)
 
 
-def prepare(feats: torch.Tensor, q: float | None = None, normalize: bool = True) -> torch.Tensor:
+def prepare(feats: torch.Tensor, q: float | None = None, normalize: bool = True,
+            name: str | None = None) -> torch.Tensor:
+    """Clamp (q) and L2-normalise rows. With `name`, also check that the rows are finite (reusing
+    the row norms, one pass less than a separate check) and name the layer in the error."""
+    if name is not None and (q is not None or not normalize):
+        _check_finite(feats, feats.sum(dim=1), name)  # the clamp would hide an Inf
+        name = None
     feats = remove_outliers(feats, q)
-    return l2_normalize(feats) if normalize else feats
+    if not normalize:
+        return feats
+    # the arithmetic of torch.nn.functional.normalize, with the norms kept for the check
+    norms = feats.norm(2.0, 1, keepdim=True)
+    if name is not None:
+        _check_finite(feats, norms, name)
+    return feats / norms.clamp_min(1e-12).expand_as(feats)
 
 
 def prepare_layers(xs: Any, name: str, device: torch.device, q: float | None = None,

@@ -45,7 +45,8 @@ from vlgap.errors import VlgapError
 from vlgap.metrics.alignment import AlignmentMetric
 from vlgap.stats.resampling import percentile_interval, permutation_p_value
 
-IntervalMethod = Literal["percentile", "basic"]
+IntervalMethod = Literal["basic", "percentile", "simultaneous"]
+INTERVAL_METHODS = ("basic", "percentile", "simultaneous")
 
 #: resamples generated per batch (fixed, so results depend only on the seed and the counts)
 _RESAMPLE_BATCH = 128
@@ -149,8 +150,8 @@ def bootstrap_best_pair(
     observed = np.asarray(observed, dtype=float)
     estimate = float(np.nanmax(observed))
     n_resamples = _check_count("n_bootstrap", n_resamples)
-    if method not in ("percentile", "basic"):
-        raise VlgapError(f"interval method {method!r}: use 'percentile' or 'basic'")
+    if method not in INTERVAL_METHODS:
+        raise VlgapError(f"interval method {method!r}: use one of {', '.join(INTERVAL_METHODS)}")
     n = _n_items(fx)
     scores = np.concatenate([metric.bootstrap_scores(fx, fy, sx, sy, weights).reshape(weights.shape[0], -1)
                              for weights in bootstrap_weight_batches(n, n_resamples, seed)])
@@ -158,9 +159,12 @@ def bootstrap_best_pair(
     centred = observed.reshape(1, -1) + scores - np.nanmean(scores, axis=0, keepdims=True)
     best = np.nanmax(centred, axis=1)
     arg = np.nanargmax(centred, axis=1)
-    lo, hi = percentile_interval(best, confidence)
-    if method == "basic":
-        lo, hi = 2 * estimate - hi, 2 * estimate - lo
+    if method == "simultaneous":
+        lo, hi = _simultaneous_interval(observed.reshape(-1), scores, confidence)
+    else:
+        lo, hi = percentile_interval(best, confidence)
+        if method == "basic":
+            lo, hi = 2 * estimate - hi, 2 * estimate - lo
     pairs, counts = np.unique(arg, return_counts=True)
     order = np.argsort(-counts, kind="stable")[:5]
     n_y = len(sy)
@@ -168,6 +172,20 @@ def bootstrap_best_pair(
              "frequency": float(counts[i] / n_resamples)} for i in order]
     return BootstrapSummary(float(lo), float(hi), confidence, method, float(np.std(best, ddof=1))
                             if n_resamples > 1 else float("nan"), n_resamples, freq, best)
+
+
+def _simultaneous_interval(observed: np.ndarray, scores: np.ndarray, confidence: float) -> tuple[float, float]:
+    """[max_p (T_p - c se_p), max_p (T_p + c se_p)], c the `confidence` quantile of the largest
+    standardised bootstrap deviation over pairs (max-t band): if every pair's expected score lies in
+    its band, so does the best pair's, whatever the ties."""
+    dev = scores - np.nanmean(scores, axis=0, keepdims=True)
+    se = np.nanstd(scores, axis=0, ddof=1)
+    ok = se > 0
+    if not ok.any():
+        return float(np.nanmax(observed)), float(np.nanmax(observed))
+    t_max = np.nanmax(np.abs(dev[:, ok]) / se[ok], axis=1)
+    c = float(np.quantile(t_max, confidence))
+    return float(np.nanmax(observed - c * se)), float(np.nanmax(observed + c * se))
 
 
 def permutation_best_pair(

@@ -116,10 +116,13 @@ def heatmap_figure(res: CrossAlignment, title: str = ""):
     if res.linkage is not None and float(np.max(res.linkage[:, 2])) > 0:
         dendrogram(res.linkage, ax=ax_d, no_labels=True, color_threshold=0, above_threshold_color="k")
     ax_d.set_axis_off()
-    off = mat[~np.eye(m, dtype=bool)]
-    vmin = float(np.nanmin(off)) if off.size else 0.0
-    im = ax.imshow(mat, cmap="viridis", vmin=min(vmin, res.chance or vmin), vmax=max(float(np.nanmax(off)), vmin + 1e-6)
-                   if off.size else 1.0)
+    diag = np.eye(m, dtype=bool)
+    off = mat[~diag]
+    lo = float(np.nanmin(off)) if off.size else 0.0
+    hi = float(np.nanmax(off)) if off.size else 1.0
+    lo = min(lo, res.chance) if res.chance is not None else lo
+    cmap = plt.get_cmap("viridis").with_extremes(bad="#dddddd")  # diagonal (1 by definition): off the scale
+    im = ax.imshow(np.ma.masked_array(mat, diag), cmap=cmap, vmin=lo, vmax=max(hi, lo + 1e-6))
     labels = [res.names[i] for i in order]
     ax.set_xticks(range(m), labels, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(m), labels, fontsize=8)
@@ -129,7 +132,8 @@ def heatmap_figure(res: CrossAlignment, title: str = ""):
             txt = "1" if i == j else f"{res.scores[i, j]:.3f}"
             if i != j and np.isfinite(res.ci_lo[i, j]):
                 txt += f"\n[{res.ci_lo[i, j]:.3f}, {res.ci_hi[i, j]:.3f}]"
-            ax.text(b, a, txt, ha="center", va="center", fontsize=7, color="w" if i != j else "k")
+            bright = i == j or (res.scores[i, j] - lo) / max(hi - lo, 1e-12) > 0.6
+            ax.text(b, a, txt, ha="center", va="center", fontsize=7, color="k" if bright else "w")
     cb = fig.colorbar(im, cax=cax)
     cb.set_label(f"{res.metric} (off-diagonal; chance {res.chance:.3f})" if res.chance else res.metric)
     ax_d.set_title(title or f"{res.metric}, k={res.k}, N={res.n}: every pair of encoders (clustered)", fontsize=10)

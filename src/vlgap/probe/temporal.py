@@ -137,17 +137,20 @@ def _prepared_layers(xs, name: str):
 
 class _Side:
     """Rows to rank in one space: row r ranks the `pool` items by similarity to `query[r]` (inner
-    product of L2-normalised rows; ties: smaller pool index first), never pool item `exclude[r]`."""
+    product of L2-normalised rows; ties: smaller pool index first), never pool item `exclude[r]`.
+    Rankings of all rows are memoised (a shallower ranking is a prefix of a deeper one)."""
 
     def __init__(self, query, pool, exclude):
         self.query, self.pool, self.exclude = query, pool, exclude
+        self._ranked = None
 
     @classmethod
     def self_rows(cls, feats, rows=None):
         import torch
 
-        idx = torch.arange(feats.shape[0]) if rows is None else rows
-        return cls(feats[idx], feats, idx)
+        if rows is None:
+            return cls(feats, feats, torch.arange(feats.shape[0]))
+        return cls(feats[rows], feats, rows)
 
     @property
     def n_rows(self) -> int:
@@ -160,17 +163,43 @@ class _Side:
         from vlgap.metrics.knn import _exact_topk
         from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
 
-        q = self.query if rows is None else self.query[rows]
-        ex = self.exclude if rows is None else self.exclude[rows]
         n = self.pool.shape[0]
         depth = min(depth, n - 1)
+        if rows is None and self._ranked is not None and self._ranked.shape[1] >= depth:
+            return self._ranked[:, :depth]
+        q = self.query if rows is None else self.query[rows]
+        ex = self.exclude if rows is None else self.exclude[rows]
         out = torch.empty((q.shape[0], depth), dtype=torch.int64)
         step = max(1, min(q.shape[0], DEFAULT_CHUNK_BYTES // max(1, 12 * n)))
         for s in range(0, q.shape[0], step):
             sims = q[s:s + step] @ self.pool.T
             sims[torch.arange(sims.shape[0]), ex[s:s + step]] = float("-inf")
             out[s:s + step] = _exact_topk(sims, depth)[0]
+        if rows is None:
+            self._ranked = out
         return out
+
+
+class Space:
+    """One encoder's layers, L2-normalised once, with memoised neighbour rankings per layer: give the
+    same Space to several comparisons (e.g. one vision encoder against several text encoders) and each
+    layer is ranked once."""
+
+    def __init__(self, layers, name: str = "X"):
+        self.name = name
+        self.feats = _prepared_layers(layers, name)
+        self.sides = [_Side.self_rows(f) for f in self.feats]
+
+    @property
+    def n(self) -> int:
+        return int(self.feats[0].shape[0])
+
+    def __len__(self) -> int:
+        return len(self.feats)
+
+
+def _space(obj, name: str) -> Space:
+    return obj if isinstance(obj, Space) else Space(obj, name)
 
 
 @dataclass
@@ -187,20 +216,20 @@ class KnnCondition:
 
 
 def _pair_score_matrix(cond: KnnCondition, k: int, n_items: int) -> np.ndarray:
-    """[L_x, L_y] scores from top-k lists (each layer ranked once)."""
+    """[L_x, L_y] scores from top-k lists (each layer ranked once): per X layer a membership table
+    [R, N] answers "is j among row r's X-neighbours" for every Y list at once."""
     import torch
 
-    lx = [s.rank(k) for s in cond.x]
     ly = torch.stack([s.rank(k) for s in cond.y])                               # [L_y, R, k]
+    n_rows = ly.shape[1]
+    cols = ly.permute(1, 0, 2).reshape(n_rows, -1)                             # [R, L_y * k]
     w = cond.weight.to(torch.float64)
-    out = np.empty((len(lx), ly.shape[0]))
-    step = max(1, (16 * 2**20) // max(1, ly.shape[0] * k * k))
-    for a, ids in enumerate(lx):
-        tot = torch.zeros(ly.shape[0], dtype=torch.float64)
-        for s in range(0, ids.shape[0], step):
-            eq = ids[None, s:s + step, :, None] == ly[:, s:s + step, None, :]   # [L_y, r, k, k]
-            tot += (eq.sum(dim=(2, 3)).to(torch.float64) * w[None, s:s + step]).sum(dim=1)
-        out[a] = (tot / (k * n_items)).numpy()
+    out = np.empty((len(cond.x), ly.shape[0]))
+    for a, side in enumerate(cond.x):
+        member = torch.zeros((n_rows, n_items), dtype=torch.float64)
+        member.scatter_(1, side.rank(k), 1.0)
+        hits = member.gather(1, cols).view(n_rows, ly.shape[0], k).sum(dim=2)  # [R, L_y]
+        out[a] = ((w @ hits) / (k * n_items)).numpy()
     return out
 
 
@@ -222,15 +251,24 @@ def _resampled_lists(side: _Side, ranked, weights, k: int):
     return ids, taken
 
 
-def _resampled_scores(cond: KnnCondition, xa: int, yb: int, rank_x, rank_y, weights, k: int, n: int):
+def _resampled_scores(cond: KnnCondition, xa: int, yb: int, weights, k: int, n: int, depth: int,
+                      memo: dict):
+    """Scores of `cond` at layer pair (xa, yb) in each resample of `weights` [B, N]; `memo` keeps the
+    resampled lists of sides shared with another condition (same draws, same lists)."""
     import torch
 
     w = torch.from_numpy(weights).to(torch.int32)
     # neighbours are the k nearest distinct drawn items (as in vlgap.metrics.uncertainty); each row
     # then counts as often as its item was drawn
     walk = (w > 0).to(torch.int32)
-    ix, tx = _resampled_lists(cond.x[xa], rank_x, walk, k)
-    iy, ty = _resampled_lists(cond.y[yb], rank_y, walk, k)
+
+    def lists(side):
+        if id(side) not in memo:
+            memo[id(side)] = _resampled_lists(side, side.rank(depth), walk, k)
+        return memo[id(side)]
+
+    ix, tx = lists(cond.x[xa])
+    iy, ty = lists(cond.y[yb])
     r = ix.shape[1]
     step = max(1, (16 * 2**20) // max(1, r * k * k))
     overlap = torch.empty(ix.shape[:2], dtype=torch.float64)
@@ -309,12 +347,11 @@ def compare_conditions(a: KnnCondition, b: KnnCondition, *, n_items: int, k: int
         depth = a.x[xa].pool.shape[0] - 1
         if max(a.x[xa].n_rows, b.x[xa].n_rows) * depth > 4_000_000:
             depth = 4 * k + 32  # shallow rankings; rows that run short are re-ranked in full
-        ranks = [(c, c.x[xa].rank(depth), c.y[yb].rank(depth)) for c in (a, b)]
         out_a, out_b = [], []
         for weights in bootstrap_weight_batches(n_items, n_bootstrap, seed):
-            (ca, rxa, rya), (cb, rxb, ryb) = ranks
-            out_a.append(_resampled_scores(ca, xa, yb, rxa, rya, weights, k, n_items))
-            out_b.append(_resampled_scores(cb, xa, yb, rxb, ryb, weights, k, n_items))
+            memo: dict = {}
+            out_a.append(_resampled_scores(a, xa, yb, weights, k, n_items, depth, memo))
+            out_b.append(_resampled_scores(b, xa, yb, weights, k, n_items, depth, memo))
         boot_a, boot_b = np.concatenate(out_a), np.concatenate(out_b)
         d = boot_a - boot_b
         res.ci = _centred_interval(diff, d, confidence)
@@ -325,65 +362,81 @@ def compare_conditions(a: KnnCondition, b: KnnCondition, *, n_items: int, k: int
     return res
 
 
-def reorder_drop(vision_layers, positive_layers, negative_layers, negative_owner: Sequence[int] | None = None, *,
-                 k: int = 5, n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0) -> PairedDifference:
-    """VideoComp-style temporal reorder probe on arrays.
+def _negative_sides(ns: list, positive: Space, owner) -> list[_Side]:
+    """Rows that rank the positives by similarity to each negative (prepared layers `ns`), never its own video's."""
+    if len(ns) != len(positive):
+        raise VlgapError(f"negatives have {len(ns)} layers but positives {len(positive)}: encode both with one "
+                         "text encoder")
+    if ns[0].shape[0] != owner.shape[0]:
+        raise VlgapError(f"negative_owner has {owner.shape[0]} entries for {ns[0].shape[0]} negative rows")
+    return [_Side(ng, p, owner) for ng, p in zip(ns, positive.feats)]
 
-    vision_layers: [N, D] array or list of per-layer arrays (row i = video i); positive_layers: the
-    positive caption of every video (same rows); negative_layers: [R, D] per text layer, row r a
-    negative caption of video `negative_owner[r]` (default: row r belongs to video r). Condition A:
-    mutual k-NN of videos and positives. Condition B: each negative in turn replaces its positive, its
-    text neighbours searched among the positives of the other videos; an item's m negatives count 1/m
-    each. Returns A - B (the drop) with a paired bootstrap interval over videos."""
+
+def _owner(negative_owner, n_rows: int, n: int):
     import torch
 
-    xs = _prepared_layers(vision_layers, "vision")
-    ps = _prepared_layers(positive_layers, "positive")
-    ns = _prepared_layers(negative_layers, "negative")
-    n = xs[0].shape[0]
-    if ps[0].shape[0] != n:
-        raise VlgapError(f"positives have {ps[0].shape[0]} rows but vision has {n}: one positive per video")
-    if len(ns) != len(ps):
-        raise VlgapError(f"negatives have {len(ns)} layers but positives {len(ps)}: encode both with one text encoder")
-    owner = torch.arange(ns[0].shape[0]) if negative_owner is None else torch.as_tensor(
+    owner = torch.arange(n_rows) if negative_owner is None else torch.as_tensor(
         np.asarray(negative_owner, dtype=np.int64))
-    if owner.shape[0] != ns[0].shape[0] or int(owner.min()) < 0 or int(owner.max()) >= n:
-        raise VlgapError(f"negative_owner must give, for each of the {ns[0].shape[0]} negative rows, a video "
-                         f"index in 0..{n - 1}")
+    if owner.ndim != 1 or owner.shape[0] != n_rows or (n_rows and (int(owner.min()) < 0 or int(owner.max()) >= n)):
+        raise VlgapError(f"negative_owner must give, for each of the {n_rows} negative rows, a video index in "
+                         f"0..{n - 1}")
     counts = torch.bincount(owner, minlength=n)
     if bool((counts == 0).any()):
         missing = torch.nonzero(counts == 0).flatten()[:5].tolist()
         raise VlgapError(f"videos {missing} have no negative caption; drop them from every input first")
-    ones = torch.ones(n, dtype=torch.float64)
-    cond_a = KnnCondition("positive", [_Side.self_rows(x) for x in xs], [_Side.self_rows(p) for p in ps],
-                          torch.arange(n), ones)
-    cond_b = KnnCondition("negative", [_Side.self_rows(x, owner) for x in xs],
-                          [_Side(ng, p, owner) for ng, p in zip(ns, ps)], owner,
-                          1.0 / counts[owner].to(torch.float64))
-    return compare_conditions(cond_a, cond_b, n_items=n, k=k, n_bootstrap=n_bootstrap, confidence=confidence,
-                              seed=seed)
+    return owner, counts
+
+
+def _reorder_from_sides(x: Space, p: Space, neg_sides: list[_Side], owner, counts, **kw) -> PairedDifference:
+    import torch
+
+    n = x.n
+    if p.n != n:
+        raise VlgapError(f"positives have {p.n} rows but vision has {n}: one positive per video")
+    one_each = bool(torch.equal(owner, torch.arange(n)))
+    cond_a = KnnCondition("positive", x.sides, p.sides, torch.arange(n), torch.ones(n, dtype=torch.float64))
+    # with one negative per video its vision rows are the positive condition's rows: share them
+    x_b = x.sides if one_each else [_Side.self_rows(f, owner) for f in x.feats]
+    cond_b = KnnCondition("negative", x_b, neg_sides, owner, 1.0 / counts[owner].to(torch.float64))
+    return compare_conditions(cond_a, cond_b, n_items=n, **kw)
+
+
+def reorder_drop(vision_layers, positive_layers, negative_layers, negative_owner: Sequence[int] | None = None, *,
+                 k: int = 5, n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0) -> PairedDifference:
+    """VideoComp-style temporal reorder probe on arrays.
+
+    vision_layers: [N, D] array or list of per-layer arrays (row i = video i), or a `Space`;
+    positive_layers: the positive caption of every video (same rows); negative_layers: [R, D] per text
+    layer, row r a negative caption of video `negative_owner[r]` (default: row r belongs to video r).
+    Condition A: mutual k-NN of videos and positives. Condition B: each negative in turn replaces its
+    positive, its text neighbours searched among the positives of the other videos; an item's m
+    negatives count 1/m each. Returns A - B (the drop) with a paired bootstrap interval over videos."""
+    x, p = _space(vision_layers, "vision"), _space(positive_layers, "positive")
+    if p.n != x.n:
+        raise VlgapError(f"positives have {p.n} rows but vision has {x.n}: one positive per video")
+    ns = negative_layers.feats if isinstance(negative_layers, Space) else _prepared_layers(negative_layers, "negative")
+    owner, counts = _owner(negative_owner, ns[0].shape[0], x.n)
+    return _reorder_from_sides(x, p, _negative_sides(ns, p, owner), owner, counts, k=k,
+                               n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
 
 
 def frame_order_difference(ordered_layers, control_layers, text_layers, *, k: int = 10, n_bootstrap: int = 1000,
                            confidence: float = 0.95, seed: int = 0, control: str = "control") -> PairedDifference:
     """Alignment with ordered frames minus alignment with a frame-order control (reversed, shuffled):
-    the vision features of the same N videos under both orders against the same text features."""
+    the vision features of the same N videos under both orders against the same text features (arrays,
+    lists of per-layer arrays, or `Space`s; giving the same Space twice means identical features)."""
     import torch
 
-    xo = _prepared_layers(ordered_layers, "ordered")
-    xc = _prepared_layers(control_layers, control)
-    ys = _prepared_layers(text_layers, "text")
-    n = xo[0].shape[0]
-    if xc[0].shape[0] != n or ys[0].shape[0] != n:
-        raise VlgapError(f"ordered ({n}), {control} ({xc[0].shape[0]}) and text ({ys[0].shape[0]}) features "
-                         "must hold the same items in the same order")
+    xo, xc, ys = _space(ordered_layers, "ordered"), _space(control_layers, control), _space(text_layers, "text")
+    n = xo.n
+    if xc.n != n or ys.n != n:
+        raise VlgapError(f"ordered ({n}), {control} ({xc.n}) and text ({ys.n}) features must hold the same items "
+                         "in the same order")
     if len(xc) != len(xo):
         raise VlgapError(f"{control} features have {len(xc)} layers, ordered {len(xo)}: use one vision encoder")
-    ones = torch.ones(n, dtype=torch.float64)
-    rows = torch.arange(n)
-    y_sides = [_Side.self_rows(y) for y in ys]
-    cond_a = KnnCondition("ordered", [_Side.self_rows(x) for x in xo], y_sides, rows, ones)
-    cond_b = KnnCondition(control, [_Side.self_rows(x) for x in xc], y_sides, rows, ones)
+    ones, rows = torch.ones(n, dtype=torch.float64), torch.arange(n)
+    cond_a = KnnCondition("ordered", xo.sides, ys.sides, rows, ones)
+    cond_b = KnnCondition(control, xc.sides, ys.sides, rows, ones)
     return compare_conditions(cond_a, cond_b, n_items=n, k=k, n_bootstrap=n_bootstrap, confidence=confidence,
                               seed=seed)
 
@@ -910,8 +963,8 @@ def write_test_of_time_section(res: dict[str, Any], run_dir: str | Path) -> Path
         "per placement (captions do not name positions), so identical inputs tie exactly. All items are kept "
         "(the paper's protocol) and ties are scored in expectation (uniformly random tie-breaking), which "
         "makes the score independent of item order and equal to the usual mutual k-NN when nothing ties. "
-        "The first view keeps one placement per colour pair, where each caption text is unique, as in the "
-        "paper's description; in the view with all items every caption's nearest text neighbours are its "
+        "The first view keeps one placement per colour pair, where each caption text is unique and all "
+        "related captions of a caption are in its group (the structure the paper describes); in the view with all items every caption's nearest text neighbours are its "
         "verbatim copies from the other placements (outside its group), so there the k = 1, 2 scores reflect "
         "caption repetition and ties, not the ranking of related captions. Intervals: delete-one-group "
         "jackknife with the layer pair fixed (items of a group share videos and words); a zero-width interval "
@@ -965,18 +1018,21 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
     pos = {t: src.text(pman, t) for t in text}
     neg = {t: src.text(nman, t) for t in text}
     ids = _common(list(vis.values()) + list(pos.values()), t_ids)
-    rows = []
+    rows, spaces = [], {}
     for ti, t in enumerate(text):
         with_neg = {owner_of[x] for x in neg[t].ids}
         keep = [i for i in ids if i in with_neg]  # videos with a readable positive, negative and video
         row_of = {i: r for r, i in enumerate(keep)}
         nfs = neg[t].subset([x for x in neg[t].ids if owner_of[x] in row_of])
-        owner = [row_of[owner_of[x]] for x in nfs.ids]
-        ps = pos[t].subset(keep)
+        psp = Space(pos[t].subset(keep).layers, f"{t} positives")
+        owner, counts = _owner([row_of[owner_of[x]] for x in nfs.ids], nfs.n, len(keep))
+        neg_sides = _negative_sides(_prepared_layers(nfs.layers, f"{t} negatives"), psp, owner)
         for vi, v in enumerate(vision):
             xs = vis[v].subset(keep)
-            d = reorder_drop(xs.layers, ps.layers, nfs.layers, owner, k=k, n_bootstrap=n_bootstrap,
-                             confidence=confidence, seed=seed + 101 * vi + ti)
+            key = (v, tuple(keep))  # one Space per vision encoder and item set: its layers are ranked once
+            spaces.setdefault(key, Space(xs.layers, v))
+            d = _reorder_from_sides(spaces[key], psp, neg_sides, owner, counts, k=k, n_bootstrap=n_bootstrap,
+                                    confidence=confidence, seed=seed + 101 * vi + ti)
             rows.append({"vision": v, "text": t, "kind": xs.record.get("encoder", {}).get("kind", "unknown"),
                          **d.to_dict(), "x_layer_name": _layer_name(xs, d.x_layer),
                          "y_layer_name": _layer_name(nfs, d.y_layer)})
@@ -1083,8 +1139,10 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     txt = {t: src.text(man, t, n_c) for t in text}
     ids = _common(list(ordered.values()) + list(txt.values()), man.ids)
     rows, checks = [], []
+    text_spaces = {t: Space(txt[t].subset(ids).layers, t) for t in text}
     for vi, v in enumerate(vision):
         base = ordered[v].subset(ids)
+        base_space = Space(base.layers, v)
         kind = base.record.get("encoder", {}).get("kind", "unknown")
         for oi, order in enumerate(orders):
             check = {"vision": v, "order": order, "kind": kind}
@@ -1093,16 +1151,18 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
                 part = src.vision(man, v, n_f, frame_order=order, shard=(0, n_shards))
                 rel = _max_rel_diff(part.layers, ordered[v].subset(part.ids).layers)
                 check.update(checked_items=part.n, max_rel_diff=rel, invariant=rel < 1e-4)
-                control = base if rel < 1e-4 else src.vision(man, v, n_f, frame_order=order).subset(ids)
+                # features equal up to rounding: the control is the ordered space itself
+                control = base_space if rel < 1e-4 else Space(
+                    src.vision(man, v, n_f, frame_order=order).subset(ids).layers, order)
             else:
-                control = src.vision(man, v, n_f, frame_order=order).subset(ids)
-                rel = _max_rel_diff(control.layers, base.layers)
-                check.update(checked_items=control.n, max_rel_diff=rel, invariant=rel < 1e-4)
+                control_fs = src.vision(man, v, n_f, frame_order=order).subset(ids)
+                rel = _max_rel_diff(control_fs.layers, base.layers)
+                check.update(checked_items=control_fs.n, max_rel_diff=rel, invariant=rel < 1e-4)
+                control = Space(control_fs.layers, order)
             checks.append(check)
             for ti, t in enumerate(text):
-                d = frame_order_difference(base.layers, control.layers, txt[t].subset(ids).layers, k=k,
-                                           n_bootstrap=n_bootstrap, confidence=confidence, control=order,
-                                           seed=seed + 1000 * vi + 10 * ti + oi)
+                d = frame_order_difference(base_space, control, text_spaces[t], k=k, n_bootstrap=n_bootstrap,
+                                           confidence=confidence, control=order, seed=seed + 1000 * vi + 10 * ti + oi)
                 rows.append({"vision": v, "text": t, "order": order, "kind": kind, **d.to_dict(),
                              "by_construction": bool(check["invariant"] and kind == "image"),
                              "x_layer_name": _layer_name(base, d.x_layer), "y_layer_name": _layer_name(txt[t], d.y_layer)})
