@@ -197,3 +197,10 @@ def test_importer_format_errors(tmp_path, video_dir):
         import_msrvtt(f, video_dir, tmp_path / "m.jsonl")
     with pytest.raises(VlgapError, match="video folder not found"):
         import_vatex(tmp_path / "v.json", tmp_path / "nowhere", tmp_path / "m.jsonl") if (tmp_path / "v.json").write_text("[]") else None
+
+
+def test_every_public_api_name_resolves():
+    import vlgap
+
+    for name in vlgap.__all__:
+        assert getattr(vlgap, name) is not None, name

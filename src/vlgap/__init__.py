@@ -18,7 +18,7 @@ _API = {
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",
     "extract": "vlgap.features.extract:extract",
-    "load_features": "vlgap.features.store:load_features",
+    "load_features": "vlgap.features.extract:load_features",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
     "list_encoders": "vlgap.encoders.registry:list_encoders",
     "generate_shapes": "vlgap.data.shapes:generate_shapes",
