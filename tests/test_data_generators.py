@@ -200,7 +200,9 @@ def test_generate_shapes_writes_decodable_videos_and_a_reproducible_manifest(tmp
     for r in rows1:
         assert len(r["captions"]) == 10 and len(set(r["captions"])) == 10
         spec = S.spec_from_dict(r["meta"]["spec"])
-        assert r["captions"] == S.write_captions(spec, r["meta"]["caption_seed"])
+        written = S.write_captions(spec, r["meta"]["caption_seed"])
+        assert sorted(r["meta"]["caption_kinds"]) == list(range(10))
+        assert r["captions"] == [written[j] for j in r["meta"]["caption_kinds"]]  # annotator order
         frames = _decode(m1.parent / r["video"])
         assert frames.shape == (12, 64, 96, 3)
         ref = S.render(spec, 12, (64, 96)).astype(float)

@@ -156,3 +156,26 @@ def test_permutations_with_sorted_key_tables_equal_dense(monkeypatch):
     monkeypatch.setattr(al, "TABLES_BYTES", 0)  # as for large N: no dense tables kept
     sparse = px.engine.permutation_scores(px.feats, py.feats, px.states, py.states, perms)
     assert np.array_equal(dense, sparse)
+
+
+def test_interval_methods_on_noise_and_signal():
+    # pure noise, 3 x 2 pairs: the best score is inflated by selection; the basic and simultaneous
+    # intervals reach down to chance, the percentile one is the re-selected maxima themselves
+    xs, ys = layers(9, coupling=0.0)
+    basic = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0)
+    assert basic.bootstrap.method == "basic"
+    pct = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, interval="percentile")
+    sim = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, interval="simultaneous")
+    lo_b, hi_b = basic.ci
+    lo_p, hi_p = pct.ci
+    T = basic.best_score
+    assert (lo_b, hi_b) == pytest.approx((2 * T - hi_p, 2 * T - lo_p))   # same resamples, reflected
+    assert lo_b <= basic.chance <= hi_b and sim.ci[0] <= basic.chance <= sim.ci[1]
+    # aligned data: all three bracket the estimate and the simultaneous band is the widest
+    xs, ys = layers(10)
+    widths = {}
+    for m in ("basic", "percentile", "simultaneous"):
+        res = layer_search(xs, ys, k=5, n_bootstrap=150, seed=1, interval=m)
+        assert res.ci[0] <= res.best_score <= res.ci[1]
+        widths[m] = res.ci[1] - res.ci[0]
+    assert widths["simultaneous"] >= widths["basic"] == pytest.approx(widths["percentile"])

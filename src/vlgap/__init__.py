@@ -14,6 +14,7 @@ _API = {
     # alignment probe (metrics on arrays, layer search, scaling law)
     "align": "vlgap.metrics.alignment:align",
     "layer_search": "vlgap.metrics.layer_search:layer_search",
+    "precompute_layers": "vlgap.metrics.layer_search:precompute_layers",
     "fit_scaling": "vlgap.scaling:fit_scaling",
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",

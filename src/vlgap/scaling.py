@@ -110,7 +110,8 @@ def _linear_fit(model: _Model, ex, nf, nc, y, sw):
     return res.x, float(np.sum(res.fun ** 2))
 
 
-def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, float]:
+def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = (),
+               max_nfev: int = 2000) -> tuple[np.ndarray, float]:
     """Weighted least squares fit; returns (params, weighted RSS)."""
     if model.n_exponents == 0:
         lin, rss = _linear_fit(model, np.empty(0), nf, nc, y, sw)
@@ -137,7 +138,7 @@ def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = ()) 
         try:
             r = optimize.least_squares(residuals, x0, jac=jacobian if model.exponent_jac else "2-point",
                                        bounds=(lo, hi), method="trf",
-                                       x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=2000)
+                                       x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12, max_nfev=max_nfev)
         except (ValueError, FloatingPointError):  # pragma: no cover - degenerate start
             continue
         rss = float(np.sum(r.fun ** 2))
@@ -344,7 +345,9 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
                 failed += 1
                 continue
         try:
-            pb, _ = _fit_model(SATURATING, nfb, ncb, yb, swb, starts=[params])
+            # warm-started at the estimate: a well-posed refit converges in a few dozen evaluations;
+            # flat, unidentified surfaces would otherwise crawl along a bound for thousands
+            pb, _ = _fit_model(SATURATING, nfb, ncb, yb, swb, starts=[params], max_nfev=200)
         except VlgapError:  # pragma: no cover
             failed += 1
             continue

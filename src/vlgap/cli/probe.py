@@ -35,7 +35,8 @@ def align_cmd(
     bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples over items for the best score's interval (0: none)"),
     permutations: int = typer.Option(0, "--permutations", help="permutations of the pairing for a p-value (0: none)"),
     confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
-    interval: str = typer.Option("percentile", "--interval", help="percentile | basic"),
+    interval: str = typer.Option("basic", "--interval",
+                                 help="basic | percentile | simultaneous (conservative under many near-tied pairs)"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -62,7 +63,8 @@ def _print_search(res, x: Path, y: Path) -> None:
                   f"Y={y.name} ({scores.shape[1]} layers)  N={res.n}" + (f"  k={res.k}" if res.k else ""))
     line = f"best: [bold]{res.best_score:.4f}[/] at X layer {res.x_layer}, Y layer {res.y_layer}"
     if res.ci is not None:
-        line += f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.n_resamples} resamples)"
+        line += (f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.method}, "
+                 f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
     if res.chance is not None:
         console.print(f"chance (random pairing): {res.chance:.4f}", highlight=False)

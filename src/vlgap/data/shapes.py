@@ -890,7 +890,11 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
         rel = f"videos/{item_id}.mp4"
         write_mp4(out_dir / rel, render(spec, n_frames, (h, w)), fps=fps, codec=codec)
         caps = _caption_set(spec, caption_seed)
-        meta: dict[str, Any] = {"spec": spec.to_dict(), "caption_seed": caption_seed,
+        # like VATEX's ten annotators, captions come in no fixed order of kind: the paper takes the
+        # first n_c, which must then be a random subset of kinds, not always the background caption
+        order = [int(j) for j in np.random.default_rng([caption_seed, 0xA770]).permutation(len(caps))]
+        caps = [caps[j] for j in order]
+        meta: dict[str, Any] = {"spec": spec.to_dict(), "caption_seed": caption_seed, "caption_kinds": order,
                                 "caption_facts": [f for _, f in caps], "n_frames": n_frames,
                                 "size": [h, w], "fps": fps, "generator": "shapes", "seed": seed}
         if len(spec.events) >= 2:

@@ -583,8 +583,8 @@ def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None,
     """Alignment between X [N, D_x] and Y [N, D_y] (row i of each = the same item).
 
     Rows are clamped at quantile q (None = off; platonic-rep uses 0.95) and L2-normalised, then
-    `metric` (one of METRIC_NAMES) is computed. `n_bootstrap` > 0 adds a percentile bootstrap
-    interval over items, `n_permutations` > 0 a permutation p-value against shuffled pairing.
+    `metric` (one of METRIC_NAMES) is computed. `n_bootstrap` > 0 adds a bootstrap interval over
+    items, `n_permutations` > 0 a permutation p-value against shuffled pairing.
     For several layers per side use `layer_search`.
     """
     from vlgap.metrics.layer_search import layer_search  # layer_search builds on this module

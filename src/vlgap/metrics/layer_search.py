@@ -171,7 +171,7 @@ def layer_search(
     n_bootstrap: int = 0,
     n_permutations: int = 0,
     confidence: float = 0.95,
-    interval: IntervalMethod = "percentile",
+    interval: IntervalMethod = "basic",
     seed: int | None = 0,
     device=None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -181,7 +181,9 @@ def layer_search(
     xs, ys: lists of [N, D_l] arrays (numpy or torch), one [L, N, D] array, or `LayerStates` from
     `precompute_layers` (row i of every layer is the same item). k: neighbours for the k-NN
     metrics. q: outlier clamp quantile (None = off; platonic-rep uses 0.95).
-    n_bootstrap > 0: interval over items for the best score, best pair re-selected per resample.
+    n_bootstrap > 0: interval over items for the best pair's score, the best pair re-selected in
+    every resample; `interval` = "basic" (default), "percentile" or "simultaneous" (see
+    vlgap.metrics.uncertainty for what each covers).
     n_permutations > 0: p-value of the best score against randomly re-paired rows (max over pairs).
     Ties for the best score go to the first pair in row-major order.
     """

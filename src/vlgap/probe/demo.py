@@ -20,7 +20,7 @@ from vlgap.progress import stderr_console
 
 @dataclass
 class DemoConfig:
-    n_videos: int = 256
+    n_videos: int = 192
     seed: int = 0
     n_frames_per_video: int = 32
     video_size: int = 128

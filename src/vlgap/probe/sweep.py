@@ -24,6 +24,9 @@ from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_t
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 
+#: residual-bootstrap refits for the law's parameter intervals (each a warm-started refit)
+FIT_BOOTSTRAP = 300
+
 ROW_FIELDS = ["vision", "text", "n_f", "n_c", "score", "ci_lo", "ci_hi", "p_value", "null_mean", "x_layer", "y_layer",
               "x_layer_name", "y_layer_name", "n", "k", "chance", "metric"]
 
@@ -66,6 +69,7 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
     from vlgap.metrics.layer_search import layer_search
 
+    # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
     res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=bootstrap, n_permutations=permutations, seed=seed,
                        device=device)
     nan = float("nan")
@@ -120,6 +124,17 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     cells_dir, mats_dir = run / "cells", run / "matrices"
     cells = [(v, t, nf, nc) for v in cfg.vision for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
     rows = []
+    from functools import lru_cache
+
+    from vlgap.metrics.layer_search import precompute_layers
+
+    @lru_cache(maxsize=None)
+    def side(modality: str, name: str, value: int):
+        """Neighbour lists of every layer of one feature set, computed once for all cells that use it."""
+        fs = (vis if modality == "v" else txt)[name].features[value].subset(ids)
+        return fs, precompute_layers(fs.layers, k=cfg.k, metric=cfg.metric, device=cfg.device,
+                                     for_bootstrap=cfg.bootstrap > 0, name=f"{name} {modality}={value}")
+
     with progress_bar(progress) as prog:
         task = prog.add_task("alignment cells", total=len(cells), unit="cells")
         for ci, (v, t, nf, nc) in enumerate(cells):
@@ -129,9 +144,9 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                 rows.append(json.loads(cell_path.read_text()))
                 prog.advance(task)
                 continue
-            xs_fs = vis[v].features[nf].subset(ids)
-            ys_fs = txt[t].features[nc].subset(ids)
-            res = score_cell(xs_fs.layers, ys_fs.layers, k=cfg.k, metric=cfg.metric, bootstrap=cfg.bootstrap,
+            xs_fs, xs_state = side("v", v, nf)
+            ys_fs, ys_state = side("t", t, nc)
+            res = score_cell(xs_state, ys_state, k=cfg.k, metric=cfg.metric, bootstrap=cfg.bootstrap,
                              permutations=cfg.permutations, seed=cfg.seed + ci, device=cfg.device)
             buf = io.BytesIO()
             np.save(buf, res.pop("matrix"))
@@ -158,7 +173,7 @@ def fit_pairs(rows: list[dict]) -> dict[str, dict]:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub]
         try:
-            fits[f"{v}|{t}"] = fit_scaling(grid).to_dict()
+            fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP).to_dict()
         except VlgapError as err:
             fits[f"{v}|{t}"] = {"error": str(err)}
     return fits
