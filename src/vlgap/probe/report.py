@@ -168,7 +168,7 @@ def write_report(run_dir: str | Path) -> Path:
     for v, t in _pairs(rows):
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         fit = fits.get(f"{v}|{t}")
-        tag = matrix_name(v, t, 0, 0)[:-12]
+        tag = matrix_name(v, t, 0, 0)[: -len("__f0_c0.npy")]
         parts.append(f"<h2>{html.escape(v)} × {html.escape(t)}</h2>")
         top = max(sub, key=lambda r: (r["n_f"], r["n_c"]))
         mpath = run / "matrices" / matrix_name(v, t, top["n_f"], top["n_c"])
