@@ -194,3 +194,15 @@ def test_frame_order_controls(tiny_dataset, tmp_path):
     np.testing.assert_allclose(img.layers[1], ref.layers[1], rtol=1e-5, atol=1e-6)
     with pytest.raises(VlgapError, match="frame_order must be one of"):
         extract(tiny_dataset, "toy", n_frames=[4], frame_order="backwards", **kw)
+
+
+def test_item_without_captions_error_and_skip(tiny_dataset, tmp_path):
+    rows = [json.loads(l) for l in tiny_dataset.read_text().splitlines()]
+    rows[1]["captions"] = []
+    man = tiny_dataset.parent / "nocap.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(VlgapError, match="item 'v1'.*has no captions.*--skip-bad"):
+        extract(man, "toyt", n_captions=[1], cache_dir=tmp_path, loaded_encoder=ToyText(), progress=False)
+    res = extract(man, "toyt", n_captions=[1], cache_dir=tmp_path, loaded_encoder=ToyText(), progress=False,
+                  skip_bad=True)
+    assert res.n == 7 and [b["id"] for b in res.bad_items] == ["v1"]

@@ -43,7 +43,7 @@ def import_cmd(
         raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(fns)}")
     kwargs = {"split": split} if key == "msrvtt" else {}
     report = fns[key](annotations, video_dir, out, limit=limit, seed=seed, skip_missing=skip_missing, **kwargs)
-    console.print(report.summary())
+    console.print(report.summary(), markup=False, highlight=False)
 
 
 @app.command("extract")
@@ -74,7 +74,7 @@ def extract_cmd(
         shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
-    console.print(res.summary(), highlight=False)
+    console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
 
 
 @app.command("make-data")
