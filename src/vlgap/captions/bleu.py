@@ -14,6 +14,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlgap.captions.ngrams import NgramIndex, group_max, index_ngrams, lookup
+from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
 _TINY = 1e-15
@@ -90,13 +91,8 @@ class Bleu:
         self._n = n
 
     def compute_score(self, gts: Mapping, res: Mapping, verbose: int = 0):
-        if gts.keys() != res.keys():
-            raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
-        keys = list(gts.keys())
-        for k in keys:
-            if len(res[k]) != 1:
-                raise VlgapError(f"item {k!r} has {len(res[k])} predictions; BLEU needs exactly one")
-        stats = bleu_statistics([res[k][0] for k in keys], [gts[k] for k in keys], self._n)
+        keys, preds, refs = coco_pairs(gts, res, "BLEU")
+        stats = bleu_statistics(preds, refs, self._n)
         corpus = bleu_from_statistics(stats.sum(axis=0), self._n)
         per_item = bleu_from_statistics(stats, self._n)
         return [float(x) for x in corpus], [per_item[:, j].tolist() for j in range(self._n)]

@@ -20,6 +20,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlgap.captions.ngrams import NgramIndex, index_ngrams, lookup
+from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
 
@@ -128,13 +129,8 @@ class Cider:
         self._df = df
 
     def compute_score(self, gts: Mapping, res: Mapping):
-        if gts.keys() != res.keys():
-            raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
-        keys = list(gts.keys())
-        for k in keys:
-            if len(res[k]) != 1:
-                raise VlgapError(f"item {k!r} has {len(res[k])} predictions; CIDEr needs exactly one")
-        scores = cider_d_scores([res[k][0] for k in keys], [gts[k] for k in keys], n=self._n,
+        keys, preds, refs = coco_pairs(gts, res, "CIDEr")
+        scores = cider_d_scores(preds, refs, n=self._n,
                                 sigma=self._sigma, df=self._df)
         return float(np.mean(scores)), scores
 

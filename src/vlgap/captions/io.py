@@ -255,3 +255,15 @@ def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "er
         raise VlgapError("no id is present in both predictions and references")
     return CaptionData(ids=[ref_id[k] for k in keys], predictions=[preds[k] for k in keys],
                        references=[refs[k] for k in keys], report=report)
+
+
+def coco_pairs(gts, res, metric: str) -> tuple[list, list[str], list[list[str]]]:
+    """Validate pycocoevalcap's compute_score input ({id: [refs]}, {id: [one prediction]}) and return
+    (keys, predictions, reference lists) in key order."""
+    if gts.keys() != res.keys():
+        raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
+    keys = list(gts.keys())
+    for k in keys:
+        if len(res[k]) != 1:
+            raise VlgapError(f"item {k!r} has {len(res[k])} predictions; {metric} needs exactly one")
+    return keys, [res[k][0] for k in keys], [gts[k] for k in keys]

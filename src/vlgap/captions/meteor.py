@@ -29,6 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
 #: Meteor 1.5, language "en", task "default"
@@ -198,13 +199,8 @@ class MeteorJar:
 
     def compute_score(self, gts: Mapping, res: Mapping):
         """Drop-in for pycocoevalcap.meteor.Meteor: (corpus score, per-item scores)."""
-        if gts.keys() != res.keys():
-            raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
-        keys = list(gts.keys())
-        for k in keys:
-            if len(res[k]) != 1:
-                raise VlgapError(f"item {k!r} has {len(res[k])} predictions; METEOR needs exactly one")
-        lines = self.statistics([res[k][0] for k in keys], [gts[k] for k in keys])
+        keys, preds, refs = coco_pairs(gts, res, "METEOR")
+        lines = self.statistics(preds, refs)
         return self.evaluate(lines)
 
     def method(self) -> str:

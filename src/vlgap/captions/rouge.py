@@ -13,6 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
 BETA = 1.2
@@ -84,13 +85,8 @@ class Rouge:
         self.beta = beta
 
     def compute_score(self, gts: Mapping, res: Mapping):
-        if gts.keys() != res.keys():
-            raise VlgapError("gts and res must have the same keys (one prediction per reference item)")
-        keys = list(gts.keys())
-        for k in keys:
-            if len(res[k]) != 1:
-                raise VlgapError(f"item {k!r} has {len(res[k])} predictions; ROUGE-L needs exactly one")
-        scores = rouge_l_scores([res[k][0] for k in keys], [gts[k] for k in keys], self.beta)
+        keys, preds, refs = coco_pairs(gts, res, "ROUGE-L")
+        scores = rouge_l_scores(preds, refs, self.beta)
         return float(np.mean(scores)), scores
 
     def method(self) -> str:
