@@ -51,6 +51,10 @@ def heatmap_figure(matrix: np.ndarray, best: tuple[int, int], title: str, chance
     fig, ax = plt.subplots(figsize=(7, 5))
     im = ax.imshow(matrix, aspect="auto", origin="lower", cmap="viridis")
     ax.scatter([best[1]], [best[0]], marker="*", s=220, c="red", edgecolors="white", label=f"best {matrix[best]:.3f}")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("text layer")
     ax.set_ylabel("vision layer")
     ax.set_title(title, fontsize=10)
