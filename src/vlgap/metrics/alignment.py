@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
-from vlgap.metrics.knn import (DENSE_TABLE_BYTES, NeighbourLookup, _walk_rows, topk_neighbours,
+from vlgap.metrics.knn import (DENSE_TABLE_BYTES, NeighbourLookup, walk_rows, topk_neighbours,
                               weighted_neighbours)
 from vlgap.metrics.prepare import (DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare,
                                    resolve_device)
@@ -286,7 +286,7 @@ class MutualKnn(_KnnMetric):
                 sims = feats[i:i + 1] @ feats.T
                 sims[0, i] = float("-inf")
                 full = torch.sort(sims, dim=1, descending=True, stable=True).indices[:, :-1]
-                fi, ft, _ = _walk_rows(full, w[b:b + 1].to(torch.float32).gather(1, full), self.k)
+                fi, ft, _ = walk_rows(full, w[b:b + 1].to(torch.float32).gather(1, full), self.k)
                 ids[b, i], taken[b, i] = fi[0], ft[0]
         return ids, taken.to(torch.int32)
 

@@ -27,7 +27,7 @@ def _rows_per_chunk(n: int, chunk_bytes: int) -> int:
     return max(1, min(n, chunk_bytes // max(1, 12 * n)))
 
 
-def _exact_topk(sims: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+def exact_topk(sims: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Top-k of each row by (value desc, column asc), exactly; returns (indices, values) [B, k]."""
     n = sims.shape[1]
     extra = 1 if k < n else 0
@@ -83,7 +83,7 @@ def topk_neighbours(
             sims[r, r + start] = float("-inf")
         else:
             sims.masked_fill_(groups[start:stop, None] == groups[None, :], float("-inf"))
-        out_idx[start:stop], out_val[start:stop] = _exact_topk(sims, k)
+        out_idx[start:stop], out_val[start:stop] = exact_topk(sims, k)
     return out_idx, out_val
 
 
@@ -185,12 +185,12 @@ def weighted_neighbours(ranked: torch.Tensor, weights: torch.Tensor, k: int
         bs, rows = torch.nonzero(short, as_tuple=True)
         deep_w = weights[bs]                                           # [S, N]
         w = torch.gather(deep_w, 1, ranked[rows])                      # [S, M]
-        d_ids, d_taken, d_short = _walk_rows(ranked[rows], w, k)
+        d_ids, d_taken, d_short = walk_rows(ranked[rows], w, k)
         ids[bs, rows], taken[bs, rows], short[bs, rows] = d_ids, d_taken, d_short
     return ids, taken, short
 
 
-def _walk_rows(ranked_rows: torch.Tensor, w: torch.Tensor, k: int):
+def walk_rows(ranked_rows: torch.Tensor, w: torch.Tensor, k: int):
     """`_walk` for S individual rows, each with its own ranking [S, M] and weights w [S, M]."""
     s, m = ranked_rows.shape
     cum = torch.cumsum(w, dim=1)

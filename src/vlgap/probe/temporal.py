@@ -160,7 +160,7 @@ class _Side:
         """[R, depth] int64 rankings (all rows, or the given row indices)."""
         import torch
 
-        from vlgap.metrics.knn import _exact_topk
+        from vlgap.metrics.knn import exact_topk
         from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
 
         n = self.pool.shape[0]
@@ -174,7 +174,7 @@ class _Side:
         for s in range(0, q.shape[0], step):
             sims = q[s:s + step] @ self.pool.T
             sims[torch.arange(sims.shape[0]), ex[s:s + step]] = float("-inf")
-            out[s:s + step] = _exact_topk(sims, depth)[0]
+            out[s:s + step] = exact_topk(sims, depth)[0]
         if rows is None:
             self._ranked = out
         return out
@@ -237,7 +237,7 @@ def _resampled_lists(side: _Side, ranked, weights, k: int):
     """Each row's k nearest draws in each resample: ids, taken [B, R, k]."""
     import torch
 
-    from vlgap.metrics.knn import _walk_rows, weighted_neighbours
+    from vlgap.metrics.knn import walk_rows, weighted_neighbours
 
     ids, taken, short = weighted_neighbours(ranked, weights, k)
     full_depth = side.pool.shape[0] - 1
@@ -246,7 +246,7 @@ def _resampled_lists(side: _Side, ranked, weights, k: int):
         for b, r in torch.nonzero(short).tolist():
             full = side.rank(full_depth, rows=torch.tensor([r]))
             w = weights[b:b + 1].to(torch.float32).gather(1, full)
-            fi, ft, _ = _walk_rows(full, w, k)
+            fi, ft, _ = walk_rows(full, w, k)
             ids[b, r], taken[b, r] = fi[0], ft[0]
     return ids, taken
 
