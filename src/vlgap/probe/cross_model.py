@@ -170,7 +170,7 @@ def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8
 
 
 def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | Path) -> Path:
-    from vlgap.probe.temporal import _Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw as _Raw, fmt_ci, html_table, save_figure, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "temporal" / "cross_vision.json", d)

@@ -357,7 +357,7 @@ def downstream_figure(res: DownstreamResult):
 
 
 def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path:
-    from vlgap.probe.temporal import _Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw as _Raw, fmt_ci, html_table, save_figure, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "temporal" / "downstream.json", res.to_dict())

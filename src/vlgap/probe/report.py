@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes, atomic_write_text
+from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 
 def _pairs(rows: list[dict]) -> list[tuple[str, str]]:
@@ -30,16 +30,30 @@ def matrix_name(vision: str, text: str, n_f: int, n_c: int) -> str:
 
 
 def _save(fig, path: Path) -> bytes:
+    """Write the figure as PNG (atomically), close it, return the bytes for embedding."""
     import io
+
+    import matplotlib.pyplot as plt
 
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
+    plt.close(fig)
     data = buf.getvalue()
     atomic_write_bytes(path, data)
-    import matplotlib.pyplot as plt
-
-    plt.close(fig)
     return data
+
+
+def save_figure(fig, run_dir: str | Path, rel: str) -> str:
+    """Save a figure as PNG at RUN_DIR/rel for a report section; returns rel."""
+    _save(fig, Path(run_dir) / rel)
+    return rel
+
+
+def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str]) -> Path:
+    """RUN_DIR/sections/<name>.json ({title, html, figures}), included by `vlgap report` in name order."""
+    path = Path(run_dir) / "sections" / f"{name}.json"
+    atomic_write_json(path, {"title": title, "html": body, "figures": list(figures)})
+    return path
 
 
 def heatmap_figure(matrix: np.ndarray, best: tuple[int, int], title: str, chance: float, x_names=None, y_names=None):
@@ -104,20 +118,37 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     return fig
 
 
-def _fmt(v: Any, nd: int = 3) -> str:
-    if isinstance(v, float):
+class Raw(str):
+    """A table cell that is already HTML (or already formatted)."""
+
+
+def fmt(v: Any, nd: int = 3) -> str:
+    if isinstance(v, (float, np.floating)):
         return "nan" if not np.isfinite(v) else f"{v:.{nd}f}"
+    if v is None:
+        return "-"
     return html.escape(str(v))
+
+
+def fmt_ci(ci, nd: int = 3) -> str:
+    return "-" if ci is None else f"[{fmt(ci[0], nd)}, {fmt(ci[1], nd)}]"
+
+
+_fmt = fmt
 
 
 def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>'
 
 
-def _table(headers: list[str], rows: list[list[Any]]) -> str:
+def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_fmt(c)}</td>" for c in r) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{c if isinstance(c, Raw) else fmt(c, nd)}</td>" for c in r) + "</tr>"
+                   for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_table = html_table
 
 
 def _fit_section(fit: dict) -> str:

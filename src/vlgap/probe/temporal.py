@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.probe.report import Raw as _Raw, fmt, fmt_ci, html_table, save_figure, write_section  # noqa: F401
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json
 
 #: the three logically related captions of a Test of Time item, in the order used everywhere
@@ -68,51 +69,8 @@ TIE_TOLERANCE = 1e-6
 
 
 # ==================================================================================================
-# report helpers (sections are {"title", "html", "figures"} files under RUN_DIR/sections)
+# report sections: helpers live in vlgap.probe.report (fmt, fmt_ci, html_table, Raw, save_figure, write_section)
 # ==================================================================================================
-
-def fmt(v: Any, nd: int = 3) -> str:
-    if isinstance(v, (float, np.floating)):
-        return "nan" if not np.isfinite(v) else f"{v:.{nd}f}"
-    if v is None:
-        return "-"
-    return html.escape(str(v))
-
-
-def fmt_ci(ci: Sequence[float] | None, nd: int = 3) -> str:
-    return "-" if ci is None else f"[{fmt(ci[0], nd)}, {fmt(ci[1], nd)}]"
-
-
-def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if isinstance(c, _Raw) else fmt(c, nd)}</td>" for c in r) + "</tr>"
-                   for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-class _Raw(str):
-    """A table cell that is already HTML (or already formatted)."""
-
-
-def save_figure(fig, run_dir: Path, rel: str) -> str:
-    """Save a matplotlib figure as PNG at RUN_DIR/rel (atomically); returns rel."""
-    import io
-
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    atomic_write_bytes(Path(run_dir) / rel, buf.getvalue())
-    return rel
-
-
-def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str]) -> Path:
-    """RUN_DIR/sections/<name>.json, included by `vlgap report` in file-name order."""
-    path = Path(run_dir) / "sections" / f"{name}.json"
-    atomic_write_json(path, {"title": title, "html": body, "figures": list(figures)})
-    return path
-
 
 def _plt():
     import matplotlib
