@@ -1,6 +1,7 @@
 """Small file helpers shared by every layer: atomic writes and JSON with numpy values."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -17,6 +18,15 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
         return Path(cache_dir).expanduser()
     env = os.environ.get("VLGAP_CACHE")
     return Path(env).expanduser() if env else Path.home() / ".cache" / "vlgap"
+
+
+def sha256_of_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file's bytes, read in 4 MiB blocks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def _default(obj: Any):

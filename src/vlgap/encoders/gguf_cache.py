@@ -26,7 +26,7 @@ _memo: dict[tuple[str, int, int], str] = {}
 _memo_lock = threading.Lock()
 
 
-from vlgap.io_utils import cache_root  # noqa: E402
+from vlgap.io_utils import cache_root, sha256_of_file  # noqa: E402
 
 
 def models_dir() -> Path:
@@ -34,11 +34,7 @@ def models_dir() -> Path:
 
 
 def _hash_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_of_file(path)
 
 
 def file_sha256(path: str | os.PathLike) -> str:

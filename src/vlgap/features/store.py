@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text, cache_root  # noqa: F401
+from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text, cache_root, sha256_of_file  # noqa: F401
 
 _CHUNK_RE = re.compile(r"^(\d{7})-(\d{7})\.npz$")
 
@@ -98,7 +98,7 @@ class Entry:
             expected = json.loads(self.complete_path.read_text())["sha256"]
         except (ValueError, KeyError):
             return False
-        return _file_sha256(self.features_path) == expected
+        return sha256_of_file(self.features_path) == expected
 
     def load(self) -> FeatureSet:
         if not self.is_complete():
@@ -161,14 +161,6 @@ class Entry:
         atomic_write_text(self.complete_path, json.dumps({"sha256": hashlib.sha256(data).hexdigest()}) + "\n")
         shutil.rmtree(self.chunks_dir, ignore_errors=True)
         return FeatureSet(layers, ids, record, self.dir)
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def load_entry(key: FeatureKey, cache_dir: str | os.PathLike | None = None) -> FeatureSet:
