@@ -134,8 +134,6 @@ def fmt_ci(ci, nd: int = 3) -> str:
     return "-" if ci is None else f"[{fmt(ci[0], nd)}, {fmt(ci[1], nd)}]"
 
 
-_fmt = fmt
-
 
 def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>'
@@ -148,8 +146,6 @@ def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-_table = html_table
-
 
 def _fit_section(fit: dict) -> str:
     if not fit:
@@ -159,8 +155,8 @@ def _fit_section(fit: dict) -> str:
     p, ci = fit["params"], fit.get("param_ci", {})
     rows = [[name, p[name], *(ci.get(name) or [float("nan"), float("nan")])] for name in ("S_inf", "C_f", "C_c", "alpha", "beta")]
     out = "<h4>Fitted law: score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta)</h4>"
-    out += _table(["parameter", "estimate", "95% CI lo", "95% CI hi"], rows)
-    out += f"<p>R² = {_fmt(fit.get('r2'))} over {fit.get('n_cells')} cells.</p>"
+    out += html_table(["parameter", "estimate", "95% CI lo", "95% CI hi"], rows)
+    out += f"<p>R² = {fmt(fit.get('r2'))} over {fit.get('n_cells')} cells.</p>"
     held = fit.get("heldout") or {}
     if held:
         out += "<p>Held-out check: " + html.escape(held.get("summary") or json.dumps(held, default=str)[:400]) + "</p>"
@@ -171,7 +167,7 @@ def _fit_section(fit: dict) -> str:
             a = a or {}
             arows.append([a.get("name", name), a.get("r2", float("nan")), a.get("aic", float("nan")),
                           a.get("bic", float("nan")), a.get("heldout_mae", float("nan"))])
-        out += _table(["form", "R²", "AIC", "BIC", "held-out MAE"], arows)
+        out += html_table(["form", "R²", "AIC", "BIC", "held-out MAE"], arows)
     return out
 
 
@@ -195,9 +191,9 @@ def write_report(run_dir: str | Path) -> Path:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         top = max(sub, key=lambda r: (r["n_f"], r["n_c"]))
         low = min(sub, key=lambda r: (r["n_f"], r["n_c"]))
-        summary_rows.append([v, t, low["score"], top["score"], f"[{_fmt(top.get('ci_lo'))}, {_fmt(top.get('ci_hi'))}]",
+        summary_rows.append([v, t, low["score"], top["score"], fmt_ci([top.get('ci_lo'), top.get('ci_hi')]),
                              top.get("p_value", float("nan")), (fits.get(f"{v}|{t}") or {}).get("r2", float("nan"))])
-    parts.append("<h2>Summary</h2>" + _table(
+    parts.append("<h2>Summary</h2>" + html_table(
         ["vision", "text", "score at smallest budget", "score at largest budget", "95% CI (largest)", "p (largest)", "law R²"],
         summary_rows))
     for v, t in _pairs(rows):
@@ -217,7 +213,7 @@ def write_report(run_dir: str | Path) -> Path:
             data = _save(scaling_figure(sub, axis, fit, f"{v} × {t}"), figs / f"{tag}_vs_{axis}.png")
             parts.append(_img(data, f"alignment vs {axis}"))
         parts.append(_fit_section(fit or {}))
-        parts.append(_table(["n_f", "n_c", "score", "CI lo", "CI hi", "p", "null mean", "best layers (v, t)"],
+        parts.append(html_table(["n_f", "n_c", "score", "CI lo", "CI hi", "p", "null mean", "best layers (v, t)"],
                             [[r["n_f"], r["n_c"], r["score"], r.get("ci_lo"), r.get("ci_hi"), r.get("p_value"),
                               r.get("null_mean"), f"{r['x_layer']}, {r['y_layer']}"]
                              for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
