@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, group_max, index_ngrams, lookup
+from vlgap.captions.ngrams import NgramIndex, group_max, lookup, reference_layout
 from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
@@ -34,15 +34,7 @@ def bleu_statistics(hypotheses: Sequence[str], references: Sequence[Sequence[str
     if len(hypotheses) != len(references):
         raise VlgapError(f"{len(hypotheses)} hypotheses but {len(references)} reference lists: need one list per hypothesis")
     n_items = len(hypotheses)
-    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
-    if n_items and ref_counts.min() < 1:
-        bad = int(np.flatnonzero(ref_counts < 1)[0])
-        raise VlgapError(f"item {bad} has no reference: BLEU needs at least one reference per item")
-    flat_refs = [r for refs in references for r in refs]
-    n_refs = len(flat_refs)
-    if index is None:
-        index = index_ngrams(flat_refs + list(hypotheses), n)
-    item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
+    ref_counts, n_refs, item_of_ref, index = reference_layout(hypotheses, references, n, index, "BLEU")
     ref_offsets = np.concatenate(([0], np.cumsum(ref_counts)[:-1])).astype(np.int64)
 
     stats = np.zeros((n_items, 2 + 2 * n), dtype=np.int64)

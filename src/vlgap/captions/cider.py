@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, index_ngrams, lookup
+from vlgap.captions.ngrams import NgramIndex, index_ngrams, lookup, reference_layout
 from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
@@ -68,17 +68,9 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
     n_items = len(candidates)
     if n_items == 0:
         return np.zeros(0)
-    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
-    if ref_counts.min() < 1:
-        bad = int(np.flatnonzero(ref_counts < 1)[0])
-        raise VlgapError(f"item {bad} has no reference: CIDEr needs at least one reference per item")
+    ref_counts, n_refs, item_of_ref, index = reference_layout(candidates, references, n, index, "CIDEr")
     if df is not None and df.n < n:
         raise VlgapError(f"frozen document frequencies cover n-grams up to {df.n}, but CIDEr uses n={n}")
-    flat_refs = [r for refs in references for r in refs]
-    n_refs = len(flat_refs)
-    if index is None:
-        index = index_ngrams(flat_refs + list(candidates), n)
-    item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
     item_of_doc = np.concatenate((item_of_ref, np.arange(n_items, dtype=np.int64)))
     n_docs = n_refs + n_items
     ref_len = np.log(float(n_items if df is None else df.n_documents))

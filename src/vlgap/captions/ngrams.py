@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from vlgap.errors import VlgapError
+
 
 @dataclass(frozen=True)
 class NgramCounts:
@@ -114,3 +116,20 @@ def lookup(sorted_keys: np.ndarray, sorted_values: np.ndarray, query: np.ndarray
     hit = sorted_keys[pos_c] == query
     out = np.where(hit, sorted_values[pos_c], default)
     return out
+
+
+def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[str]], n: int,
+                     index: "NgramIndex | None", metric: str):
+    """Shared set-up of BLEU and CIDEr: check every item has a reference, flatten the references and
+    index references + hypotheses once. Returns (ref_counts, n_refs, item_of_ref, index); in the index,
+    documents 0..n_refs-1 are the references in order and n_refs.. the hypotheses."""
+    n_items = len(hypotheses)
+    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
+    if n_items and ref_counts.min() < 1:
+        bad = int(np.flatnonzero(ref_counts < 1)[0])
+        raise VlgapError(f"item {bad} has no reference: {metric} needs at least one reference per item")
+    flat_refs = [r for refs in references for r in refs]
+    if index is None:
+        index = index_ngrams(flat_refs + list(hypotheses), n)
+    item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
+    return ref_counts, len(flat_refs), item_of_ref, index
