@@ -146,6 +146,14 @@ class Entry:
         """Join the chunks covering `ranges` (in order) into features.safetensors, then mark COMPLETE."""
         from safetensors.numpy import save
 
+        done = self.done_chunks()
+        missing = [f"{s}-{e}" for s, e in ranges if (s, e) not in done]
+        if missing:
+            # e.g. Ray workers on other nodes wrote them to their own local disks
+            raise VlgapError(
+                f"cache entry {self.dir} lacks chunks {missing[:8]} ({len(missing)} of {len(ranges)}; items "
+                f"start-end) under {self.chunks_dir}: the workers that computed them wrote elsewhere. Put the "
+                "cache on a filesystem every worker shares (--cache-dir / VLGAP_CACHE), then run again")
         parts = [self.read_chunk(s, e) for s, e in ranges]
         ids = [i for p in parts for i in p[1]]
         bad = [b for p in parts for b in p[2]]
