@@ -62,6 +62,9 @@ def extract_cmd(
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
     workers: int = typer.Option(2, help="background decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, else a local one) or a cluster address"),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
+                                              help="encoder actors (default: one per GPU, or CPUs - 1)"),
 ):
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
@@ -72,6 +75,7 @@ def extract_cmd(
         n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
+        ray=ray, ray_workers=ray_workers,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)

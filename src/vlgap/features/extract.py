@@ -160,7 +160,8 @@ class Job:
         """Write one finished chunk for every pending value (atomically; finished ones are kept)."""
         for v in self.pending:
             if r not in self.entries[v].done_chunks():
-                self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v])
+                meta = {"frame_indices": decoded.frame_log[v]} if v in decoded.frame_log else None
+                self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
 
     def base_record(self, info: dict, batch_size: int) -> dict:
         return {
@@ -183,6 +184,11 @@ class Job:
         if truncated:
             stderr_console.print(f"[yellow]warning:[/] {truncated} texts were longer than {self.encoder}'s context "
                                  "and were truncated (recorded as texts_truncated)")
+        if hasattr(steps, "frame_log"):  # every item's frame indices, from the chunks (this run's or earlier)
+            for v in self.pending:
+                done = self.entries[v].done_chunks()  # a missing chunk is reported by finalize
+                steps.frame_log[v] = {i: idx for r in ranges if r in done
+                                      for i, idx in self.entries[v].chunk_meta(*r).get("frame_indices", {}).items()}
         for v in self.pending:
             rec = dict(record, value=v, **steps.policy(v), chunk_items=steps.chunk_items(), texts_truncated=truncated)
             fs = self.entries[v].finalize(ranges, rec)
@@ -247,6 +253,8 @@ def extract(
     if not items:
         raise VlgapError(f"shard {shard_t[0]}/{shard_t[1]} of {len(man.items)} items is empty")
     root = cache_root(cache_dir)
+    if ray:
+        root = root.resolve()  # workers may run in another directory
     ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
@@ -292,7 +300,6 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
     ranges = job.ranges(steps)
     todo = job.todo(ranges)
     result.chunks_total = len(ranges)
-    frame_log: dict[int, dict[str, list[int]]] = {v: {} for v in job.pending}
     truncated = 0
     t0 = time.perf_counter()
     with progress_bar(progress) as prog:
@@ -319,8 +326,6 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
                 out, cut = steps.encode_chunk(enc, decoded, job.batch_size)
                 job.write_chunk(r, out, decoded)
                 truncated += cut
-                for v, log in decoded.frame_log.items():
-                    frame_log[v].update(log)
                 result.chunks_computed += 1
                 prog.update(task, advance=r[1] - r[0])
     if todo and progress:
@@ -328,7 +333,6 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
         dt = time.perf_counter() - t0
         stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, this process)",
                              highlight=False)
-    steps.frame_log = frame_log
     job.finish(result, steps, ranges, job.base_record(info, job.batch_size), truncated)
 
 
