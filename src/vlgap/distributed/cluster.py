@@ -43,7 +43,9 @@ def connect(spec: str | bool = "auto"):
         else:
             try:
                 ray.init(address="auto", **quiet)
-            except ConnectionError:
+            except ConnectionError as err:
+                if "multiple" in str(err).lower():  # which one is meant is not ours to guess
+                    raise VlgapError(f"--ray auto: {err}; give one with --ray HOST:PORT") from None
                 ray.init(include_dashboard=False, **quiet)
     except ConnectionError as err:
         raise VlgapError(f"--ray {spec}: cannot reach a Ray cluster there ({err}); start one with "

@@ -24,13 +24,13 @@ import time
 from collections import deque
 from dataclasses import replace
 
+import ray
+
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, Job, encoder_info
 from vlgap.progress import progress_bar, stderr_console
-
-import ray
 
 
 @ray.remote
@@ -73,8 +73,8 @@ class EncoderActor:
 def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, dict, int]:
     """(actors, actor options, decode-task options, torch threads per actor) for this cluster.
 
-    GPU: one actor per GPU (1 GPU + 1 CPU each), decoding on the remaining CPUs. CPU only: one actor
-    per CPU but one, so decoding keeps a CPU; on a tiny cluster (fewer CPUs than actors + 1) the
+    GPU: one actor per GPU (1 GPU + 1 CPU each), decoding on the remaining CPUs. CPU only: actors on
+    three quarters of the CPUs (at least one), decoding on the rest; on a tiny cluster (fewer CPUs than actors + 1) the
     actors and decode tasks share the CPUs fractionally so nothing waits forever for a free CPU."""
     cpus, gpus = cluster_cpus_gpus(ray)
     if str(device).startswith("cuda"):
@@ -84,7 +84,7 @@ def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, 
         if n > gpus:
             raise VlgapError(f"--ray-workers {n}: the cluster has {gpus:g} GPUs (one encoder actor per GPU)")
         return n, {"num_gpus": 1, "num_cpus": 1}, {"num_cpus": 1}, 0
-    n = int(n_workers or max(1, int(cpus) - 1))
+    n = int(n_workers or max(1, int(cpus) * 3 // 4))
     if n < 1:
         raise VlgapError(f"--ray-workers must be >= 1, got {n}")
     actor_cpus = min(1.0, cpus / (n + 1))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import ray
 import torch
 
 from vlgap.distributed import faults
@@ -29,7 +30,6 @@ from vlgap.distributed.cluster import TASK_OPTIONS, connect, unwrap
 from vlgap.metrics.knn import row_blocks, topk_block
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
 
-import ray
 
 #: layers whose features sit in the object store at once (the next layer's blocks queue behind)
 LAYERS_IN_FLIGHT = 2

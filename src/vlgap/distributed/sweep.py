@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+import ray
+
 from vlgap.distributed.cluster import TASK_OPTIONS, connect, unwrap
 
-import ray
 
 
 @ray.remote
