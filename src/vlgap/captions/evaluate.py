@@ -23,7 +23,7 @@ import numpy as np
 from vlgap.captions.bleu import bleu_from_statistics, bleu_statistics
 from vlgap.captions.cider import DocumentFrequencies, cider_d_scores
 from vlgap.captions.intervals import mean_statistic, paired_difference, sum_statistic_intervals
-from vlgap.captions.io import CaptionData, _materialise, _reference_rows, load_captions
+from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.captions.rouge import rouge_l_scores
@@ -66,9 +66,9 @@ def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
         return None
     if isinstance(cider_df, DocumentFrequencies):
         return cider_df
-    data, source = _materialise(cider_df, "references for CIDEr document frequencies")
+    data, source = materialise(cider_df, "references for CIDEr document frequencies")
     grouped: dict[str, list[str]] = {}
-    for item, cap in _reference_rows(data, source):
+    for item, cap in reference_rows(data, source):
         if cap is not None:
             grouped.setdefault(str(item), []).append(cap)
     flat = [c for caps in grouped.values() for c in caps]
@@ -87,7 +87,6 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
     if tokenized is None:
         tokenized = tokenize_data(data)
     hyps, refs = tokenized
-    n = len(hyps)
     out: dict[str, MetricTable] = {}
     index = None
     if "bleu" in metrics or "cider" in metrics:

@@ -20,6 +20,7 @@ import numpy as np
 from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
+from vlgap.features.source import layer_names
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
@@ -151,8 +152,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             buf = io.BytesIO()
             np.save(buf, res.pop("matrix"))
             atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
-            x_names = xs_fs.record.get("encoder", {}).get("layer_names") or []
-            y_names = ys_fs.record.get("encoder", {}).get("layer_names") or []
+            x_names, y_names = layer_names(xs_fs), layer_names(ys_fs)
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric,
                    "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
                    "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
