@@ -215,18 +215,45 @@ def _compose(spec: SceneSpec, seed: int, slot: int, before, final) -> tuple[str,
 
 
 N_CAPTIONS = 10
+#: captions that also say what a moving camera does (static scenes: no caption mentions the camera)
+CAMERA_SLOTS = (0, 9)
+_CAMERA_PHRASES = {
+    "pan left": ("the camera pans left", "the camera slowly pans to the left", "the view pans to the left"),
+    "pan right": ("the camera pans right", "the camera slowly pans to the right", "the view pans to the right"),
+    "zoom in": ("the camera zooms in", "the camera slowly zooms in", "the view zooms in"),
+    "zoom out": ("the camera zooms out", "the camera slowly zooms out", "the view zooms out"),
+}
+
+
+def camera_fact(spec: SceneSpec) -> str | None:
+    """Fact id of a moving camera ("camera:pan left"); None for a static one."""
+    return None if spec.camera == "static" else f"camera:{spec.camera}"
+
+
+def _compose_with_camera(spec: SceneSpec, seed: int, slot: int, before, final) -> tuple[str, list[str]]:
+    text, facts = _compose(spec, seed, slot, before, final)
+    fact = camera_fact(spec)
+    if fact is None or slot not in CAMERA_SLOTS:
+        return text, facts
+    # its own stream, so the rest of the wording is what the same scene with a static camera gets
+    rng = np.random.default_rng([seed, slot, 2000])
+    phrases = _CAMERA_PHRASES[spec.camera]
+    phrase = phrases[int(rng.integers(len(phrases)))]
+    joint = ", as " if slot == 0 else ", while "
+    return text[:-1] + joint + phrase + ".", [*facts, fact]
 
 
 def caption_set(spec: SceneSpec, seed: int) -> list[tuple[str, list[str]]]:
+    """(caption, fact ids) for the N_CAPTIONS slots of `write_captions`."""
     final, before = simulate(spec)
     out: list[tuple[str, list[str]]] = []
     seen: set[str] = set()
     for slot in range(N_CAPTIONS):
-        text, facts = _compose(spec, seed, slot, before, final)
+        text, facts = _compose_with_camera(spec, seed, slot, before, final)
         retry = 0
         while text in seen and retry < 20:  # same words by chance: draw another wording
             retry += 1
-            text, facts = _compose(spec, seed + 7919 * retry, slot, before, final)
+            text, facts = _compose_with_camera(spec, seed + 7919 * retry, slot, before, final)
         if text in seen:
             text = text[:-1] + " in this clip."
         seen.add(text)
@@ -238,7 +265,8 @@ def write_captions(spec: SceneSpec | dict, seed: int = 0) -> list[str]:
     """Ten different captions of a scene, each stating a different subset of its facts:
     0 gist (an object + background), 1 count and identities, 2 first event, 3 background + last event,
     4 sizes and start positions, 5 order of two consecutive events, 6 end state, 7 the busiest object's
-    story, 8 when each event happens, 9 summary. Together they state every fact of the spec."""
+    story, 8 when each event happens, 9 summary. Together they state every fact of the spec. When the
+    camera moves, captions 0 and 9 also say how ("..., as the camera pans left.")."""
     if isinstance(spec, dict):
         spec = spec_from_dict(spec)
     return [t for t, _ in caption_set(spec, seed)]
@@ -247,7 +275,7 @@ def write_captions(spec: SceneSpec | dict, seed: int = 0) -> list[str]:
 def caption_facts(spec: SceneSpec | dict, seed: int = 0) -> list[list[str]]:
     """Fact ids stated by each caption of `write_captions(spec, seed)`: bg, count, obj<k>, size<k>,
     pos<k> (start cell), ev<i>, order<i>-<j> (event i happens before event j), time<i> (which third of
-    the clip), end (final state)."""
+    the clip), end (final state), camera:<camera> (a moving camera, e.g. "camera:pan left")."""
     if isinstance(spec, dict):
         spec = spec_from_dict(spec)
     return [f for _, f in caption_set(spec, seed)]
@@ -261,6 +289,8 @@ def all_facts(spec: SceneSpec) -> set[str]:
     facts |= {f"{p}{k}" for k in range(n_obj) for p in ("obj", "size", "pos")}
     facts |= {f"ev{i}" for i in order} | {f"time{i}" for i in order}
     facts |= set(_order_facts(order))
+    if camera_fact(spec) is not None:
+        facts.add(camera_fact(spec))
     return facts
 
 

@@ -1,17 +1,23 @@
-"""The shapes renderer: numpy masks for each shape, plain or scikit-image photo backgrounds, and
+"""The shapes renderer: numpy masks for each shape drawn over a background, seen through the scene's
+camera (a view window that pans or zooms over the clip) in a render style (`style.STYLES`):
 `render(spec)` -> uint8 [T, H, W, 3], deterministic."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from vlgap.data.shapes.spec import (COLOURS, DIRECTIONS, GROW_FACTOR, MOVE_DISTANCE, PHOTO_BACKGROUNDS,
+from vlgap.data.shapes.backgrounds import TEXTURE_PHOTOS, background, photo_path, textured_background
+from vlgap.data.shapes.spec import (CAMERAS, COLOURS, DIRECTIONS, GROW_FACTOR, MOVE_DISTANCE, PHOTO_BACKGROUNDS,
                                     PLAIN_BACKGROUNDS, SHAPES, SIZES, SceneSpec, spec_from_dict)
+from vlgap.data.shapes.style import STYLES, apply_real_style, shake_windows, style_rng
 from vlgap.errors import VlgapError
+
+__all__ = ["PAN_FRACTION", "ZOOM_FACTOR", "camera_windows", "parse_frame_size", "photo_path", "render"]
+
+PAN_FRACTION = 0.2  # a pan shows a window 1 - PAN_FRACTION wide that travels PAN_FRACTION of the scene
+ZOOM_FACTOR = 1.5  # a zoom scales the window side between 1 and 1 / ZOOM_FACTOR about the centre
 
 
 def _shape_mask(shape: str, u: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -56,50 +62,6 @@ def parse_frame_size(size: int | Sequence[int]) -> tuple[int, int]:
     return h, w
 
 
-def _skimage_data_dir() -> Path:
-    import importlib.util
-
-    spec = importlib.util.find_spec("skimage")
-    if spec is None or not spec.submodule_search_locations:
-        raise VlgapError("photo backgrounds need scikit-image (pip install scikit-image)")
-    return Path(spec.submodule_search_locations[0]) / "data"
-
-
-def photo_path(name: str) -> Path:
-    """Local file of a scikit-image photo background; a clear error if it is not installed."""
-    if name not in PHOTO_BACKGROUNDS:
-        raise VlgapError(f"unknown photo background {name!r}; valid: {sorted(PHOTO_BACKGROUNDS)}")
-    path = _skimage_data_dir() / PHOTO_BACKGROUNDS[name][0]
-    if not path.is_file():
-        raise VlgapError(f"photo background {name!r}: {path} is missing from the installed scikit-image")
-    return path
-
-
-@lru_cache(maxsize=64)
-def _background(name: str, h: int, w: int) -> np.ndarray:
-    """The background image, centre-cropped to the frame's aspect ratio and resized; read-only, cached."""
-    if name in PLAIN_BACKGROUNDS:
-        img = np.empty((h, w, 3), np.uint8)
-        img[:] = PLAIN_BACKGROUNDS[name]
-    else:
-        from PIL import Image
-
-        with Image.open(photo_path(name)) as im:
-            if im.mode in ("RGBA", "LA", "P"):
-                im = im.convert("RGBA")
-                canvas = Image.new("RGBA", im.size, (255, 255, 255, 255))
-                im = Image.alpha_composite(canvas, im)
-            im = im.convert("RGB")
-            iw, ih = im.size
-            scale = max(w / iw, h / ih)
-            cw, ch = w / scale, h / scale
-            left, top = (iw - cw) / 2, (ih - ch) / 2
-            im = im.resize((w, h), Image.BILINEAR, box=(left, top, left + cw, top + ch))
-            img = np.asarray(im, dtype=np.uint8).copy()
-    img.setflags(write=False)
-    return img
-
-
 def _timeline(spec: SceneSpec, t: np.ndarray):
     """Per object, arrays over frame times: centre x, y (fractions), scale, alpha, rgb colour."""
     n_obj, n_t = len(spec.objects), len(t)
@@ -128,16 +90,70 @@ def _timeline(spec: SceneSpec, t: np.ndarray):
     return x, y, scale, alpha, rgb
 
 
-def render(spec: SceneSpec | dict, n_frames: int = 32, size: int | Sequence[int] = 128) -> np.ndarray:
-    """Draw a scene: uint8 array [n_frames, H, W, 3]. Deterministic; frame f shows time (f + 0.5) / n_frames.
-    Appear/disappear fade, moves and size changes interpolate linearly within the event's time span."""
+def camera_windows(camera: str, n_frames: int) -> np.ndarray:
+    """[n_frames, 3] view window per frame: x0, y0 (top-left corner) and side, as fractions of the scene.
+    "pan left": the window (1 - PAN_FRACTION wide) moves from the right of the scene to the left, so the
+    content drifts right in the frame; "zoom in": the side shrinks from 1 to 1 / ZOOM_FACTOR about the
+    centre, so the content grows. "static" is the whole scene in every frame."""
+    if camera not in CAMERAS:
+        raise VlgapError(f"unknown camera {camera!r}; valid: {list(CAMERAS)}")
+    t = (np.arange(n_frames) + 0.5) / n_frames
+    out = np.zeros((n_frames, 3))
+    out[:, 2] = 1.0
+    if camera.startswith("pan"):
+        out[:, 2] = 1.0 - PAN_FRACTION
+        out[:, 1] = PAN_FRACTION / 2
+        out[:, 0] = PAN_FRACTION * ((1.0 - t) if camera == "pan left" else t)
+    elif camera.startswith("zoom"):
+        out[:, 2] = ZOOM_FACTOR ** -(t if camera == "zoom in" else 1.0 - t)
+        out[:, 0] = out[:, 1] = (1.0 - out[:, 2]) / 2
+    return out
+
+
+def _fill_backgrounds(frames: np.ndarray, name: str, windows: np.ndarray, textured: str | None) -> None:
+    """Each frame's background: the window of a background image rendered at the resolution the smallest
+    window needs, resampled bilinearly (Pillow) to the frame size."""
+    from PIL import Image
+
+    _, h, w, _ = frames.shape
+    if textured is None and name in PLAIN_BACKGROUNDS:
+        frames[:] = PLAIN_BACKGROUNDS[name]
+        return
+    smallest = float(windows[:, 2].min())
+    bh, bw = int(math.ceil(h / smallest)), int(math.ceil(w / smallest))
+    base = textured_background(name, bh, bw, textured) if textured else background(name, bh, bw)
+    image = Image.fromarray(base)
+    for f, (x0, y0, s) in enumerate(windows):
+        box = (x0 * bw, y0 * bh, (x0 + s) * bw, (y0 + s) * bh)
+        frames[f] = np.asarray(image.resize((w, h), Image.BILINEAR, box=box))
+
+
+def render(spec: SceneSpec | dict, n_frames: int = 32, size: int | Sequence[int] = 128, style: str = "synthetic",
+           style_seed: int = 0) -> np.ndarray:
+    """Draw a scene: uint8 array [n_frames, H, W, 3]. Deterministic given (spec, style_seed); frame f shows
+    time (f + 0.5) / n_frames. Appear/disappear fade, moves and size changes interpolate linearly within
+    the event's time span; the camera's window (`camera_windows`) maps the scene to the frame. style:
+    "synthetic" (clean) or "real" (camera-like, see vlgap.data.shapes.style)."""
     if isinstance(spec, dict):
         spec = spec_from_dict(spec)
     if n_frames < 1:
         raise VlgapError(f"n_frames must be at least 1, got {n_frames}")
+    if style not in STYLES:
+        raise VlgapError(f"unknown render style {style!r}; valid: {list(STYLES)}")
     h, w = parse_frame_size(size)
+    windows = camera_windows(spec.camera, n_frames)
+    rng = None
+    textured = None
+    if style == "real":
+        rng = style_rng(spec.to_dict(), style_seed)
+        windows = shake_windows(windows, rng)
+        if spec.background in PLAIN_BACKGROUNDS:
+            textured = TEXTURE_PHOTOS[int(rng.integers(len(TEXTURE_PHOTOS)))]
     frames = np.empty((n_frames, h, w, 3), np.uint8)
-    frames[:] = _background(spec.background, h, w)
+    if style == "synthetic" and spec.camera == "static":
+        frames[:] = background(spec.background, h, w)
+    else:
+        _fill_backgrounds(frames, spec.background, windows, textured)
     t = (np.arange(n_frames) + 0.5) / n_frames
     x, y, scale, alpha, rgb = _timeline(spec, t)
     outline = spec.background in PHOTO_BACKGROUNDS
@@ -148,8 +164,9 @@ def render(spec: SceneSpec | dict, n_frames: int = 32, size: int | Sequence[int]
             a = alpha[k, f]
             if a <= 0.0:
                 continue
-            r = base_r * scale[k, f]
-            cx, cy = x[k, f] * w, y[k, f] * h
+            wx, wy, ws = windows[f]  # static: 0, 0, 1, which leaves every value below exactly as before
+            r = base_r * scale[k, f] / ws
+            cx, cy = (x[k, f] - wx) / ws * w, (y[k, f] - wy) / ws * h
             pad = r + max(1.5, 0.12 * r) + 1
             x0, x1 = max(0, int(cx - pad)), min(w, int(math.ceil(cx + pad)))
             y0, y1 = max(0, int(cy - pad)), min(h, int(math.ceil(cy + pad)))
@@ -169,5 +186,7 @@ def render(spec: SceneSpec | dict, n_frames: int = 32, size: int | Sequence[int]
                 m = mask.astype(np.float32)[..., None] * a
                 win = win * (1.0 - m) + np.asarray(c, np.float32) * m
             frames[f, y0:y1, x0:x1] = np.clip(np.rint(win), 0, 255).astype(np.uint8)
+    if style == "real":
+        frames = apply_real_style(frames, rng)
     return frames
 

@@ -64,6 +64,18 @@ CELL_NAMES = (("top left", "top", "top right"), ("left", "centre", "right"),
               ("bottom left", "bottom", "bottom right"))
 MIN_CONTRAST = 120.0  # RGB distance between an object's colour and a plain background
 
+#: camera behaviour over the clip: the visible window of the scene pans (translates horizontally) or
+#: zooms (scales about the centre); see render.camera_windows
+CAMERAS = ("static", "pan left", "pan right", "zoom in", "zoom out")
+#: short phrases for a scene's camera (the Camera field of a six-part prompt schema)
+CAMERA_DESCRIPTIONS = {
+    "static": "static camera, the view does not move",
+    "pan left": "the camera pans slowly to the left",
+    "pan right": "the camera pans slowly to the right",
+    "zoom in": "the camera slowly zooms in on the centre",
+    "zoom out": "the camera slowly zooms out from the centre",
+}
+
 # --------------------------------------------------------------------------------------------------
 # Spec
 # --------------------------------------------------------------------------------------------------
@@ -93,13 +105,17 @@ class SceneSpec:
     background: str  # a PLAIN_BACKGROUNDS or PHOTO_BACKGROUNDS name
     objects: tuple[SceneObject, ...]
     events: tuple[Event, ...] = field(default=())
+    camera: str = "static"  # one of CAMERAS
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "background": self.background,
             "objects": [asdict(o) for o in self.objects],
             "events": [{k: v for k, v in asdict(e).items() if v is not None} for e in self.events],
         }
+        if self.camera != "static":  # static specs keep the form they had before cameras existed
+            d["camera"] = self.camera
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SceneSpec":
@@ -119,7 +135,8 @@ def spec_from_dict(d: dict[str, Any]) -> SceneSpec:
                                     x=float(o["x"]), y=float(o["y"])) for o in d.get("objects", []))
         events = tuple(Event(kind=e["kind"], obj=int(e["obj"]), start=float(e["start"]), end=float(e["end"]),
                              direction=e.get("direction"), colour=e.get("colour")) for e in d.get("events", []))
-        spec = SceneSpec(background=d["background"], objects=objects, events=events)
+        spec = SceneSpec(background=d["background"], objects=objects, events=events,
+                         camera=d.get("camera", "static"))
     except (KeyError, TypeError, ValueError) as exc:
         raise VlgapError(f"scene spec is malformed ({exc!r}); expected {{'background': str, 'objects': "
                          "[{shape, colour, size, x, y}], 'events': [{kind, obj, start, end, ...}]}") from exc
@@ -188,6 +205,8 @@ def validate_spec(spec: SceneSpec) -> None:
     if spec.background not in PLAIN_BACKGROUNDS and spec.background not in PHOTO_BACKGROUNDS:
         raise VlgapError(f"unknown background {spec.background!r}; valid: "
                          f"{sorted(PLAIN_BACKGROUNDS) + sorted(PHOTO_BACKGROUNDS)}")
+    if spec.camera not in CAMERAS:
+        raise VlgapError(f"unknown camera {spec.camera!r}; valid: {list(CAMERAS)}")
     if not 1 <= len(spec.objects) <= 8:
         raise VlgapError(f"a scene needs 1 to 8 objects, got {len(spec.objects)}")
     for k, o in enumerate(spec.objects):
@@ -232,9 +251,14 @@ def _contrast_ok(colour: str, background: str) -> bool:
 
 
 def sample_spec(rng: np.random.Generator, photo_fraction: float = 0.5, max_objects: int = 4,
-                max_events: int = 4) -> SceneSpec:
+                max_events: int = 4, camera_fraction: float = 0.0) -> SceneSpec:
     """Draw a random valid scene: 1..max_objects objects with distinct shapes on distinct cells of a 3x3
-    grid, and 1..max_events events in consecutive equal time slots."""
+    grid, and 1..max_events events in consecutive equal time slots. With camera_fraction > 0 the camera
+    moves (a uniform choice of pan left/right, zoom in/out) with that probability; it is drawn after
+    everything else, and nothing is drawn at 0, so the other fields (and, at 0, the stream) stay as
+    they were."""
+    if not 0.0 <= camera_fraction <= 1.0:
+        raise VlgapError(f"camera_fraction must lie in [0, 1], got {camera_fraction}")
     if rng.random() < photo_fraction:
         background = str(rng.choice(list(PHOTO_BACKGROUNDS)))
     else:
@@ -306,7 +330,10 @@ def sample_spec(rng: np.random.Generator, photo_fraction: float = 0.5, max_objec
     events = tuple(Event(kind=kind, obj=k, start=round((j + 0.1) / n, 4), end=round((j + 0.9) / n, 4),
                          direction=direction, colour=colour)
                    for j, (k, kind, direction, colour) in enumerate(picked))
-    spec = SceneSpec(background=background, objects=tuple(objects), events=events)
+    camera = "static"
+    if camera_fraction > 0 and rng.random() < camera_fraction:
+        camera = CAMERAS[1 + int(rng.integers(len(CAMERAS) - 1))]
+    spec = SceneSpec(background=background, objects=tuple(objects), events=events, camera=camera)
     validate_spec(spec)
     return spec
 
