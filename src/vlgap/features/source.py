@@ -4,7 +4,7 @@ extracted with an encoder that is loaded at most once per name and only if somet
 keyword arguments repeated on every probe)."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +25,6 @@ class FeatureOptions:
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
     progress: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["cache_dir"] = None if self.cache_dir is None else str(self.cache_dir)
-        return d
 
 
 #: FeatureOptions field names: old probe keywords with these names now go into the options object
