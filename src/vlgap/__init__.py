@@ -12,7 +12,7 @@ __version__ = "0.1.0"
 # public name -> "module:attribute"
 _API = {
     # alignment probe (metrics on arrays, layer search, scaling law)
-    "align": "vlgap.metrics.alignment:align",
+    "align": "vlgap.metrics.layer_search:align",
     "layer_search": "vlgap.metrics.layer_search:layer_search",
     "precompute_layers": "vlgap.metrics.layer_search:precompute_layers",
     "fit_scaling": "vlgap.scaling:fit_scaling",
