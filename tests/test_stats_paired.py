@@ -68,7 +68,7 @@ def test_factorial_null_interaction_is_not_significant():
 
 def test_factorial_contrasts_are_exact_on_noise_free_cells():
     ones = np.ones(5)
-    res = factorial_effects(0 * ones, 1 * ones, 2 * ones, 10 * ones, n_resamples=50, n_permutations=64)
+    res = factorial_effects(0 * ones, 1 * ones, 2 * ones, 10 * ones, n_bootstrap=50, n_permutations=64)
     assert res["main_a"]["estimate"] == pytest.approx(((2 + 10) - (0 + 1)) / 2)
     assert res["main_b"]["estimate"] == pytest.approx(((1 + 10) - (0 + 2)) / 2)
     assert res["interaction"]["estimate"] == pytest.approx((10 - 2) - (1 - 0))
