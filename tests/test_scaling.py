@@ -117,3 +117,8 @@ def test_read_grid_csv(tmp_path):
     assert fit.params["alpha"] == pytest.approx(0.75, rel=0.01)
     with pytest.raises(VlgapError, match="no such file"):
         read_grid_csv(tmp_path / "missing.csv")
+
+
+def test_old_bootstrap_keyword_names_the_new_one():
+    with pytest.raises(VlgapError, match="bootstrap= is now bootstrap_method="):
+        fit_scaling(grid(), n_bootstrap=0, bootstrap="case")
