@@ -15,6 +15,8 @@ _API = {
     "align": "vlgap.metrics.layer_search:align",
     "layer_search": "vlgap.metrics.layer_search:layer_search",
     "precompute_layers": "vlgap.metrics.layer_search:precompute_layers",
+    "prepare_features": "vlgap.metrics.prepare:prepare_features",
+    "read_layers": "vlgap.features.arrays:read_layers",
     "fit_scaling": "vlgap.scaling:fit_scaling",
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",
