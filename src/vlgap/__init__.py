@@ -12,9 +12,11 @@ __version__ = "0.1.0"
 # public name -> "module:attribute"
 _API = {
     # alignment probe (metrics on arrays, layer search, scaling law)
-    "align": "vlgap.metrics.alignment:align",
+    "align": "vlgap.metrics.layer_search:align",
     "layer_search": "vlgap.metrics.layer_search:layer_search",
     "precompute_layers": "vlgap.metrics.layer_search:precompute_layers",
+    "prepare_features": "vlgap.metrics.prepare:prepare_features",
+    "read_layers": "vlgap.features.arrays:read_layers",
     "fit_scaling": "vlgap.scaling:fit_scaling",
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",
