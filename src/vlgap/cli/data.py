@@ -62,7 +62,8 @@ def extract_cmd(
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
     workers: int = typer.Option(2, help="background decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
-    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, else a local one) or a cluster address"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
+                                      "else a local one) or a cluster address"),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
                                               help="encoder actors (default: one per GPU, or CPUs - 1)"),
 ):

@@ -10,14 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.data import _int_list
+from vlgap.cli.options import int_list
 from vlgap.io_utils import to_json
 
 console = Console()
 
 
 def _print_rows(rows: list[dict]) -> None:
-    table = Table(title="alignment (best layer pair)")
+    presets = {r.get("preset") for r in rows} - {None}
+    table = Table(title="alignment (best layer pair)" + (f", preset {', '.join(sorted(presets))}" if presets else ""))
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
@@ -37,6 +38,7 @@ def sweep_cmd(
     out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable)"),
     k: int = typer.Option(10),
     metric: str = typer.Option("mutual_knn"),
+    preset: Optional[str] = typer.Option(None, help="platonic-rep: its feature preparation (one clamp over all layers)"),
     bootstrap: int = typer.Option(200, help="bootstrap resamples (best pair re-selected in each); 0 = none"),
     permutations: int = typer.Option(200, help="permutations of the pairing for the null; 0 = none"),
     seed: int = typer.Option(0),
@@ -47,15 +49,16 @@ def sweep_cmd(
     skip_bad: bool = typer.Option(False),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
-    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, else a local one) or a cluster address"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
+                                      "else a local one) or a cluster address"),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="encoder actors for extraction"),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
-                      _int_list(n_frames, "--n-frames"), _int_list(n_captions, "--n-captions"), k=k, metric=metric,
-                      bootstrap=bootstrap, permutations=permutations, seed=seed, device=device, dtype=dtype,
+                      int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
+                      bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)

@@ -18,18 +18,19 @@ from vlgap.distributed.cluster import TASK_OPTIONS, connect, unwrap
 
 
 @ray.remote
-def _side_task(layers, k, metric, for_bootstrap, device, name):
+def _side_task(layers, k, metric, for_bootstrap, device, preset, name):
     from vlgap.metrics.layer_search import precompute_layers
 
-    return precompute_layers(layers, k=k, metric=metric, device=device, for_bootstrap=for_bootstrap, name=name)
+    return precompute_layers(layers, k=k, metric=metric, device=device, preset=preset, for_bootstrap=for_bootstrap,
+                             name=name)
 
 
 @ray.remote
-def _cell_task(ci, sx, sy, k, metric, bootstrap, permutations, seed, device):
+def _cell_task(ci, sx, sy, k, metric, bootstrap, permutations, seed, device, preset):
     from vlgap.probe.sweep import score_cell
 
     return ci, score_cell(sx, sy, k=k, metric=metric, bootstrap=bootstrap, permutations=permutations, seed=seed,
-                          device=device)
+                          device=device, preset=preset)
 
 
 def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, *,
@@ -45,7 +46,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, *,
         if key not in sides:
             layers = rt.put(features(*key).layers)
             sides[key] = _side_task.options(**opts).remote(layers, cfg.k, cfg.metric, cfg.bootstrap > 0, cfg.device,
-                                                           f"{name} {modality}={value}")
+                                                           cfg.preset, f"{name} {modality}={value}")
         return sides[key]
 
     pending = []
@@ -53,7 +54,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, *,
         v, t, nf, nc = cells[ci]
         pending.append(_cell_task.options(**opts).remote(
             ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.bootstrap, cfg.permutations,
-            cfg.seed + ci, cfg.device))
+            cfg.seed + ci, cfg.device, cfg.preset))
     while pending:
         ready, pending = rt.wait(pending, num_returns=1)
         try:
