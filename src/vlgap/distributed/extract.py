@@ -1,7 +1,8 @@
 """Feature extraction on a Ray cluster, into the same feature store as a single process.
 
-Decoding (PyAV, frame sampling) runs as Ray tasks on CPUs; encoding runs on actors that load the
-model once (one per GPU with device="cuda"). The driver keeps a bounded window of chunks in flight
+Decoding (PyAV, frame sampling, and preprocessing when the encoder's `preprocessor` needs no model)
+runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one per GPU with
+device="cuda"). The driver keeps a bounded window of chunks in flight
 (2 per actor + 2): as soon as a chunk is decoded it goes to the least busy actor, so the next chunks
 decode while the encoders work. Each actor call encodes one chunk with the shared steps of
 `vlgap.features.extract` and writes the chunk file itself (atomic rename), then returns only the
@@ -34,10 +35,11 @@ from vlgap.progress import progress_bar, stderr_console
 
 
 @ray.remote
-def _decode(steps, items, chunk_no: int, fault):
-    """A chunk's items decoded (uint8 frames or joined texts); preprocessing happens on the actor."""
+def _decode(steps, items, chunk_no: int, preprocessor, fault):
+    """A chunk's items decoded and, when the encoder has a model-free `preprocessor`, preprocessed
+    (else the actor preprocesses the uint8 frames); texts joined."""
     faults.maybe_kill(fault, "decode", chunk_no)
-    return steps.collect(items, [steps.decode_one(item) for item in items])
+    return steps.collect(items, [steps.decode_one(item, preprocessor) for item in items])
 
 
 @ray.remote
@@ -57,8 +59,8 @@ class EncoderActor:
         self.enc = job.load_encoder()
         self.written = 0
 
-    def info(self) -> dict:
-        return encoder_info(self.enc)
+    def info(self) -> tuple[dict, object]:
+        return encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
 
     def encode(self, r, chunk_no: int, decoded, steps) -> dict:
         out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
@@ -103,15 +105,15 @@ def run_ray(job: Job, result: ExtractResult, *, ray: str | bool = "auto", n_work
                                                                          os.getpid()) for _ in range(n)]
     try:
         try:
-            info = rt.get(actors[0].info.remote())
+            info, preprocessor = rt.get(actors[0].info.remote())
         except rt.exceptions.RayError as err:
             raise unwrap(err) from None
         steps = job.steps(info)
         ranges = job.ranges(steps)
         todo = job.todo(ranges)
         result.chunks_total = len(ranges)
-        truncated, hosts = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, fault,
-                                                 progress, result)
+        truncated, hosts = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault,
+                                       progress, result)
     finally:
         for a in actors:
             rt.kill(a)
@@ -121,7 +123,7 @@ def run_ray(job: Job, result: ExtractResult, *, ray: str | bool = "auto", n_work
     job.finish(result, steps, ranges, record, truncated)
 
 
-def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, fault, progress, result):
+def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault, progress, result):
     chunk_no = {r: i for i, r in enumerate(ranges)}
     window = 2 * len(actors) + 2      # chunks decoding or queued on actors: bounds memory
     queue = deque(todo)
@@ -130,6 +132,7 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, fault, progre
     load = [0] * len(actors)
     truncated, hosts = 0, set()
     t0 = time.perf_counter()
+    preprocessor_ref = rt.put(preprocessor)
     with progress_bar(progress) as prog:
         task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))} (ray, "
                              f"{len(actors)} encoder actors)", total=len(job.items), unit="items")
@@ -138,7 +141,7 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, fault, progre
             while queue and len(decoding) + len(encoding) < window:
                 r = queue.popleft()
                 ref = _decode.options(**decode_opts, **TASK_OPTIONS).remote(steps, job.items[r[0]:r[1]],
-                                                                             chunk_no[r], fault)
+                                                                             chunk_no[r], preprocessor_ref, fault)
                 decoding[ref] = r
             ready, _ = rt.wait(list(decoding) + list(encoding), num_returns=1)
             ref = ready[0]
