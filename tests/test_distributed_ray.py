@@ -92,11 +92,14 @@ print("RAY_LOADED", "ray" in sys.modules)
 
 
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
-                                                         small_chunks):
+                                                         small_chunks, monkeypatch):
     from typer.testing import CliRunner
 
     from vlgap.cli import app
+    from vlgap.distributed import extract as ray_extract
     from vlgap.features.extract import extract
+
+    monkeypatch.setattr(ray_extract, "DECODE_ITEMS", 1)  # every chunk decoded in parts by several tasks
 
     single = _vision(tiny_dataset, tmp_path / "single")
     dist = _vision(tiny_dataset, tmp_path / "ray", ray="auto", ray_workers=2)

@@ -3,8 +3,8 @@
 Decoding (PyAV, frame sampling, and preprocessing when the encoder's `preprocessor` needs no model)
 runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one per GPU with
 device="cuda"). The driver keeps a bounded window of chunks in flight
-(2 per actor + 2): as soon as a chunk is decoded it goes to the least busy actor, so the next chunks
-decode while the encoders work. Each actor call encodes one chunk with the shared steps of
+(2 per actor + 2), each decoded by several tasks of DECODE_ITEMS items: as soon as a chunk is
+decoded it goes to the least busy actor, so the next chunks decode while the encoders work. Each actor call encodes one chunk with the shared steps of
 `vlgap.features.extract` and writes the chunk file itself (atomic rename), then returns only the
 small frame log; the driver finally joins the chunks and writes COMPLETE exactly as a single
 process does. Because chunk boundaries, batches and code are the same, the arrays are bit-identical
@@ -30,8 +30,12 @@ import ray
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
 from vlgap.errors import VlgapError
-from vlgap.features.extract import ExtractResult, Job, encoder_info
+from vlgap.features.extract import ExtractResult, Job, encoder_info, join_decoded
 from vlgap.progress import progress_bar, stderr_console
+
+
+#: items per decoding task (a chunk is decoded by several tasks at once, then encoded as one)
+DECODE_ITEMS = 8
 
 
 @ray.remote
@@ -62,7 +66,8 @@ class EncoderActor:
     def info(self) -> tuple[dict, object]:
         return encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
 
-    def encode(self, r, chunk_no: int, decoded, steps) -> dict:
+    def encode(self, r, chunk_no: int, steps, *parts) -> dict:
+        decoded = join_decoded(list(parts))
         out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
         faults.maybe_kill(self.fault, "encode", chunk_no)  # after the work, before the write: worst case
         self.job.write_chunk(tuple(r), out, decoded)
@@ -127,7 +132,9 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
     chunk_no = {r: i for i, r in enumerate(ranges)}
     window = 2 * len(actors) + 2      # chunks decoding or queued on actors: bounds memory
     queue = deque(todo)
-    decoding: dict = {}               # ref -> chunk range
+    decoding: dict = {}               # ref of a part -> chunk range
+    parts: dict = {}                  # chunk range -> refs of its parts, in item order
+    waiting: dict = {}                # chunk range -> parts not decoded yet
     encoding: dict = {}               # ref -> (chunk range, actor index)
     load = [0] * len(actors)
     truncated, hosts = 0, set()
@@ -138,18 +145,23 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
                              f"{len(actors)} encoder actors)", total=len(job.items), unit="items")
         prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
         while queue or decoding or encoding:
-            while queue and len(decoding) + len(encoding) < window:
+            while queue and len(parts) + len(encoding) < window:
                 r = queue.popleft()
-                ref = _decode.options(**decode_opts, **TASK_OPTIONS).remote(steps, job.items[r[0]:r[1]],
-                                                                             chunk_no[r], preprocessor_ref, fault)
-                decoding[ref] = r
+                parts[r] = [_decode.options(**decode_opts, **TASK_OPTIONS).remote(
+                    steps, job.items[s:min(s + DECODE_ITEMS, r[1])], chunk_no[r] if s == r[0] else -1,
+                    preprocessor_ref, fault) for s in range(r[0], r[1], DECODE_ITEMS)]
+                decoding.update((p, r) for p in parts[r])
+                waiting[r] = len(parts[r])
             ready, _ = rt.wait(list(decoding) + list(encoding), num_returns=1)
             ref = ready[0]
             if ref in decoding:
                 r = decoding.pop(ref)
-                a = min(range(len(actors)), key=load.__getitem__)
-                encoding[actors[a].encode.remote(r, chunk_no[r], ref, steps)] = (r, a)
-                load[a] += 1
+                waiting[r] -= 1
+                if waiting[r] == 0:  # the whole chunk is decoded: to the least busy actor
+                    del waiting[r]
+                    a = min(range(len(actors)), key=load.__getitem__)
+                    encoding[actors[a].encode.remote(r, chunk_no[r], steps, *parts.pop(r))] = (r, a)
+                    load[a] += 1
                 continue
             r, a = encoding.pop(ref)
             load[a] -= 1

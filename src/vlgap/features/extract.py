@@ -367,6 +367,19 @@ class Decoded:
     frame_log: dict[int, dict[str, list[int]]] = field(default_factory=dict)
 
 
+def join_decoded(parts: list[Decoded]) -> Decoded:
+    """One chunk from its consecutive parts (decoded separately), exactly as if collected at once."""
+    first = parts[0]
+    ids = {v: [i for p in parts for i in p.ids[v]] for v in first.ids}
+    bad = {v: [b for p in parts for b in p.bad[v]] for v in first.bad}
+    log = {v: {i: x for p in parts for i, x in p.frame_log[v].items()} for v in first.frame_log}
+    if isinstance(first.payload, dict):  # text: per value
+        payload = {v: [x for p in parts for x in p.payload[v]] for v in first.payload}
+    else:
+        payload = [x for p in parts for x in p.payload]
+    return Decoded(ids, bad, payload, log)
+
+
 def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
     if not skip_bad:
         raise VlgapError(f"{BadItemError(item_id, reason)} (pass --skip-bad to skip and report such items)")
