@@ -2,14 +2,14 @@
 
 Decoding (PyAV, frame sampling, and preprocessing when the encoder's `preprocessor` needs no model)
 runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one per GPU with
-device="cuda"). The driver keeps a bounded window of chunks in flight
-(2 per actor + 2), each decoded by several tasks of DECODE_ITEMS items: as soon as a chunk is
-decoded it goes to the least busy actor, so the next chunks decode while the encoders work. Each actor call encodes one chunk with the shared steps of
-`vlgap.features.extract` and writes the chunk file itself (atomic rename), then returns only the
-small frame log; the driver finally joins the chunks and writes COMPLETE exactly as a single
-process does. Because chunk boundaries, batches and code are the same, the arrays are bit-identical
-to a single-process run on the same device, dtype and torch thread count; records differ only in
-provenance (`ray` hosts/workers, times).
+device="cuda"). The driver keeps a bounded window of chunks in flight (2 per actor + 2), each
+decoded by several tasks of DECODE_ITEMS items; as soon as a chunk is decoded it goes to the least
+busy actor, so the next chunks decode while the encoders work. An actor call encodes one chunk with
+the shared steps of `vlgap.features.extract` and writes its chunk files itself (atomic rename); the
+driver finally joins the chunks and writes COMPLETE exactly as a single process does. Chunk
+boundaries, batches and code being the same, the arrays are bit-identical to a single-process run
+on the same device, dtype and torch thread count; records differ only in provenance (a `ray` block
+with hosts and actors, times, command).
 
 Faults: a decode task whose process dies is re-run (`max_retries`); an encoder actor that dies is
 restarted, reloads the model and re-runs the calls it held (`max_restarts`, `max_task_retries`);
@@ -73,16 +73,15 @@ class EncoderActor:
         self.job.write_chunk(tuple(r), out, decoded)
         self.written += 1
         faults.maybe_kill(self.fault, "driver", self.written, self.driver_pid)
-        return {"truncated": truncated, "host": socket.gethostname(),
-                "pid": os.getpid()}
+        return {"truncated": truncated, "host": socket.gethostname(), "pid": os.getpid()}
 
 
 def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, dict, int]:
     """(actors, actor options, decode-task options, torch threads per actor) for this cluster.
 
     GPU: one actor per GPU (1 GPU + 1 CPU each), decoding on the remaining CPUs. CPU only: actors on
-    three quarters of the CPUs (at least one), decoding on the rest; on a tiny cluster (fewer CPUs than actors + 1) the
-    actors and decode tasks share the CPUs fractionally so nothing waits forever for a free CPU."""
+    three quarters of the CPUs (at least one), decoding on the rest; on a tiny cluster (fewer CPUs
+    than actors + 1) actors and decoding tasks share the CPUs fractionally, so none waits forever."""
     cpus, gpus = cluster_cpus_gpus(ray)
     if str(device).startswith("cuda"):
         if gpus < 1:
