@@ -67,13 +67,15 @@ class EncoderActor:
         return encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
 
     def encode(self, r, chunk_no: int, steps, *parts) -> dict:
+        t0 = time.perf_counter()
         decoded = join_decoded(list(parts))
         out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
         faults.maybe_kill(self.fault, "encode", chunk_no)  # after the work, before the write: worst case
         self.job.write_chunk(tuple(r), out, decoded)
         self.written += 1
         faults.maybe_kill(self.fault, "driver", self.written, self.driver_pid)
-        return {"truncated": truncated, "host": socket.gethostname(), "pid": os.getpid()}
+        return {"truncated": truncated, "host": socket.gethostname(), "pid": os.getpid(),
+                "busy_s": time.perf_counter() - t0}
 
 
 def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, dict, int]:
@@ -116,14 +118,15 @@ def run_ray(job: Job, result: ExtractResult, *, ray: str | bool = "auto", n_work
         ranges = job.ranges(steps)
         todo = job.todo(ranges)
         result.chunks_total = len(ranges)
-        truncated, hosts = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault,
-                                       progress, result)
+        truncated, hosts, busy = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
+                                             fault, progress, result)
     finally:
         for a in actors:
             rt.kill(a)
     record = job.base_record(info, job.batch_size)
     record["ray"] = {"encoder_actors": n, "actor_resources": actor_opts, "decode_resources": decode_opts,
-                     "hosts": sorted(hosts), "chunks_computed": result.chunks_computed}
+                     "hosts": sorted(hosts), "chunks_computed": result.chunks_computed,
+                     "encoder_busy_fraction": round(busy, 3)}
     job.finish(result, steps, ranges, record, truncated)
 
 
@@ -136,7 +139,7 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
     waiting: dict = {}                # chunk range -> parts not decoded yet
     encoding: dict = {}               # ref -> (chunk range, actor index)
     load = [0] * len(actors)
-    truncated, hosts = 0, set()
+    truncated, hosts, busy = 0, set(), 0.0
     t0 = time.perf_counter()
     preprocessor_ref = rt.put(preprocessor)
     with progress_bar(progress) as prog:
@@ -169,12 +172,15 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
             except rt.exceptions.RayError as err:  # a bad item (no --skip-bad), or retries exhausted
                 raise unwrap(err) from None
             truncated += rep["truncated"]
+            busy += rep["busy_s"]
             hosts.add(rep["host"])
             result.chunks_computed += 1
             prog.update(task, advance=r[1] - r[0])
+    dt = time.perf_counter() - t0
+    busy = busy / (dt * len(actors)) if todo else 0.0  # below ~0.9: the encoders waited for decoding
     if todo and progress:
         n = sum(e - s for s, e in todo)
-        dt = time.perf_counter() - t0
         stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, {len(actors)} "
-                             f"encoder actors on {len(hosts)} host(s))", highlight=False)
-    return truncated, hosts
+                             f"encoder actors on {len(hosts)} host(s), busy {busy:.0%} of the time)",
+                             highlight=False)
+    return truncated, hosts, busy
