@@ -10,17 +10,21 @@ import re
 import shlex
 import shutil
 import sys
+from pathlib import Path
 
 import pytest
+from conftest import write_video
 from typer.testing import CliRunner
 
 from vlgap.cli import main
 from vlgap.cli._app import app
-from vlgap.data.importers import import_dataset, import_msrvtt, import_msvd, import_vatex
+from vlgap.data.importers import (
+    import_msrvtt,
+    import_msvd,
+    import_vatex,
+)
 from vlgap.data.manifest import read_manifest
 from vlgap.errors import VlgapError
-
-from conftest import write_video
 
 BOM = "\ufeff"
 UNI = "Ein Mädchen spielt — naïve café ☕ 中文 🎸"  # unicode must survive byte for byte
@@ -423,6 +427,8 @@ def test_limit_above_usable_is_reported_and_subsets_are_reproducible(tmp_path, m
     assert a.n_written == 2 and read_manifest(tmp_path / "a.jsonl").ids == read_manifest(tmp_path / "b.jsonl").ids
     assert "--limit 2: random subset of 3 usable items" in a.summary()
     assert one_line_error(import_msrvtt, tv, vd, tmp_path / "m.jsonl", limit=0) == "--limit must be >= 1, got 0"
+    assert one_line_error(import_msrvtt, tv, vd, tv) == f"--out {tv} is the annotation file itself; give a new .jsonl path"
+    assert json.loads(tv.read_text())["sentences"]  # untouched
 
 
 def test_several_suffixes_symlinks_and_stale_skip_lists(tmp_path, clip_bytes):
@@ -508,7 +514,7 @@ def test_cli_import_summary_lists_skips_unwrapped(tmp_path, clip_bytes):
 
 def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch):
     """Every `vlgap import` line of the README, run on small files in the official layouts."""
-    readme = open(os.path.join(os.path.dirname(__file__), "..", "README.md"), encoding="utf-8").read()
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
     commands = [ln.split("#")[0].strip() for ln in readme.splitlines() if ln.startswith("vlgap import ")]
     assert len(commands) >= 3
     monkeypatch.chdir(tmp_path)

@@ -17,9 +17,11 @@ import io
 import json
 import os
 import random
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from vlgap.data.manifest import VIDEO_SUFFIXES, Item, write_manifest
 from vlgap.errors import VlgapError
@@ -100,8 +102,8 @@ class ImportReport:
 
     def summary(self) -> str:
         """One fact per line; id lists are never wrapped (print with soft_wrap)."""
-        lines = [f"{self.dataset} ({self.layout}): {self.n_annotated} annotated videos, {self.n_written} written "
-                 f"({self.n_captions} captions) to {self.manifest}"]
+        lines = [(f"{self.dataset} ({self.layout}): {self.n_annotated} annotated videos, {self.n_written} written "
+                  f"({self.n_captions} captions) to {self.manifest}")]
         if self.limit is not None and self.limit > self.n_usable:
             lines.append(f"--limit {self.limit} requested but only {self.n_usable} usable: wrote {self.n_written}")
         elif self.limit is not None:
@@ -214,9 +216,10 @@ def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit:
     dropped = list(parsed.dropped) + [r for r in parsed.malformed if r["kind"] == "caption"]
 
     no_caption = []
+    n_dropped = Counter(r["id"] for r in dropped)
     for e in parsed.entries.values():
         if not e.captions and not parsed.captionless:
-            n_drop = sum(1 for r in dropped if r["id"] == e.id)
+            n_drop = n_dropped[e.id]
             why = f"no captions left (all {n_drop} were empty, null or malformed)" if n_drop else "no captions"
             no_caption.append({"kind": "item", "id": e.id, "where": e.where, "reason": why})
     if no_caption and not skip_bad:
@@ -260,6 +263,8 @@ def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit:
     out = Path(out)
     if out.is_dir():
         out = out / "manifest.jsonl"
+    if out.exists() and out.resolve() == annotations.resolve():
+        raise VlgapError(f"--out {out} is the annotation file itself; give a new .jsonl path")
     skipped_file = out.with_name(out.name.removesuffix(".jsonl") + SKIPPED_SUFFIX)
     if skipped or dropped:
         atomic_write_text(skipped_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in skipped + dropped))

@@ -22,7 +22,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from vlgap.data.importers.common import Entry, ImportReport, Parsed, finish, lines_of, read_text
+from vlgap.data.importers.common import (
+    Entry,
+    ImportReport,
+    Parsed,
+    finish,
+    lines_of,
+    read_text,
+)
 from vlgap.errors import VlgapError
 
 CSV_COLUMNS = ("VideoID", "Start", "End", "WorkerID", "Source", "AnnotationTime", "Language", "Description")
@@ -168,7 +175,9 @@ def import_msvd(annotations: str | Path, video_dir: str | Path, out: str | Path,
             n = int(vid[3:])
             e.media_names = (vid,)
             e.meta["vid"] = vid
-            e.meta.update({"split": s for s, (lo, hi) in SPLITS.items() if lo <= n <= hi})
+            in_split = [s for s, (lo, hi) in SPLITS.items() if lo <= n <= hi]
+            if in_split:
+                e.meta["split"] = in_split[0]
     unmapped = [c for c in p.entries if c not in clips]
     p.layout += f", clip names from {map_path}"
     if split is not None:

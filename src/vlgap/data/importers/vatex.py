@@ -13,7 +13,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from vlgap.data.importers.common import Entry, ImportReport, Parsed, finish, read_json, type_name
+from vlgap.data.importers.common import (
+    Entry,
+    ImportReport,
+    Parsed,
+    finish,
+    read_json,
+    type_name,
+)
 from vlgap.errors import VlgapError
 
 SPLIT_FILES = {
