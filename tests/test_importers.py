@@ -60,10 +60,11 @@ def one_line_error(fn, *args, **kw) -> str:
 
 
 # ---- MSR-VTT --------------------------------------------------------------------------------------
-def msrvtt_file(path, videos_, sentences, info=True):
+def msrvtt_file(path, videos_, sentences, info=True, bom=False, crlf=False):
     obj = {"info": {"year": "2016", "version": "1.0", "contributor": "Microsoft"}} if info else {}
     obj.update({"videos": videos_, "sentences": sentences})
-    path.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
+    text = json.dumps(obj, ensure_ascii=False, indent=1 if crlf else None)
+    path.write_bytes(((BOM if bom else "") + (text.replace("\n", "\r\n") if crlf else text)).encode("utf-8"))
     return path
 
 
@@ -122,7 +123,7 @@ def test_msrvtt_2016_train_val_and_test_files(tmp_path, msrvtt_2016):
 def test_msrvtt_2017_layout_one_file_all_splits(tmp_path, clip_bytes):
     f = msrvtt_file(tmp_path / "videodatainfo_2017.json",
                     [v("video0", "train"), v("video6513", "validate"), v("video7010", "test")],
-                    [s("video0", 0, "a"), s("video6513", 1, "b"), s("video7010", 2, "c")], info=False)
+                    [s("video0", 0, "a"), s("video6513", 1, "b"), s("video7010", 2, "c")], info=False, bom=True, crlf=True)
     vd = videos(tmp_path / "v", ["video0.mp4", "video6513.mp4", "video7010.mp4"], clip_bytes)
     rep = import_msrvtt(f, vd, tmp_path / "m.jsonl", split="validate")
     assert rep.layout == "2017 layout, all splits in one file, split validate: 1 of 3 videos"
@@ -535,3 +536,45 @@ def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch
         assert res.exit_code == 0, (cmd, res.output, res.exception)
         out = argv[argv.index("--out") + 1]
         assert len(read_manifest(out)) >= 1, cmd
+
+
+def test_every_caption_is_kept_or_listed(tmp_path, clip_bytes):
+    """Conservation on a seeded random VATEX file: each input caption is either in the manifest (same text,
+    same order) or listed in the skipped-items file, and each skipped item is listed with its reason."""
+    import random
+
+    rng = random.Random(7)
+    pool = ["A man runs.", UNI, "  padded  ", "", None, " \t ", "Two dogs play fetch."]
+    entries, expect_kept, expect_dropped, expect_skipped = [], {}, set(), {}
+    names = []
+    for i in range(40):
+        vid = f"v{i:02d}_{i:06d}_{i + 10:06d}"
+        caps = [rng.choice(pool) for _ in range(rng.randint(0, 6))]
+        malformed = rng.random() < 0.1
+        has_video = rng.random() < 0.85
+        entries.append({"videoID": vid, "enCap": " ".join(c or "" for c in caps) if malformed else caps})
+        if has_video:
+            names.append(f"{vid}.mp4")
+        kept = [c.strip() for c in caps if c is not None and c.strip()]
+        if malformed:
+            expect_skipped[vid] = "'enCap' is a string, not a list of strings"
+            continue
+        expect_dropped |= {(vid, f"entry {i} enCap[{j}]") for j, c in enumerate(caps) if c is None or not c.strip()}
+        if not kept:
+            expect_skipped[vid] = "no captions"
+        elif not has_video:
+            expect_skipped[vid] = "no video file"
+        else:
+            expect_kept[vid] = kept
+    f = vatex_file(tmp_path / "vatex_training_v1.0.json", entries)
+    vd = videos(tmp_path / "videos", names, clip_bytes)
+    rep = import_vatex(f, vd, tmp_path / "m.jsonl", skip_bad=True)
+    assert {m[0]: m[1] for m in manifest(tmp_path / "m.jsonl")} == expect_kept
+    assert read_manifest(tmp_path / "m.jsonl").ids == list(expect_kept)  # file order
+    listed = skipped(tmp_path / "m.skipped_items.jsonl")
+    assert {(r["id"], r["where"]) for r in listed if r["kind"] == "caption"} == expect_dropped
+    items = {r["id"]: r["reason"] for r in listed if r["kind"] == "item"}
+    assert set(items) == set(expect_skipped)
+    assert all(items[k].startswith(why) for k, why in expect_skipped.items())
+    assert rep.n_written == len(expect_kept) and len(rep.skipped) == len(expect_skipped)
+    assert len(expect_dropped) > 5 and len(expect_skipped) > 5  # the draw exercises every path
