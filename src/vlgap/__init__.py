@@ -12,9 +12,11 @@ __version__ = "0.1.0"
 # public name -> "module:attribute"
 _API = {
     # alignment probe (metrics on arrays, layer search, scaling law)
-    "align": "vlgap.metrics.alignment:align",
+    "align": "vlgap.metrics.layer_search:align",
     "layer_search": "vlgap.metrics.layer_search:layer_search",
     "precompute_layers": "vlgap.metrics.layer_search:precompute_layers",
+    "prepare_features": "vlgap.metrics.prepare:prepare_features",
+    "read_layers": "vlgap.features.arrays:read_layers",
     "fit_scaling": "vlgap.scaling:fit_scaling",
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",
@@ -33,12 +35,14 @@ _API = {
     "spec_from_dict": "vlgap.data.shapes:spec_from_dict",
     "write_captions": "vlgap.data.shapes:write_captions",
     "sweep": "vlgap.probe.sweep:run_sweep",
-    "test_of_time": "vlgap.probe.temporal:run_test_of_time",
-    "reorder_probe": "vlgap.probe.temporal:run_reorder",
-    "frame_order_controls": "vlgap.probe.temporal:run_frame_order",
-    "reorder_drop": "vlgap.probe.temporal:reorder_drop",
-    "frame_order_difference": "vlgap.probe.temporal:frame_order_difference",
-    "read_reorder_json": "vlgap.probe.temporal:read_reorder_json",
+    "test_of_time": "vlgap.probe.test_of_time:run_test_of_time",
+    "reorder_probe": "vlgap.probe.reorder:run_reorder",
+    "frame_order_controls": "vlgap.probe.frame_order:run_frame_order",
+    "reorder_drop": "vlgap.metrics.conditions:reorder_drop",
+    "frame_order_difference": "vlgap.metrics.conditions:frame_order_difference",
+    "read_reorder_json": "vlgap.data.reorder:read_reorder_json",
+    "FeatureOptions": "vlgap.features.source:FeatureOptions",
+    "FeatureSource": "vlgap.features.source:FeatureSource",
     "cross_alignment": "vlgap.probe.cross_model:cross_alignment",
     "cross_vision": "vlgap.probe.cross_model:run_cross_alignment",
     "downstream": "vlgap.probe.downstream:downstream",
