@@ -15,7 +15,7 @@ from typing import Any
 from vlgap.errors import VlgapError
 from vlgap.features.store import cache_root
 from vlgap.probe.sweep import SweepConfig, run_sweep
-from vlgap.progress import stderr_console
+from vlgap.progress import counter
 
 
 @dataclass
@@ -69,8 +69,9 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
     out = cache_root(cfg.cache_dir) / "data" / f"shapes-n{cfg.n_videos}-s{cfg.seed}-f{cfg.n_frames_per_video}-{cfg.video_size}px"
     manifest = out / "manifest.jsonl"
     if not manifest.is_file():
-        stderr_console.print(f"generating {cfg.n_videos} shapes videos into {out}")
-        generate_shapes(out, cfg.n_videos, seed=cfg.seed, n_frames=cfg.n_frames_per_video, size=cfg.video_size)
+        with counter(f"generating shapes videos into {out}", cfg.n_videos, unit="videos") as report:
+            generate_shapes(out, cfg.n_videos, seed=cfg.seed, n_frames=cfg.n_frames_per_video, size=cfg.video_size,
+                            progress=lambda done, total: report(done))
     return manifest
 
 
@@ -90,4 +91,4 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
             run_temporal_sections = None
         if run_temporal_sections is not None:
             run_temporal_sections(cfg, result, progress=progress)
-    return write_report(cfg.out)
+    return write_report(cfg.out, progress=progress)

@@ -309,11 +309,20 @@ def _ci_cell(row: dict, why: str) -> Raw:
     return na(why) if interval(ci) == "n/a" else Raw(fmt_ci(ci))
 
 
-def write_report(run_dir: str | Path) -> Path:
+def write_report(run_dir: str | Path, progress: bool = True) -> Path:
+    """RUN_DIR/report.html (self-contained) and RUN_DIR/figures/*.png from what the sweep and the other
+    probes wrote. Drawing the figures takes seconds: `progress` says so on stderr."""
+    from vlgap.progress import step
+
     run = Path(run_dir)
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
+    with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
+        return _write_report(run, sweep_path)
+
+
+def _write_report(run: Path, sweep_path: Path) -> Path:
     sweep = json.loads(sweep_path.read_text())
     rows = sweep["rows"]
     fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}

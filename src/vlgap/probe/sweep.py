@@ -22,7 +22,7 @@ from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
 from vlgap.probe.report import matrix_name
-from vlgap.progress import progress_bar, stderr_console
+from vlgap.progress import progress_bar, stderr_console, step
 
 #: residual-bootstrap refits for the law's parameter intervals (each a warm-started refit)
 FIT_BOOTSTRAP = 300
@@ -159,7 +159,11 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             atomic_write_json(cell_path, row)
             rows.append(row)
             prog.advance(task)
-    fits = fit_pairs(rows) if cfg.fit else {}
+    fits = {}
+    if cfg.fit:
+        with step(f"fitting the scaling law ({FIT_BOOTSTRAP} bootstrap refits, held-out check, alternatives) "
+                  f"for {len(cfg.vision) * len(cfg.text)} encoder pair(s)", enabled=progress):
+            fits = fit_pairs(rows)
     write_tables(run, rows, cfg, fits)
     return SweepResult(run, rows, fits, dropped)
 
