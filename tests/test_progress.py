@@ -92,3 +92,15 @@ def test_tensor_loop_of_transformers_is_routed_to_progress():
         assert list(loader.tqdm(["a", "b", "c"], desc="x")) == ["a", "b", "c"]
     assert loader.tqdm is original
     assert seen == [("dequantising GGUF tensors", i, 3) for i in range(4)]
+
+
+def test_law_fit_reports_bootstrap_refits():
+    import numpy as np
+
+    from vlgap.scaling import fit_scaling
+
+    f, c = (a.ravel().astype(float) for a in np.meshgrid([1, 2, 4], [1, 2, 4], indexing="ij"))
+    y = 0.4 - 0.1 * f ** -0.7 - 0.1 * c ** -0.9 + np.random.default_rng(0).normal(0, 0.002, f.size)
+    seen = []
+    fit_scaling({"n_f": f, "n_c": c, "score": y}, n_bootstrap=7, progress=lambda d, n: seen.append((d, n)))
+    assert seen == [(i, 7) for i in range(8)]

@@ -136,3 +136,11 @@ def test_number_formatting_is_one_rule():
     assert number(np.float32(0.5), 2) == "0.50" and number(2.5e7) == "2.5e+07"
     assert interval([0.1, 0.2]) == "[0.100, 0.200]" and interval([0.1, float("nan")]) == "n/a"
     assert interval(None) == "n/a"
+
+
+def test_interval_reaching_lower_exponent_bound_confounds_s_inf():
+    base = dict(S_inf=0.4, C_f=0.1, C_c=0.1, alpha=0.7, beta=0.9)
+    ci = {"S_inf": [0.3, 6.9], "C_f": [0.05, 6.6], "C_c": [0.08, 0.12], "alpha": [0.001, 2.0], "beta": [0.5, 1.5]}
+    ident = identification(base, ci)
+    assert not ident["S_inf"]["identified"] and "alpha's interval reaches its lower bound" in ident["S_inf"]["why"]
+    assert not ident["alpha"]["identified"] and ident["beta"]["identified"] and ident["C_c"]["identified"]

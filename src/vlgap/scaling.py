@@ -271,7 +271,8 @@ def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]
        term may be absent);
     3. it has no effect: an exponent whose coefficient C is at 0 (n^-alpha multiplies nothing); or
        it is confounded: when an exponent sits at its lower bound the term is ~C (1 - alpha log n),
-       so S_inf and that C trade off and only their difference is determined.
+       so S_inf and that C trade off and only their difference is determined (S_inf also when only
+       the exponent's interval reaches its lower bound: then it does so in part of the refits).
 
     Returns {name: {"identified", "at_bound" ("lower" | "upper" | None), "bounds" ([lo, hi], None
     for no bound), "why" (None when identified)}}.
@@ -299,6 +300,7 @@ def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]
         out[name] = {"identified": why is None, "at_bound": at,
                      "bounds": [b if math.isfinite(b) else None for b in (lo, hi)], "why": why}
     for ex, coef in (("alpha", "C_f"), ("beta", "C_c")):
+        ex_ci = [float(x) for x in (ci.get(ex) or []) if x is not None and math.isfinite(float(x))]
         if out[coef]["at_bound"] == "lower":  # the term is absent: its exponent is arbitrary
             out[ex].update(identified=False, why=f"no effect: {coef} = 0")
         elif out[ex]["at_bound"] == "lower":
@@ -306,6 +308,9 @@ def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]
                 if out[name]["identified"]:
                     out[name].update(identified=False,
                                      why=f"confounded: with {ex} at its lower bound only S_inf - {coef} is determined")
+        if ex_ci and _near(min(ex_ci), EXPONENT_BOUNDS[0], atol) and out["S_inf"]["identified"]:
+            out["S_inf"].update(identified=False, why=f"confounded with {coef} in part of the bootstrap refits "
+                                                      f"({ex}'s interval reaches its lower bound)")
     return out
 
 
@@ -399,7 +404,8 @@ def _heldout(model: _Model, nf, nc, y, sw) -> dict[str, Any]:
     }
 
 
-def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int | None):
+def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int | None,
+               progress: Callable[[int, int], None] | None = None):
     """Parameter samples by residual bootstrap (refit on fitted + resampled residuals) or case
     bootstrap (refit on cells drawn with replacement). Returns (samples, n_failed)."""
     rng = np.random.default_rng([0x5CA1E, 0 if seed is None else int(seed)])
@@ -409,7 +415,9 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
     std_res = (y - fitted) * sw
     std_res = (std_res - std_res.mean()) * math.sqrt(n / max(1, n - SATURATING.n_params))
     samples, failed = [], 0
-    for _ in range(n_resamples):
+    for i in range(n_resamples):
+        if progress is not None:
+            progress(i, n_resamples)
         if method == "residual":
             yb = fitted + rng.choice(std_res, size=n, replace=True) / sw
             nfb, ncb, swb = nf, nc, sw
@@ -427,6 +435,8 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
             failed += 1
             continue
         samples.append(pb)
+    if progress is not None:
+        progress(n_resamples, n_resamples)
     return np.array(samples).reshape(-1, SATURATING.n_params), failed
 
 
@@ -438,6 +448,7 @@ def fit_scaling(
     confidence: float = 0.95,
     use_intervals: bool = True,
     seed: int | None = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ScalingFit:
     """Fit score(n_f, n_c) = S_inf - (C_f n_f^-alpha + C_c n_c^-beta) to a grid of cells.
 
@@ -445,6 +456,8 @@ def fit_scaling(
     score_lo, score_hi: each cell's interval at `confidence`; with `use_intervals` the fit is then
     weighted by 1/sigma^2). n_bootstrap: parameter intervals from `bootstrap` = "residual"
     (default; resample the fit's residuals) or "case" (resample cells). Reproducible by `seed`.
+    progress: called as progress(refits done, n_bootstrap) during the bootstrap (it prints nothing
+    itself; `vlgap.progress.counter` turns it into a bar).
 
     The result flags each parameter the grid does not pin down (`ScalingFit.identification`,
     `.not_identified`; rules in `identification`): e.g. beta at its upper bound 10 when the score
@@ -470,13 +483,14 @@ def fit_scaling(
     samples = np.empty((0, SATURATING.n_params))
     failed = 0
     if n_bootstrap:
-        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap, int(n_bootstrap), seed)
+        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap, int(n_bootstrap), seed, progress)
     a = (1 - confidence) / 2
     param_ci = ({k: [float(v) for v in np.quantile(samples[:, i], [a, 1 - a])] for i, k in enumerate(PARAM_NAMES)}
                 if len(samples) else {k: [float("nan"), float("nan")] for k in PARAM_NAMES})
     named = dict(zip(PARAM_NAMES, map(float, params)))
     ident = identification(named, param_ci if len(samples) else None, float(np.ptp(y)))
-    warnings = [f"{k} = {named[k]:.3g} is not identified: {v['why']}" for k, v in ident.items() if not v["identified"]]
+    warnings = [f"{k} = {(0.0 if v['at_bound'] == 'lower' and k in ('C_f', 'C_c') else named[k]):.3g} is not "
+                f"identified: {v['why']}" for k, v in ident.items() if not v["identified"]]
 
     alternatives: dict[str, dict[str, Any]] = {}
     helds: dict[str, dict[str, Any]] = {}

@@ -99,8 +99,11 @@ def fit_scaling_cmd(
     from vlgap.io_utils import to_json
     from vlgap.scaling import fit_scaling, read_grid_csv
 
-    fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap=method, confidence=confidence,
-                      use_intervals=use_intervals, seed=seed)
+    from vlgap.progress import counter
+
+    with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:
+        fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap=method, confidence=confidence,
+                          use_intervals=use_intervals, seed=seed, progress=lambda done, total: report(done))
     if as_json:
         print(to_json(fit.to_dict()))
         return

@@ -172,7 +172,7 @@ def _fit_section(fit: dict) -> str:
         allowed = (("(-inf" if lo is None else f"[{lo:g}") + ", " + ("inf)" if hi is None else f"{hi:g}]"))
         status = (Raw("yes") if info.get("identified", True)
                   else Raw(f"<b class='warn'>not identified</b>: {html.escape(info.get('why') or '')}"))
-        rows.append([name, p[name], Raw(fmt_ci(ci.get(name))) if interval(ci.get(name)) != "n/a" else na(no_ci),
+        rows.append([name, _estimate(p[name], info), Raw(fmt_ci(ci.get(name))) if interval(ci.get(name)) != "n/a" else na(no_ci),
                      allowed, status])
     out = "<h3>Fitted law: score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta)</h3>"
     out += html_table(["parameter", "estimate", f"{level} CI", "allowed range", "identified"], rows, nd=4)
@@ -184,10 +184,15 @@ def _fit_section(fit: dict) -> str:
           "range, or its term is absent or confounded (vlgap.scaling.identification).") + "</p>"
     out += _heldout_section(fit.get("heldout") or {})
     out += _alternatives_section(fit.get("alternatives") or {}, fit.get("best_by") or {})
-    warnings = fit.get("warnings") or []
-    if warnings:
-        out += "<ul class='warn'>" + "".join(f"<li>{html.escape(w)}</li>" for w in warnings) + "</ul>"
+    # fit.warnings repeat the "identified" column in sentences: the table says it once
     return out
+
+
+def _estimate(value: float, info: dict) -> float:
+    """A fitted value, shown as its bound when it sits there (7.9e-24 at the bound 0 reads as 0)."""
+    at, bounds = info.get("at_bound"), info.get("bounds") or [None, None]
+    bound = bounds[0] if at == "lower" else bounds[1] if at == "upper" else None
+    return float(bound) if bound is not None else value
 
 
 def _heldout_section(held: dict) -> str:
@@ -249,7 +254,7 @@ def fit_console(fit: dict, title: str = "") -> list:
     for name, value in fit["params"].items():
         info = ident.get(name) or {}
         ci = interval((fit.get("param_ci") or {}).get(name), 4)
-        t.add_row(name, number(value, 4), ci if ci != "n/a" else not_available(
+        t.add_row(name, number(_estimate(value, info), 4), ci if ci != "n/a" else not_available(
             "no bootstrap" if not boot.get("n_resamples") else "bootstrap failed"),
             "yes" if info.get("identified", True) else Text(f"not identified: {info.get('why')}", style="yellow"))
     out: list = [t, Text(f"R^2 = {number(fit.get('r2'), 4)}, RMSE = {number(fit.get('rmse'), 4)}, "
@@ -292,8 +297,8 @@ def fit_console_line(fit: dict, title: str) -> str:
     if fit.get("error"):
         return f"{title}: scaling law not fitted ({fit['error'].split(':')[0]})"
     p, ident = fit["params"], fit.get("identification") or {}
-    parts = [f"{k} {number(v, 3)}" + ("*" if not (ident.get(k) or {}).get("identified", True) else "")
-             for k, v in p.items()]
+    parts = [f"{k} {number(_estimate(v, ident.get(k) or {}), 3)}"
+             + ("*" if not (ident.get(k) or {}).get("identified", True) else "") for k, v in p.items()]
     held = fit.get("heldout") or {}
     mae = (f"held-out MAE {number(held['mean_abs_error'], 4)} ({held['n_test']} cells)" if "cells" in held
            else f"held-out MAE {not_available(held.get('reason') or held.get('skipped'))}")
