@@ -123,6 +123,10 @@ class Raw(str):
     """A table cell that is already HTML (or already formatted)."""
 
 
+class Num(Raw):
+    """An already formatted number or interval: right-aligned, never wrapped."""
+
+
 def fmt(v: Any, nd: int = 3) -> str:
     """A value for an HTML cell: numbers as `vlgap.formatting.number` writes them ("n/a" for None and
     non-finite values), anything else escaped."""
@@ -140,17 +144,23 @@ def na(reason: str | None = None) -> Raw:
 
 def fmt_or_na(v: Any, reason: str, nd: int = 3) -> Raw:
     """The value, or "n/a (reason)" when it is missing or not finite."""
-    return na(reason) if is_missing(v) else Raw(fmt(v, nd))
+    return na(reason) if is_missing(v) else Num(fmt(v, nd))
 
 
 def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>'
 
 
+def _td(c: Any, nd: int) -> str:
+    if isinstance(c, Raw):
+        return f"<td class='n'>{c}</td>" if isinstance(c, Num) else f"<td>{c}</td>"
+    numeric = isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, bool)
+    return f"<td class='n'>{fmt(c, nd)}</td>" if numeric else f"<td>{fmt(c, nd)}</td>"
+
+
 def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if isinstance(c, Raw) else fmt(c, nd)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(_td(c, nd) for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -172,9 +182,10 @@ def _fit_section(fit: dict) -> str:
         allowed = (("(-inf" if lo is None else f"[{lo:g}") + ", " + ("inf)" if hi is None else f"{hi:g}]"))
         status = (Raw("yes") if info.get("identified", True)
                   else Raw(f"<b class='warn'>not identified</b>: {html.escape(info.get('why') or '')}"))
-        rows.append([name, _estimate(p[name], info), Raw(fmt_ci(ci.get(name))) if interval(ci.get(name)) != "n/a" else na(no_ci),
+        rows.append([name, _estimate(p[name], info), Num(fmt_ci(ci.get(name))) if interval(ci.get(name)) != "n/a" else na(no_ci),
                      allowed, status])
-    out = "<h3>Fitted law: score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta)</h3>"
+    out = ("<h3>Fitted law: score = S_inf &minus; (C_f n_f<sup>&minus;alpha</sup> + C_c n_c<sup>&minus;beta</sup>)"
+           "</h3>")
     out += html_table(["parameter", "estimate", f"{level} CI", "allowed range", "identified"], rows, nd=4)
     out += "<p>" + html.escape(
         f"R² = {number(fit.get('r2'), 4)}, RMSE = {number(fit.get('rmse'), 4)} over {fit.get('n_cells')} cells"
@@ -204,9 +215,9 @@ def _heldout_section(held: dict) -> str:
         f"the law fitted on the {held['n_train']} cells with {held['train']} predicts the {held['n_test']} "
         "cells at the largest budgets:") + "</p>")
     cells = sorted(held["cells"], key=lambda c: (c["n_f"], c["n_c"]))
-    rows = [[number(c["n_f"], 0), number(c["n_c"], 0), c["predicted"], c["observed"], c["abs_error"]] for c in cells]
-    rows.append([Raw("<b>MAE</b>"), "", "", "", Raw(f"<b>{fmt(held['mean_abs_error'], 4)}</b>")])
-    rows.append(["max", "", "", "", Raw(fmt(held["max_abs_error"], 4))])
+    rows = [[Num(number(c["n_f"], 0)), Num(number(c["n_c"], 0)), c["predicted"], c["observed"], c["abs_error"]] for c in cells]
+    rows.append([Raw("<b>MAE</b>"), "", "", "", Num(f"<b>{fmt(held['mean_abs_error'], 4)}</b>")])
+    rows.append(["max", "", "", "", Num(fmt(held["max_abs_error"], 4))])
     return out + html_table(["n_f", "n_c", "predicted", "observed", "abs error"], rows, nd=4)
 
 
@@ -311,7 +322,7 @@ def fit_console_line(fit: dict, title: str) -> str:
 
 def _ci_cell(row: dict, why: str) -> Raw:
     ci = [row.get("ci_lo"), row.get("ci_hi")]
-    return na(why) if interval(ci) == "n/a" else Raw(fmt_ci(ci))
+    return na(why) if interval(ci) == "n/a" else Num(fmt_ci(ci))
 
 
 def write_report(run_dir: str | Path, progress: bool = True) -> Path:
@@ -354,7 +365,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             bad = fit.get("not_identified") or []
             ident = Raw("all" if not bad else f"<span class='warn'>not identified: {html.escape(', '.join(bad))}</span>")
         summary_rows.append([v, t, low["score"], top["score"], _ci_cell(top, no_ci),
-                             fmt_or_na(top.get("p_value"), no_p, 4), law if isinstance(law, Raw) else Raw(fmt(law, 4)),
+                             fmt_or_na(top.get("p_value"), no_p, 4), law if isinstance(law, Raw) else Num(fmt(law, 4)),
                              ident])
     level = cfg.get("confidence", 0.95)
     parts.append("<h2>Summary</h2>" + html_table(
@@ -391,7 +402,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
                 parts.append(_img(p.read_bytes(), p.stem))
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse;"
              "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:49%;"
-             "vertical-align:top}.warn{color:#a40}")
+             "vertical-align:top}.warn{color:#a40}td.n{text-align:right;white-space:nowrap}")
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>vlgap report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
     out = run / "report.html"
     atomic_write_text(out, page)
