@@ -14,7 +14,7 @@ from typing import Any
 
 from vlgap.errors import VlgapError
 from vlgap.probe.sweep import SweepConfig, run_sweep
-from vlgap.progress import stderr_console
+from vlgap.progress import say
 
 
 @dataclass
@@ -66,7 +66,7 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
     from vlgap.data.shapes import cached_shapes_manifest
 
     return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir,
-                                  log=stderr_console.print)
+                                  log=say)
 
 
 def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
@@ -82,4 +82,4 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
         from vlgap.probe.temporal import run_temporal_sections
 
         run_temporal_sections(cfg, result, progress=progress)
-    return write_report(cfg.out)
+    return write_report(cfg.out, progress=progress)
