@@ -2,15 +2,25 @@
 (the CLI spells them `--bootstrap` / `--permutations`). A keyword that used to be public under
 another name is refused with a message naming the new one, instead of Python's bare TypeError.
 
-`renamed_keywords` is the decorator form of `vlgap.errors.reject_renamed_keywords` (the one rule and
-message), for functions with an explicit signature rather than **kwargs.
+`reject_renamed_keywords` holds the one rule and message; `renamed_keywords` is its decorator form,
+for functions with an explicit signature rather than **kwargs.
 """
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable
 
-from vlgap.errors import reject_renamed_keywords
+from vlgap.errors import VlgapError
+
+
+def reject_renamed_keywords(where: str, kwargs: dict, renamed: dict[str, str]) -> None:
+    """Raise VlgapError for keyword arguments that were renamed or moved (`renamed`: old name -> how to say
+    it now), and TypeError for any other unexpected keyword; `kwargs` is the function's **kwargs."""
+    for name in kwargs:
+        if name in renamed:
+            raise VlgapError(f"{where}: the keyword {name!r} is now {renamed[name]}")
+    if kwargs:
+        raise TypeError(f"{where}() got unexpected keyword arguments {sorted(kwargs)}")
 
 
 def renamed_keywords(**renames: str) -> Callable:
