@@ -608,9 +608,15 @@ def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
     }
 
 
-# A run of ASCII digits (and letters after the first digit: "1990s") before one blank that is not
-# followed by a digit or another space: NUMBER/THING; no fraction or phone number can continue it.
-_DIGITS_WORD = re.compile(r"[0-9][A-Za-z0-9]*(?=[ \t](?![0-9\xa0 \t])|\n|\Z)")
+@lru_cache(maxsize=None)
+def _digits_word() -> re.Pattern:
+    """A run of ASCII digits (and letters after the first digit: "1990s") before one blank that is
+    not followed by a digit (of any script: "5 \u0663/\u0664" is a fraction) or another space:
+    NUMBER/THING; no fraction or phone number can continue it."""
+    digit = f"[{_classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
+    return re.compile(f"[0-9][A-Za-z0-9]*(?=[ \\t](?![\\xa0 \\t]|{digit})|\\n|\\Z)")
+
+
 _abbreviation_cache: dict[str, bool] = {}
 
 
@@ -666,7 +672,7 @@ def _lex_range(text: str, pos: int, n: int, stop: int, out: list[str], starts: l
                 pos = mt.end()
                 continue
         elif "0" <= ch <= "9":
-            mt = _DIGITS_WORD.match(text, pos)
+            mt = _digits_word().match(text, pos)
             if mt is not None:
                 out.append(mt.group())
                 pos = mt.end()
@@ -860,6 +866,7 @@ _pair_memo: dict[str, tuple[str, int]] = {}
 # characters of a blank run other than " " and "\t"
 _RUN_BLANK_CHARS = "\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u3000"
 _RUN_BLANKS = frozenset(_RUN_BLANK_CHARS)
+_SPACENL_CHARS = " \t\n\r\x0b\x0c\x85\u2028\u2029" + _RUN_BLANK_CHARS
 # suffixes from which a crossing match may start (at a token start, fullmatch): always ...
 _CROSSES = re.compile("<[^>]*|[\t\xa0\u2000-\u200a\u3000]+")
 # ... or when a digit follows the blank (PHONE, FRAC; any non-ASCII character may be a digit), or a
@@ -914,9 +921,13 @@ def _chunk_entry(chunk: str, follower: str):
         return False
     voids = False
     last = chunk[-1]
-    if last in _RUN_BLANKS or last in ".)" or last.isdigit() or not last.isascii() or "<" in chunk:
+    if last in _RUN_BLANKS:
+        return False  # the blank run goes on after the blank
+    if last in ".)" or last.isdigit() or not last.isascii() or "<" in chunk:
         for p in starts:
-            if last == "." and _is_abbreviation(chunk[p:]):
+            # an abbreviation, maybe with the start of its trailing context ("I.\x85" + "\nThe")
+            abbreviation = chunk[p:].rstrip(_SPACENL_CHARS)
+            if abbreviation[-1:] == "." and _is_abbreviation(abbreviation):
                 return False
             if follower != " ":
                 continue  # only abbreviations read across a line end
