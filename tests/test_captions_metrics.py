@@ -130,6 +130,26 @@ def test_rouge_uses_best_precision_and_best_recall_separately():
     assert rouge_l("", ["a"]) == 0.0
 
 
+def test_sort_based_distinct_and_group_max_equal_numpy_references():
+    from vlgap.captions.ngrams import distinct, group_max
+
+    rng = np.random.default_rng(3)
+    for size, high in [(0, 5), (1, 5), (1000, 20), (5000, 10 ** 12)]:
+        keys = rng.integers(0, high, size).astype(np.int64)
+        values = rng.integers(0, 7, size).astype(np.int64)
+        u, c = np.unique(keys, return_counts=True)
+        got_u, got_c = distinct(keys, counts=True)
+        assert np.array_equal(got_u, u) and np.array_equal(got_c, c)
+        assert np.array_equal(distinct(keys), u)
+        k, v = group_max(keys, values)  # high = 10**12: key * 8 still fits, one sort
+        assert np.array_equal(k, u)
+        assert np.array_equal(v, [values[keys == x].max() for x in u])
+    # keys too large to pack with the value: the lexsort path
+    keys = np.array([2 ** 61, 5, 2 ** 61, 5, 7], dtype=np.int64)
+    k, v = group_max(keys, np.array([1, 9, 4, 2, 0], dtype=np.int64))
+    assert k.tolist() == [5, 7, 2 ** 61] and v.tolist() == [9, 0, 4]
+
+
 def test_bleu_by_hand():
     # hypothesis 4 tokens; references of 3 and 5 tokens: both 1 away, the shorter (3) is chosen
     stats = bleu_statistics(["the cat sat down"], [["the cat sat", "a cat sat on mat"]])
