@@ -63,10 +63,14 @@ def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
     for k in range(1, n + 1):
         valid = np.flatnonzero(remaining >= k)
         if k == 1:
-            keys = flat[valid]
+            # token ids are already dense and numbered in sorted order; first uses = new maxima
+            dense = flat
+            n_uniq = len(vocab)
+            first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
+                if flat.size else flat
         else:
             keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
-        n_uniq, dense, first_idx = _dense_ids(keys)
+            n_uniq, dense, first_idx = _dense_ids(keys)
         ids = np.full(flat.size, -1, dtype=np.int64)
         ids[valid] = dense
         prev_ids = ids
@@ -85,8 +89,15 @@ def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     each distinct value (like np.unique's return_inverse / return_index, without a stable sort)."""
     if keys.size == 0:
         return 0, np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.argsort(keys, kind="quicksort")
-    sorted_keys = keys[order]
+    bits = max(1, (keys.size - 1).bit_length())
+    if int(keys.max()) < 1 << (62 - bits):
+        # sort (key, position) packed into one int64: about twice as fast as an argsort
+        packed = np.sort((keys << bits) | np.arange(keys.size, dtype=np.int64))
+        order = packed & ((1 << bits) - 1)
+        sorted_keys = packed >> bits
+    else:
+        order = np.argsort(keys, kind="quicksort")
+        sorted_keys = keys[order]
     new = np.empty(sorted_keys.size, dtype=bool)
     new[0] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
