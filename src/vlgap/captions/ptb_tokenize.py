@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from re import _constants as sre_c, _parser as sre_parse
+from re import _compiler as sre_compile, _constants as sre_c, _parser as sre_parse
 from typing import Callable, Sequence
 
 import regex
@@ -405,12 +405,18 @@ def _rule_table() -> list[tuple[str, str, str | None, Action]]:
     ]
 
 
-_GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/SREDAUX"])
+# Rules whose backtracking match is also the longest, so they need no POSIX matching (checked in the
+# tests): greedy runs, and patterns where at most one match is possible at a position because each
+# choice is forced by the next character (WORD./INSENTP and THING./INSENTP: the body ends at the
+# first period followed by ",;:", which neither body can contain; TWITTER, APOWORD2: a fixed first
+# character, then one run; DATE, FRAC: a digit run must end at a separator or a slash).
+_GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/SREDAUX", "WORD./INSENTP",
+                                "THING./INSENTP", "TWITTER", "APOWORD2", "DATE", "FRAC"])
 
 
 class _Rule:
-    __slots__ = ("name", "index", "source", "prefilter", "_posix", "first", "action", "max_len", "fixed",
-                 "required", "greedy_is_longest")
+    __slots__ = ("name", "index", "source", "_parsed", "_prefilter", "_posix", "first", "action", "max_len",
+                 "fixed", "required", "greedy_is_longest")
 
     def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
         self.name = name
@@ -419,9 +425,8 @@ class _Rule:
         # a cheap backtracking match decides whether the rule applies at all; POSIX mode then
         # gives the leftmost-longest match, like the scanner's DFA
         self.source = src
-        self.prefilter = re.compile(src)
-        self._posix = None  # compiled on first use: most rules never need it
-        parsed = sre_parse.parse(src)
+        self._prefilter = self._posix = None  # compiled on first use: many rules never run
+        self._parsed = parsed = sre_parse.parse(src)
         self.first = _first_chars(parsed)
         lo, hi = parsed.getwidth()
         self.max_len = hi  # a later rule no longer than the best match so far cannot win
@@ -433,6 +438,14 @@ class _Rule:
         required = _required_chars(parsed)
         self.required = min(required) if required else None
         self.action = action
+
+    @property
+    def prefilter(self) -> re.Pattern:
+        if self._prefilter is None:
+            # (from the parse made above: parsing is a third of compiling these large classes)
+            self._prefilter = sre_compile.compile(self._parsed)
+            self._parsed = None
+        return self._prefilter
 
     @property
     def pattern(self) -> regex.Pattern:
@@ -506,17 +519,19 @@ def _starts(tests: list, ch: str) -> bool:
                 return True
         else:  # IN: a character class
             negate = hit = False
-            for cop, cav in av:
+            for cop, cav in av:  # (NEGATE, if there, comes first)
                 if cop is sre_c.NEGATE:
                     negate = True
                 elif cop is sre_c.LITERAL:
-                    hit = hit or cp == cav
+                    hit = cp == cav
                 elif cop is sre_c.RANGE:
-                    hit = hit or cav[0] <= cp <= cav[1]
+                    hit = cav[0] <= cp <= cav[1]
                 elif cop is sre_c.CATEGORY:
-                    hit = hit or bool(_CATEGORY[cav].match(ch))
+                    hit = bool(_CATEGORY[cav].match(ch))
                 else:  # pragma: no cover - unknown class item: be conservative
                     hit = True
+                if hit:
+                    break
             if hit != negate:
                 return True
     return False
