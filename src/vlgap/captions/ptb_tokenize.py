@@ -884,9 +884,7 @@ _RUN_BLANKS = frozenset(_RUN_BLANK_CHARS)
 _SPACENL_CHARS = " \t\n\r\x0b\x0c\x85\u2028\u2029" + _RUN_BLANK_CHARS
 # suffixes from which a crossing match may start (at a token start, fullmatch): always ...
 _CROSSES = re.compile("<[^>]*|[\t\xa0\u2000-\u200a\u3000]+")
-# ... or when a digit follows the blank (PHONE, FRAC; any non-ASCII character may be a digit), or a
-# period (LDOTS)
-_CROSSES_BEFORE_DIGIT = re.compile(r"[0-9()+\-\xa0]*[0-9)]|(?:[0-9]|[^\x00-\x7f])+")
+# ... or when a period follows the blank (LDOTS), or a digit (PHONE, FRAC; see _crosses_before_digit)
 _CROSSES_BEFORE_PERIOD = re.compile(r"[.\xa0]*\.")
 
 
@@ -899,11 +897,20 @@ def _clear_memos() -> None:
 
 @lru_cache(maxsize=None)
 def _digits_and_period() -> frozenset[str]:
+    """The scanner's digits (of every script) and the period."""
     chars = {"."}
     for item in _ptb_classes.DIGIT.split() + ["07C0-07C9"]:
         a, _, b = item.partition("-")
         chars.update(chr(c) for c in range(int(a, 16), int(b or a, 16) + 1))
     return frozenset(chars)
+
+
+@lru_cache(maxsize=None)
+def _crosses_before_digit() -> re.Pattern:
+    """Chunk suffixes that a phone number ("(555) 123", "555 1234") or a fraction ("3 1/2")
+    continues after a blank when a digit comes next."""
+    digit = f"[{_classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
+    return re.compile(f"[0-9()+\\-\\xa0]*[0-9)]|{digit}{{1,4}}")
 
 
 def _finish(tokens: list[str]) -> str | None:
@@ -948,7 +955,7 @@ def _chunk_entry(chunk: str, follower: str):
                 continue  # only abbreviations read across a line end
             if _CROSSES.fullmatch(chunk, p):
                 return False
-            if _CROSSES_BEFORE_DIGIT.fullmatch(chunk, p) or _CROSSES_BEFORE_PERIOD.fullmatch(chunk, p):
+            if _crosses_before_digit().fullmatch(chunk, p) or _CROSSES_BEFORE_PERIOD.fullmatch(chunk, p):
                 voids = True
     return (output, _digits_and_period()) if voids else output
 
@@ -976,7 +983,7 @@ def _can_pair(chunk: str, nxt: str) -> bool:
     if "<" in chunk or "<" in nxt or chunk[-1] in _RUN_BLANKS or nxt[0] in _RUN_BLANKS or nxt[-1] in _RUN_BLANKS:
         return False
     last = chunk[-1]
-    if (last.isdigit() or last == ")" or not last.isascii()) and _CROSSES_BEFORE_DIGIT.fullmatch(nxt):
+    if (last == ")" or (last != "." and last in _digits_and_period())) and _crosses_before_digit().fullmatch(nxt):
         return False
     return not (last == "." and _CROSSES_BEFORE_PERIOD.fullmatch(nxt))
 
