@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vlgap.captions import ptb_tokenize as ptb
+from vlgap.captions import _ptb_rules, ptb_tokenize as ptb
 from vlgap.captions.ptb_tokenize import lex, ptb_tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "captions"
@@ -172,7 +172,7 @@ def _full_scan(text: str) -> list[str]:
     out, pos = [], 0
     while pos < len(text):
         best_len, best_rule, best_body = 0, None, 0
-        for rule in ptb._rules():
+        for rule in _ptb_rules.rules():
             mt = rule.pattern.match(text, pos)
             if mt is not None and mt.end() - pos > best_len:
                 best_len, best_rule, best_body = mt.end() - pos, rule, mt.end("b") - pos
@@ -185,8 +185,8 @@ def _full_scan(text: str) -> list[str]:
 
 def test_greedy_rules_give_the_longest_match():
     """Rules matched without POSIX mode must still give the leftmost-longest match."""
-    rules = [r for r in ptb._rules() if r.greedy_is_longest and not r.fixed]
-    assert {r.name for r in rules} == set(ptb._GREEDY_IS_LONGEST)
+    rules = [r for r in _ptb_rules.rules() if r.greedy_is_longest and not r.fixed]
+    assert {r.name for r in rules} == set(_ptb_rules.GREEDY_IS_LONGEST)
     for line in make_fuzz_lines(300, seed=5) + make_boundary_lines(200, seed=5):
         text = ptb._to_utf16_units(line)
         for pos in range(len(text)):
