@@ -23,10 +23,16 @@ from vlgap.captions import _ptb_classes
 # (see _ptb_classes). The scanner works on UTF-16 units, so code points above U+FFFF never match.
 
 def _regex_class(ranges: str) -> str:
+    """The inside of a regex class for the ranges, as the characters themselves: the regex parsers
+    parse these large classes about twice as fast as \\u escapes."""
+    def char(code: str) -> str:
+        ch = chr(int(code, 16))
+        return "\\" + ch if ch in "\\]^-[" else ch
+
     out = []
     for item in ranges.split():
         a, _, b = item.partition("-")
-        out.append(f"\\u{a.lower()}" + (f"-\\u{b.lower()}" if b else ""))
+        out.append(char(a) + ("-" + char(b) if b else ""))
     return "".join(out)
 
 
