@@ -10,7 +10,9 @@ is used, as the jar's DFA does). Character classes come from the jar's frozen ta
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate
 from re import _compiler as sre_compile, _constants as sre_c, _parser as sre_parse
 from typing import Callable
 
@@ -413,7 +415,7 @@ class Rule:
         self.source = src
         self._prefilter = self._posix = None  # compiled on first use: many rules never run
         self._parsed = parsed = sre_parse.parse(src)
-        self.first = _first_chars(parsed)
+        self.first = _FirstChars(_first_chars(parsed))
         lo, hi = parsed.getwidth()
         self.max_len = hi  # a later rule no longer than the best match so far cannot win
         self.fixed = lo == hi  # one possible length: the backtracking match is the longest one
@@ -492,6 +494,29 @@ _CATEGORY = {sre_c.CATEGORY_DIGIT: re.compile(r"\d"), sre_c.CATEGORY_NOT_DIGIT: 
              sre_c.CATEGORY_WORD: re.compile(r"\w"), sre_c.CATEGORY_NOT_WORD: re.compile(r"\W")}
 
 
+class _FirstChars:
+    """The characters a rule's match can start with (from `_first_chars`), as sorted code point
+    ranges searched by bisection, plus the few tests that are not plain ranges."""
+
+    def __init__(self, tests: list):
+        ranges, self.others = [], []
+        for op, av in tests:
+            if op is sre_c.LITERAL:
+                ranges.append((av, av))
+            elif op is sre_c.IN and all(o in (sre_c.LITERAL, sre_c.RANGE) for o, _ in av):
+                ranges.extend((a, a) if o is sre_c.LITERAL else a for o, a in av)
+            else:  # ANY, NOT_LITERAL, negated classes, categories
+                self.others.append((op, av))
+        ranges.sort()
+        self.lows = [lo for lo, _ in ranges]
+        self.reach = list(accumulate((hi for _, hi in ranges), max))  # highest end of the ranges so far
+
+    def __contains__(self, ch: str) -> bool:
+        cp = ord(ch)
+        i = bisect_right(self.lows, cp) - 1
+        return (i >= 0 and self.reach[i] >= cp) or (bool(self.others) and _starts(self.others, ch))
+
+
 def _starts(tests: list, ch: str) -> bool:
     cp = ord(ch)
     for op, av in tests:
@@ -535,5 +560,5 @@ def candidates(ch: str) -> tuple[Rule, ...]:
     """Rules that can match at a position starting with `ch`, in specification order."""
     found = _candidates_cache.get(ch)
     if found is None:
-        found = _candidates_cache[ch] = tuple(r for r in rules() if _starts(r.first, ch))
+        found = _candidates_cache[ch] = tuple(r for r in rules() if ch in r.first)
     return found
