@@ -326,3 +326,13 @@ def test_live_boundary_tokens_identical():
     ours = ptb_tokenize(lines)
     mismatches = [(lines[i], jar[i][0], ours[i]) for i in range(len(lines)) if jar[i][0] != ours[i]]
     assert not mismatches, mismatches[:3]
+
+
+def test_first_character_tables_equal_the_parsed_tests():
+    """A rule's bisection table of first characters says what a scan of its parsed tests says."""
+    from re import _parser as sre_parse
+
+    chars = [chr(c) for c in range(0, 0x10000, 41)] + list("aZ09.,;:!?()[]{}<>\"'`-_/\\@#$%^&*+=~|\xa0\xad\x85")
+    for rule in _ptb_rules.rules():
+        tests = _ptb_rules._first_chars(sre_parse.parse(rule.source))
+        assert [ch in rule.first for ch in chars] == [_ptb_rules._starts(tests, ch) for ch in chars], rule.name
