@@ -422,6 +422,8 @@ def _chunk_entry(chunk: str, follower: str):
     n = len(chunk)
     if not n:
         return ""
+    if chunk.isascii() and chunk.isalpha() and chunk.lower() not in _ASSIMILATED:
+        return chunk.lower()  # a plain word is one token (the fast path's _PLAIN_RUN)
     tokens: list[str] = []
     starts: list[int] = []
     if _lex_range(chunk + follower, 0, n, n, tokens, starts) != n:
