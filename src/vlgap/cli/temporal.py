@@ -34,7 +34,15 @@ def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=
 
 
 def _ci(ci) -> str:
-    return "-" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+    from vlgap.formatting import interval  # one number format for every summary
+
+    return interval(ci, 4)
+
+
+def _loo(loo: dict, key: str, nd: int) -> str:
+    from vlgap.formatting import not_available, number
+
+    return number(loo[key], nd) if loo.get(key) is not None else not_available("no leave-one-out fit")
 
 
 def _after(out: Optional[Path]) -> None:
@@ -230,8 +238,8 @@ def downstream_cmd(
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
-                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", f"{lo.get('rmse', float('nan')):.4g}",
-                      f"{lo.get('baseline_rmse', float('nan')):.4g}", f"{lo.get('q2', float('nan')):.3f}")
+                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
+                      _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     console.print(table)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
