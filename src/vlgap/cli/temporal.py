@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import TEMPORAL_POOLING_HELP
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -39,11 +40,12 @@ def _one_value(text: str, option: str) -> int:
     return values[0]
 
 
-def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False):
+def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean"):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
-                                        text_pooling=text_pooling, skip_bad=skip_bad))
+                                        text_pooling=text_pooling, skip_bad=skip_bad,
+                                        temporal_pooling=temporal_pooling))
 
 
 def _ci(ci) -> str:
@@ -81,6 +83,7 @@ def test_of_time_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -88,9 +91,9 @@ def test_of_time_cmd(
     from vlgap.data.test_of_time import RELATIONS
     from vlgap.probe.test_of_time import run_test_of_time
 
+    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=_one_value(n_frames, "--n-frames"), seed=seed,
-                           manifest=manifest, n_bootstrap=bootstrap, out=out,
-                           features=_features(cache_dir, device, dtype, image_size, text_pooling))
+                           manifest=manifest, n_bootstrap=bootstrap, out=out, features=features)
     if as_json:
         print(to_json(res))
         return
@@ -139,6 +142,7 @@ def temporal_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -150,7 +154,7 @@ def temporal_cmd(
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = _one_value(n_frames, "--n-frames")
-    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad)
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
@@ -193,6 +197,7 @@ def cross_vision_cmd(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -201,7 +206,8 @@ def cross_vision_cmd(
 
     res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=_one_value(n_frames, "--n-frames"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
-                              features=_features(cache_dir, device, dtype, image_size))
+                              features=_features(cache_dir, device, dtype, image_size,
+                                                 temporal_pooling=temporal_pooling))
     if as_json:
         print(to_json(res))
         return

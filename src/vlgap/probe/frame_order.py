@@ -2,11 +2,14 @@
 ordered frames, each difference with a paired bootstrap interval
 (`vlgap.metrics.conditions.frame_order_difference`).
 
-Image encoders that average per-frame embeddings are order-invariant by construction: their
-reversed or shuffled features equal the ordered ones up to float rounding, so every frame-order
-difference is exactly 0 for them. The report says so instead of implying a measured null effect."""
+Image encoders that average per-frame embeddings (temporal pooling "mean", the default) are
+order-invariant by construction: their reversed or shuffled features equal the ordered ones up to float
+rounding, so every frame-order difference is exactly 0 for them. The report says so instead of implying
+a measured null effect. With a pooling that keeps time (FeatureOptions(temporal_pooling="segments:4" or
+"meandiff"), `vlgap.features.temporal_pooling`) the controls are extracted in full and measured."""
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,7 +45,8 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     image_check_items: for image encoders (per-frame embeddings averaged, order-invariant by
     construction) extract the controls only for about this many videos and check that they equal the
     ordered features; the difference is then exactly 0 and is reported as such. None: extract the
-    controls for every video whatever the encoder."""
+    controls for every video whatever the encoder. The check is skipped when the options' temporal
+    pooling keeps time (not "mean"): the controls then differ by design and are extracted in full."""
     moved_keywords("run_frame_order", kwargs, {"bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
@@ -50,6 +54,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     for o in orders:
         if o not in ("reversed", "shuffled"):
             raise VlgapError(f"frame order control {o!r}: use 'reversed' or 'shuffled'")
+    pooling = src.options.temporal_pooling
     ordered = {v: src.vision(man, v, n_f) for v in vision}
     txt = {t: src.text(man, t, n_c) for t in text}
     ids = common_ids(list(ordered.values()) + list(txt.values()), man.ids)
@@ -61,7 +66,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
         kind = base.record.get("encoder", {}).get("kind", "unknown")
         for oi, order in enumerate(orders):
             check = {"vision": v, "order": order, "kind": kind}
-            if image_check_items and kind == "image":
+            if image_check_items and kind == "image" and pooling == "mean":
                 n_shards = max(1, len(man) // int(image_check_items))
                 part = src.vision(man, v, n_f, frame_order=order, shard=(0, n_shards))
                 rel = _max_rel_diff(part.layers, ordered[v].subset(part.ids).layers)
@@ -83,6 +88,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
                              "x_layer_name": layer_name(base, d.x_layer), "y_layer_name": layer_name(txt[t], d.y_layer)})
     res = {"manifest": str(man.path), "n": len(ids), "n_f": n_f, "n_c": n_c, "k": k, "orders": list(orders),
            "rows": rows, "checks": checks, "confidence": confidence, "image_check_items": image_check_items,
+           "temporal_pooling": pooling,
            "seconds": round(time.perf_counter() - t0, 1)}
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "frame_order.json", res)
@@ -109,11 +115,15 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                         [[c["vision"], c["order"], c["kind"], c["checked_items"], Raw(f"{c['max_rel_diff']:.2e}"),
                           "yes" if c["invariant"] else "no"] for c in res["checks"]])
     any_image = any(r["by_construction"] for r in rows)
+    pooling = res.get("temporal_pooling", "mean")
     body = (f"<p>The sampled frames of every video (n_f = {res['n_f']}) are reversed or shuffled (a fixed random "
             "order per video) before encoding; the text side is unchanged (n_c = "
             f"{res['n_c']}), k = {res['k']}, N = {res['n']}. Each difference has a paired bootstrap interval over "
             "videos (neighbours recomputed in every resample; layer pair fixed, chosen by the mean of both "
             "conditions).</p>"
+            + (f"<p>Image encoders pool their per-frame embeddings with <b>temporal pooling {html.escape(pooling)}"
+               "</b>, which keeps the order of the sampled frames, so the controls are measured, not zero by "
+               "construction.</p>" if pooling != "mean" else "")
             + ("<p><b>Image encoders are order-invariant by construction</b>: they embed each frame on its own and "
                "average the embeddings, so reversing or shuffling the frames changes the features only by float "
                "rounding (checked below) and every difference is exactly 0. That zero is a property of the "

@@ -70,6 +70,7 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
                          "y_layer_name": layer_name(nfs, d.y_layer)})
     rows.sort(key=lambda r: (vision.index(r["vision"]), text.index(r["text"])))
     res = {"source": str(path), "n_triples": len(triples), "n_negatives": len(negatives), "n_f": n_f, "k": k,
+           "temporal_pooling": src.options.temporal_pooling,
            "rows": rows, "confidence": confidence, "seconds": round(time.perf_counter() - t0, 1),
            "example": {"positive": triples[0].positive, "negative": triples[0].negatives[0]}}
     if out is not None:
@@ -98,12 +99,13 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
             "its positive and its text neighbours are searched among the positives of the other videos. "
             "Intervals: paired bootstrap over videos with every neighbour list recomputed in each resample "
             f"({rows[0]['n_bootstrap'] if rows else 0} resamples); the layer pair is the best by the mean of "
-            "both conditions and held fixed.</p>"
+            "both conditions and held fixed. Image encoders pool frames by temporal pooling "
+            f"{html.escape(res.get('temporal_pooling', 'mean'))}.</p>"
             f"<p>Example — positive: <i>{html.escape(ex['positive'])}</i><br>negative: "
             f"<i>{html.escape(ex['negative'])}</i></p>"
             "<p><b>Reading the drop.</b> A drop needs the text encoder to place the reordered caption elsewhere "
             "than the positive; it is evidence that the <i>vision</i> space sees order only beyond what an "
-            "order-blind vision encoder shows. Image encoders that average frames are such a baseline by "
-            "construction (vision kind 'image' below): any drop they show comes from how the text space moves "
-            "the reordered caption relative to the content the vision side sees.</p>" + table)
+            "order-blind vision encoder shows. Image encoders that average frames (temporal pooling mean) are "
+            "such a baseline by construction (vision kind 'image' below): any drop they show comes from how the "
+            "text space moves the reordered caption relative to the content the vision side sees.</p>" + table)
     return write_section(run_dir, "41_reorder", "Temporal: event reorder (VideoComp style)", body, figs)
