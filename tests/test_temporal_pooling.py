@@ -242,3 +242,35 @@ def test_cli_bad_mode_exits_2_with_one_line(tiny_dataset, monkeypatch, capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "segments:0" in err and "meandiff" in err, err
+
+
+# ---------------------------------------------------------------------------------------------- p-value
+def test_paired_p_value_inverts_the_interval():
+    """The p-value reported with every paired difference agrees with its interval: p < 0.05 exactly when
+    the 95% interval excludes 0 (away from the boundary, where quantile interpolation may differ)."""
+    from vlgap.metrics.conditions import _centred_interval, _centred_p_value
+
+    samples = np.random.default_rng(0).normal(size=999) + 3.0  # the bootstrap's own location is irrelevant
+    checked = 0
+    for d in np.linspace(-4, 4, 161):
+        ci, p = _centred_interval(d, samples, 0.95), _centred_p_value(d, samples)
+        assert 0 < p <= 1
+        if abs(p - 0.05) > 0.01:
+            assert (ci[0] > 0 or ci[1] < 0) == (p < 0.05), (d, ci, p)
+            checked += 1
+    assert checked > 140
+    assert _centred_p_value(0.0, np.zeros(200)) == 1.0  # difference 0 by construction
+    # hand count: deviations -2,-1,0,1,2; estimate 1.5 -> one deviation <= -1.5, four >= -1.5: min 1
+    assert _centred_p_value(1.5, np.array([-2.0, -1, 0, 1, 2])) == pytest.approx(2 * 2 / 6)
+
+
+def test_paired_p_value_is_calibrated_under_the_null():
+    from vlgap.metrics.conditions import reorder_drop
+
+    ps = []
+    for rep in range(12):
+        rng = np.random.default_rng(200 + rep)
+        c = rng.normal(size=(80, 6))
+        v, p, q = (c + 0.6 * rng.normal(size=c.shape) for _ in range(3))
+        ps.append(reorder_drop(v, p, q, k=5, n_bootstrap=100, seed=rep).p_value)
+    assert sum(x < 0.05 for x in ps) <= 2 and np.mean(ps) > 0.3  # no excess of small p under the null

@@ -60,13 +60,15 @@ def _after(out: Optional[Path]) -> None:
 
 def _print_differences(rows: list[dict], title: str, extra: str | None = None) -> None:
     table = Table(title=title)
-    cols = ["vision", "text"] + ([extra] if extra else []) + ["N", "A", "B", "A - B", "95% CI", "layers"]
+    cols = ["vision", "text"] + ([extra] if extra else []) + ["N", "A", "B", "A - B", "95% CI", "p", "layers"]
     for c in cols:
         table.add_column(c)
     for r in rows:
         table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
                       f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
-                      f"{r['difference']:+.4f}", _ci(r["ci"]), f"{r['x_layer_name']} / {r['y_layer_name']}")
+                      f"{r['difference']:+.4f}", _ci(r["ci"]),
+                      "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
+                      f"{r['x_layer_name']} / {r['y_layer_name']}")
     console.print(table)
 
 

@@ -2,8 +2,9 @@
 
 Vision: decode (background threads) -> sample n_f frames -> encoder.preprocess -> every layer.
 Image encoders ("image on video") encode each distinct sampled frame once and pool the per-frame
-vectors for each n_f (average by default; `temporal_pooling` keeps time, see features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders run
-clips of n0 frames (n_f / n0 sub-clips, averaged).
+vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
+features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
+run clips of n0 frames (n_f / n0 sub-clips, averaged).
 Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
 
 Work is done in chunks of items; each finished chunk is written atomically, so a killed run resumes

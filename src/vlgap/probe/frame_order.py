@@ -104,9 +104,10 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                              "ordered - control (paired bootstrap 95% CI)", label_b="control (reversed / shuffled)")
     figs = [save_figure(fig, run_dir, "figures/frame_order.png")]
     table = html_table(["vision", "text", "control", "encoder kind", "N", "ordered", "95% CI", "control", "95% CI",
-                        "ordered - control", "95% CI", "note"],
+                        "ordered - control", "95% CI", "p", "note"],
                        [[r["vision"], r["text"], r["order"], r["kind"], r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])),
                          r["score_b"], Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
+                         "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
                          "0 by construction (mean over frames)" if r["by_construction"] else
                          ("interval excludes 0" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else
                           "interval contains 0")] for r in rows])

@@ -87,9 +87,10 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                              "drop = positive - negative (paired bootstrap 95% CI)")
     figs = [save_figure(fig, run_dir, "figures/reorder_drop.png")]
     table = html_table(["vision", "text", "vision kind", "N", "positive", "95% CI", "negative", "95% CI", "drop",
-                        "95% CI", "interval excludes 0", "chance", "layers (vision / text)"],
+                        "95% CI", "p", "interval excludes 0", "chance", "layers (vision / text)"],
                        [[r["vision"], r["text"], r.get("kind", "-"), r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])), r["score_b"],
                          Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
+                         "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
                          "yes" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else "no", r["chance"],
                          Raw(html.escape(f"{r['x_layer_name']} / {r['y_layer_name']}"))] for r in rows])
     ex = res["example"]
