@@ -6,7 +6,11 @@ Image encoders that average per-frame embeddings (temporal pooling "mean", the d
 order-invariant by construction: their reversed or shuffled features equal the ordered ones up to float
 rounding, so every frame-order difference is exactly 0 for them. The report says so instead of implying
 a measured null effect. With a pooling that keeps time (FeatureOptions(temporal_pooling="segments:4" or
-"meandiff"), `vlgap.features.temporal_pooling`) the controls are extracted in full and measured."""
+"meandiff"), `vlgap.features.temporal_pooling`) the controls are extracted in full and measured. Even
+then, reversing every video is one fixed permutation (segments:S with S dividing n_f) or sign flip
+(meandiff) of the coordinates for all videos alike: it keeps every cosine similarity, so a k-NN
+alignment with reversed frames still equals the ordered one up to rounding. Shuffled frames (another
+order per video) are the control such a pooling can fail."""
 from __future__ import annotations
 
 import html
@@ -123,7 +127,11 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
             "conditions).</p>"
             + (f"<p>Image encoders pool their per-frame embeddings with <b>temporal pooling {html.escape(pooling)}"
                "</b>, which keeps the order of the sampled frames, so the controls are measured, not zero by "
-               "construction.</p>" if pooling != "mean" else "")
+               "construction. Reversing every video is still one fixed permutation or sign flip of the feature "
+               "coordinates for all videos alike (segments:S with S dividing n_f; meandiff), which keeps every "
+               "cosine similarity: the reversed control can then differ from ordered frames only by rounding. "
+               "Shuffled frames (another order per video) are the informative control.</p>"
+               if pooling != "mean" else "")
             + ("<p><b>Image encoders are order-invariant by construction</b>: they embed each frame on its own and "
                "average the embeddings, so reversing or shuffling the frames changes the features only by float "
                "rounding (checked below) and every difference is exactly 0. That zero is a property of the "
