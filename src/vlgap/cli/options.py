@@ -15,13 +15,16 @@ from vlgap.errors import VlgapError
 
 
 def int_list(text: str, name: str) -> list[int]:
-    """"1,2,4,8" -> [1, 2, 4, 8]; a one-line error naming the flag otherwise."""
+    """"1,2,4,8" -> [1, 2, 4, 8] (positive integers); a one-line error naming the flag otherwise."""
     try:
         vals = [int(x) for x in str(text).replace(" ", "").split(",") if x]
     except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
+        raise VlgapError(f"{name} must be a comma-separated list of positive integers, e.g. 1,2,4,8; "
+                         f"got {text!r}") from None
     if not vals:
         raise VlgapError(f"{name} is empty")
+    if min(vals) < 1:
+        raise VlgapError(f"{name} {text!r}: every value must be a positive integer")
     return vals
 
 

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
+from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -22,10 +23,17 @@ def _print_rows(rows: list[dict]) -> None:
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
-        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), f"{r['score']:.3f}",
-                      f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]", f"{r['p_value']:.3g}", f"{r['x_layer']},{r['y_layer']}",
-                      str(r["n"]), f"{r['chance']:.3f}")
+        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), number(r["score"]),
+                      interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
+                      f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
     console.print(table)
+
+
+def _print_fits(fits: dict[str, dict]) -> None:
+    from vlgap.probe.report import fit_console_line
+
+    for pair, fit in fits.items():
+        console.print("law " + fit_console_line(fit, pair.replace("|", " x ")), highlight=False)
 
 
 @app.command("sweep")
@@ -65,6 +73,7 @@ def sweep_cmd(
         print(to_json({"rows": res.rows, "scaling": res.fits}))
     else:
         _print_rows(res.rows)
+        _print_fits(res.fits)
         console.print(f"tables in {out}/sweep.csv and {out}/sweep.json; `vlgap report {out}` draws them")
 
 
@@ -96,4 +105,6 @@ def demo_cmd(
     report = run_demo(cfg, progress=not quiet)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)
+    scaling = Path(cfg.out) / "scaling.json"
+    _print_fits(json.loads(scaling.read_text()) if scaling.is_file() else {})
     console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

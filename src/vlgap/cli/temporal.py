@@ -35,7 +35,21 @@ def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=
 
 
 def _ci(ci) -> str:
-    return "-" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+    from vlgap.formatting import interval  # one number format for every summary
+
+    return interval(ci, 4)
+
+
+def _p(p) -> str:
+    from vlgap.formatting import number
+
+    return number(p)
+
+
+def _loo(loo: dict, key: str, nd: int) -> str:
+    from vlgap.formatting import not_available, number
+
+    return number(loo[key], nd) if loo.get(key) is not None else not_available("no leave-one-out fit")
 
 
 def _after(out: Optional[Path]) -> None:
@@ -53,7 +67,7 @@ def _print_differences(rows: list[dict], title: str, extra: str | None = None) -
         table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
                       f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
                       f"{r['difference']:+.4f}", _ci(r["ci"]),
-                      "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
+                      _p(r.get("p_value")),
                       f"{r['x_layer_name']} / {r['y_layer_name']}")
     console.print(table)
 
@@ -237,8 +251,8 @@ def downstream_cmd(
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
-                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", f"{lo.get('rmse', float('nan')):.4g}",
-                      f"{lo.get('baseline_rmse', float('nan')):.4g}", f"{lo.get('q2', float('nan')):.3f}")
+                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
+                      _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     console.print(table)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)

@@ -33,7 +33,7 @@ from vlgap.features.temporal_pooling import describe as describe_pooling
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.features.temporal_pooling import pool_frames
 from vlgap.io_utils import atomic_write_text
-from vlgap.progress import progress_bar, stderr_console
+from vlgap.progress import progress_bar, stderr_console, step
 
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
@@ -191,7 +191,8 @@ def extract(
             opts["pooling"] = pooling
         if image_size:
             opts["image_size"] = image_size
-        enc = get_encoder(encoder, device=device, dtype=dtype, **opts)
+        with step(f"loading encoder {encoder}", enabled=progress):
+            enc = get_encoder(encoder, device=device, dtype=dtype, **opts)
     if (param == "n_f") != (enc.modality == "vision"):
         raise VlgapError(
             f"encoder {encoder!r} is a {enc.modality} encoder: use "

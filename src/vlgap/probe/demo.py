@@ -7,6 +7,7 @@ from options or a TOML config (see `DemoConfig` fields).
 """
 from __future__ import annotations
 
+import contextlib
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from vlgap.errors import VlgapError
 from vlgap.probe.sweep import SweepConfig, run_sweep
-from vlgap.progress import stderr_console
+from vlgap.progress import counter, say
 
 
 @dataclass
@@ -70,8 +71,16 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
     """Generate the shapes dataset once per (n, seed, frames, size) in the cache; reuse it afterwards."""
     from vlgap.data.shapes import cached_shapes_manifest
 
-    return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir,
-                                  log=stderr_console.print)
+    with contextlib.ExitStack() as stack:
+        bar: list = []
+
+        def report(done: int, total: int) -> None:  # the bar opens only if videos are actually rendered
+            if not bar:
+                bar.append(stack.enter_context(counter("rendering shapes videos", total, unit="videos")))
+            bar[0](done)
+
+        return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size,
+                                      cfg.cache_dir, log=say, progress=report)
 
 
 def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
@@ -88,4 +97,4 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
         from vlgap.probe.temporal import run_temporal_sections
 
         run_temporal_sections(cfg, result, progress=progress)
-    return write_report(cfg.out)
+    return write_report(cfg.out, progress=progress)

@@ -27,7 +27,7 @@ from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, fea
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, frame_order_difference
 from vlgap.probe.figures import paired_difference_figure
-from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
+from vlgap.probe.report import Raw, fmt, fmt_ci, fmt_or_na, html_table, save_figure, write_section
 
 
 def _max_rel_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
@@ -110,7 +110,7 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                         "ordered - control", "95% CI", "p", "note"],
                        [[r["vision"], r["text"], r["order"], r["kind"], r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])),
                          r["score_b"], Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
-                         "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
+                         fmt_or_na(r.get("p_value"), "no resamples"),
                          "0 by construction (mean over frames)" if r["by_construction"] else
                          ("interval excludes 0" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else
                           "interval contains 0")] for r in rows])

@@ -16,7 +16,7 @@ from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, fea
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, negative_sides, owner_rows, prepared_layers, reorder_from_sides
 from vlgap.probe.figures import paired_difference_figure
-from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
+from vlgap.probe.report import Raw, fmt, fmt_ci, fmt_or_na, html_table, save_figure, write_section
 
 
 @feature_options_moved()
@@ -89,7 +89,7 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                         "95% CI", "p", "interval excludes 0", "chance", "layers (vision / text)"],
                        [[r["vision"], r["text"], r.get("kind", "-"), r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])), r["score_b"],
                          Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
-                         "-" if r.get("p_value") is None else f"{r['p_value']:.3g}",
+                         fmt_or_na(r.get("p_value"), "no resamples"),
                          "yes" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else "no", r["chance"],
                          Raw(html.escape(f"{r['x_layer_name']} / {r['y_layer_name']}"))] for r in rows])
     ex = res["example"]

@@ -172,13 +172,15 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             atomic_write_json(cell_path, row)
             rows.append(row)
             prog.advance(task)
-    fits = fit_pairs(rows) if cfg.fit else {}
+    fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
     write_tables(run, rows, cfg, fits)
     return SweepResult(run, rows, fits, dropped)
 
 
-def fit_pairs(rows: list[dict]) -> dict[str, dict]:
-    """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal."""
+def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:
+    """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal.
+    With `progress`, each pair's bootstrap refits count up on stderr (seconds each on a CPU)."""
+    from vlgap.progress import counter
     from vlgap.scaling import fit_scaling
 
     fits = {}
@@ -186,7 +188,9 @@ def fit_pairs(rows: list[dict]) -> dict[str, dict]:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub]
         try:
-            fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP).to_dict()
+            with counter(f"scaling law {v} x {t}: bootstrap refits", FIT_BOOTSTRAP, "refits", progress) as report:
+                fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP,
+                                               progress=lambda done, total: report(done)).to_dict()
         except VlgapError as err:
             fits[f"{v}|{t}"] = {"error": str(err)}
     return fits
