@@ -20,8 +20,13 @@ _API = {
     "fit_scaling": "vlgap.scaling:fit_scaling",
     # datasets and features
     "read_manifest": "vlgap.data.manifest:read_manifest",
+    "import_dataset": "vlgap.data.importers:import_dataset",
+    "import_vatex": "vlgap.data.importers:import_vatex",
+    "import_msrvtt": "vlgap.data.importers:import_msrvtt",
+    "import_msvd": "vlgap.data.importers:import_msvd",
     "extract": "vlgap.features.extract:extract",
     "load_features": "vlgap.features.extract:load_features",
+    "pool_frames": "vlgap.features.temporal_pooling:pool_frames",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
     "list_encoders": "vlgap.encoders.registry:list_encoders",
     "generate_shapes": "vlgap.data.shapes:generate_shapes",

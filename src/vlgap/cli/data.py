@@ -1,4 +1,4 @@
-"""CLI commands for datasets and features: import-*, make-data, extract."""
+"""CLI commands for datasets and features: import, make-data, extract, encoders."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import TEMPORAL_POOLING_HELP
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -26,24 +27,30 @@ def _int_list(text: str, name: str) -> list[int]:
 @app.command("import")
 def import_cmd(
     dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd"),
-    annotations: Path = typer.Argument(..., help="official annotation file"),
+    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see the README)"),
     video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
     out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
     limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
     seed: int = typer.Option(0, help="seed of the random subset"),
-    skip_missing: bool = typer.Option(False, help="drop (and report) annotated videos whose file is missing"),
-    split: Optional[str] = typer.Option(None, help="MSR-VTT only: train | validate | test"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed entries and videos without a file "
+                                  "(each listed in <out>.skipped_items.jsonl and counted in the summary)"),
+    split: Optional[str] = typer.Option(None, help="msrvtt: train | validate | test; vatex: the split the file "
+                                        "holds (train | validation | public_test | private_test); msvd: train | "
+                                        "validate | test of youtube_mapping.txt"),
+    mapping: Optional[Path] = typer.Option(None, help="msvd: youtube_mapping.txt (clip -> vidN), found "
+                                           "automatically beside the annotations or videos"),
+    language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
+    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
-    """Import VATEX, MSR-VTT or MSVD annotations into a manifest."""
-    from vlgap.data import importers
+    """Import VATEX, MSR-VTT or MSVD annotations into a manifest, reporting every skip."""
+    from vlgap.data.importers import import_dataset
 
-    fns = {"vatex": importers.import_vatex, "msrvtt": importers.import_msrvtt, "msvd": importers.import_msvd}
-    key = dataset.lower().replace("-", "")
-    if key not in fns:
-        raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(fns)}")
-    kwargs = {"split": split} if key == "msrvtt" else {}
-    report = fns[key](annotations, video_dir, out, limit=limit, seed=seed, skip_missing=skip_missing, **kwargs)
-    console.print(report.summary(), markup=False, highlight=False)
+    if skip_missing:
+        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap extract`): it skips videos "
+                         "without a file and malformed entries, listing each in <out>.skipped_items.jsonl")
+    report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
+                            split=split, mapping=mapping, language=language)
+    console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("extract")
@@ -57,6 +64,7 @@ def extract_cmd(
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
     pooling: Optional[str] = typer.Option(None, help="text: mean (default) | last; vision ViTs: mean | cls"),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
     skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary)"),
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
@@ -75,8 +83,8 @@ def extract_cmd(
         n_frames=_int_list(n_frames, "--n-frames") if n_frames else None,
         n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
-        shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
-        ray=ray, ray_workers=ray_workers,
+        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers,
+        threads=threads, ray=ray, ray_workers=ray_workers,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
@@ -91,16 +99,19 @@ def make_data_cmd(
     n_frames: int = typer.Option(32, help="shapes: frames per video"),
     size: int = typer.Option(128, help="frame height and width in pixels (even)"),
     photo_fraction: float = typer.Option(0.5, help="shapes: share of scenes on real scikit-image photos"),
-    skip_missing: bool = typer.Option(False, help="real: leave out (and list) media whose package is missing"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="real: leave out (and list) media whose package is missing"),
+    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
     """Write an embedded dataset: procedural shapes videos, the Test of Time set, or the small real set."""
     from rich.progress import Progress
 
     from vlgap.data import real, shapes, test_of_time
 
+    if skip_missing:
+        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap import` and `vlgap extract`)")
     key = kind.lower().replace("_", "-")
     if key == "real":
-        path = real.write_real_manifest(out, skip_missing=skip_missing)
+        path = real.write_real_manifest(out, skip_missing=skip_bad)
     elif key in ("shapes", "test-of-time"):
         with Progress(console=Console(stderr=True)) as prog:
             task = prog.add_task(f"rendering {key}", total=None)

@@ -1,9 +1,10 @@
 """Extraction: dataset items -> per-layer features in the cache, for several n_f (or n_c) at once.
 
 Vision: decode -> sample n_f frames -> encoder.preprocess -> every layer.
-Image encoders ("image on video") encode each distinct sampled frame once and average the per-frame
-vectors for each n_f, so a sweep over n_f costs the union of frames, not the sum. Video encoders run
-clips of n0 frames (n_f / n0 sub-clips, averaged).
+Image encoders ("image on video") encode each distinct sampled frame once and pool the per-frame
+vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
+features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
+run clips of n0 frames (n_f / n0 sub-clips, averaged).
 Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
 
 Work is done in chunks of items; each finished chunk is written atomically, so a killed run resumes
@@ -33,8 +34,11 @@ from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclip
 from vlgap.data.video import count_frames, read_frames
 from vlgap.errors import BadItemError, VlgapError
 from vlgap.features.store import Entry, FeatureKey, FeatureSet, cache_root, load_entry
+from vlgap.features.temporal_pooling import describe as describe_pooling
+from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
+from vlgap.features.temporal_pooling import pool_frames
 from vlgap.io_utils import atomic_write_text
-from vlgap.progress import progress_bar, stderr_console
+from vlgap.progress import progress_bar, stderr_console, step
 
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
@@ -86,11 +90,15 @@ FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
-                frame_order: str = "ordered") -> dict:
-    """The part of an encoder spec that changes the numbers (device does not, within float tolerance)."""
+                frame_order: str = "ordered", temporal_pooling: str | None = None) -> dict:
+    """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
+    Options at their defaults are left out, so adding an option never invalidates existing caches."""
     key: dict[str, Any] = {"name": name, "dtype": dtype}
     if frame_order != "ordered":
         key["frame_order"] = frame_order
+    temporal_pooling = parse_temporal_pooling(temporal_pooling)
+    if temporal_pooling != "mean":
+        key["temporal_pooling"] = temporal_pooling
     if pooling:
         key["pooling"] = pooling
     if image_size:
@@ -126,16 +134,18 @@ class Job:
     ekey: dict
     shard: tuple[int, int]
     frame_order: str
+    temporal_pooling: str
     skip_bad: bool
     batch_size: int
     device: str
     dtype: str
     encoder_options: dict      # pooling / image_size for get_encoder
 
-    def load_encoder(self):
+    def load_encoder(self, progress: bool = False):
         from vlgap.encoders.registry import get_encoder
 
-        return get_encoder(self.encoder, device=self.device, dtype=self.dtype, **self.encoder_options)
+        with step(f"loading encoder {self.encoder}", enabled=progress):
+            return get_encoder(self.encoder, device=self.device, dtype=self.dtype, **self.encoder_options)
 
     def steps(self, info: dict) -> "_VisionSteps | _TextSteps":
         """The per-chunk steps for an encoder described by `encoder_info` (no model needed)."""
@@ -144,8 +154,12 @@ class Job:
                 f"encoder {self.encoder!r} is a {info['modality']} encoder: use "
                 + ("--n-frames" if info["modality"] == "vision" else "--n-captions")
             )
+        if self.temporal_pooling != "mean" and info["kind"] == "video":
+            raise VlgapError(f"temporal pooling {self.temporal_pooling!r} applies to image encoders; {self.encoder!r} "
+                             "is a video encoder (its sub-clips are averaged): use 'mean'")
         if self.param == "n_f":
-            return _VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad)
+            return _VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
+                                self.temporal_pooling)
         return _TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
 
     def ranges(self, steps) -> list[tuple[int, int]]:
@@ -219,6 +233,7 @@ def extract(
     image_size: int | None = None,
     shard: str | tuple[int, int] | None = None,
     frame_order: str = "ordered",
+    temporal_pooling: str | None = None,
     skip_bad: bool = False,
     batch_size: int = 32,
     workers: int = 2,
@@ -233,10 +248,14 @@ def extract(
 
     frame_order: "ordered" (the paper), or a control: "reversed" or "shuffled" (a fixed random order per
     item, seeded by its id) applied to the sampled frames before sub-clips are formed.
+    temporal_pooling: how an image encoder's per-frame embeddings become one vector
+    (`vlgap.features.temporal_pooling`): "mean" (default), "segments:S" or "meandiff". Video and text
+    encoders take "mean" only (a video encoder's sub-clips are always averaged).
     ray: None (this process), "auto" (a running Ray cluster, else a local one) or a cluster address:
     decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract)."""
     t0 = time.perf_counter()
+    temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     if (n_frames is None) == (n_captions is None):
         raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder)")
@@ -248,6 +267,8 @@ def extract(
         raise VlgapError(f"frame_order must be one of {FRAME_ORDERS}, got {frame_order!r}")
     if frame_order != "ordered" and param != "n_f":
         raise VlgapError("frame_order applies to vision encoders (n_frames) only")
+    if temporal_pooling != "mean" and param != "n_f":
+        raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to vision encoders (n_frames) only")
     shard_t = parse_shard(shard)
     items = man.items[shard_slice(len(man.items), shard_t)]
     if not items:
@@ -255,7 +276,7 @@ def extract(
     root = cache_root(cache_dir)
     if ray:
         root = root.resolve()  # workers may run in another directory
-    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -271,8 +292,8 @@ def extract(
             opts["pooling"] = pooling
         if image_size:
             opts["image_size"] = image_size
-        job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, skip_bad, batch_size,
-                  device, dtype, opts)
+        job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
+                  skip_bad, batch_size, device, dtype, opts)
         if ray:
             if loaded_encoder is not None:
                 raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
@@ -294,7 +315,7 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
 
         torch.set_num_threads(threads)
     if enc is None:
-        enc = job.load_encoder()
+        enc = job.load_encoder(progress)
     info = encoder_info(enc)
     steps = job.steps(info)
     ranges = job.ranges(steps)
@@ -346,11 +367,12 @@ def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
 
 def load_features(manifest: str | Path | Manifest, encoder: str, param: str, value: int, *,
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
-                  image_size: int | None = None, frame_order: str = "ordered") -> FeatureSet:
+                  image_size: int | None = None, frame_order: str = "ordered",
+                  temporal_pooling: str | None = None) -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed)."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order), man.fingerprint(), param,
-                     int(value))
+    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling),
+                     man.fingerprint(), param, int(value))
     return load_entry(key, cache_dir)
 
 
@@ -388,9 +410,9 @@ def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
 
 class _VisionSteps:
     def __init__(self, values: list[int], n0: int, is_video: bool, frame_order: str = "ordered",
-                 skip_bad: bool = False):
+                 skip_bad: bool = False, temporal_pooling: str = "mean"):
         self.values, self.n0, self.is_video = values, n0, is_video
-        self.frame_order, self.skip_bad = frame_order, skip_bad
+        self.frame_order, self.skip_bad, self.temporal_pooling = frame_order, skip_bad, temporal_pooling
         if self.is_video:
             for v in values:
                 check_n_f(v, self.n0)
@@ -404,7 +426,8 @@ class _VisionSteps:
         return {"sampling": {
             "policy": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
             "n_f": v, "n0": self.n0, "frame_order": self.frame_order,
-            "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else "mean over per-frame embeddings"),
+            "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else describe_pooling(self.temporal_pooling)),
+            "temporal_pooling": self.temporal_pooling,
             "frame_indices": self.frame_log[v],
         }}
 
@@ -491,7 +514,9 @@ class _VisionSteps:
         for v in self.values:
             layers = []
             for f in feats:
-                rows = [f[offsets[k] + torch.as_tensor(p[1][v])].mean(0) for k, p in enumerate(prepared)]
+                # frames in sampled order (after any frame-order control); "mean" is f[...].mean(0)
+                rows = [pool_frames(f[offsets[k] + torch.as_tensor(p[1][v])], self.temporal_pooling)
+                        for k, p in enumerate(prepared)]
                 layers.append(torch.stack(rows).numpy().astype(np.float32))
             out[v] = layers
         return out
