@@ -45,8 +45,7 @@ def timed(fn):
 
 def extraction(args, ray) -> dict:
     from vlgap.data.shapes import generate_shapes
-    from vlgap.distributed.extract import EncoderActor
-    from vlgap.features.extract import Job, extract
+    from vlgap.features.extract import extract
 
     tmp = Path(tempfile.mkdtemp(prefix="vlgap-scale-"))
     (manifest, dt) = timed(lambda: generate_shapes(tmp / "data", args.videos, seed=0, n_frames=32, size=128))
@@ -75,15 +74,25 @@ def extraction(args, ray) -> dict:
         feats[n].ids == ref.ids and all(np.array_equal(a, b) for a, b in zip(feats[n].layers, ref.layers))
         for n in ("ray_1", "ray_2"))
     # one actor's start-up alone: worker process, imports, model load (paid once per actor per run)
-    job = Job(None, [], "mobilenet_v2", "n_f", [args.n_frames], {}, {}, (0, 1), "ordered", False, 64, "cpu",
-              "float32", {})
-    actor = EncoderActor.options(num_cpus=1).remote(job, 1, None, os.getpid())
-    _, out["actor_startup_s"] = timed(lambda: ray.get(actor.info.remote()))
-    ray.kill(actor)
+    out["actor_startup_s"] = actor_startup(ray, args.n_frames)
     out["ray_overhead_1_worker"] = out["ray_1"]["seconds"] / out["single_1"]["seconds"] - 1
     out["speedup_ray_2_vs_single_1"] = out["single_1"]["seconds"] / out["ray_2"]["seconds"]
     out["speedup_ray_2_vs_single_2"] = out["single_2"]["seconds"] / out["ray_2"]["seconds"]
     return out
+
+
+def actor_startup(ray, n_f: int) -> float:
+    """Seconds until a new encoder actor answers: worker process, imports, model load."""
+    from vlgap.distributed.extract import EncoderActor
+    from vlgap.features.extract import Job
+
+    job = Job(man=None, items=[], encoder="mobilenet_v2", param="n_f", pending=[n_f], entries={}, ekey={},
+              shard=(0, 1), frame_order="ordered", temporal_pooling="mean", skip_bad=False, batch_size=64,
+              device="cpu", dtype="float32", encoder_options={})
+    actor = EncoderActor.options(num_cpus=1).remote(job, 1, None, os.getpid())
+    _, dt = timed(lambda: ray.get(actor.info.remote()))
+    ray.kill(actor)
+    return dt
 
 
 def layer_search_part(args) -> dict:
@@ -157,6 +166,8 @@ def main() -> None:
     print(f"ray.init: {dt:.1f} s; load {report['load_start']}")
     if not args.skip_extract:
         report["extraction"] = extraction(args, ray)
+    else:
+        report["actor_startup_s"] = actor_startup(ray, args.n_frames)
     if not args.skip_search:
         report["layer_search"] = layer_search_part(args)
     report["knn_per_layer"] = knn_per_layer(args)
