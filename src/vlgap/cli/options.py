@@ -6,6 +6,8 @@ Rules (the CLI's vocabulary):
   joined per item (n_c), always a comma list of integers; a single number is a list of one.
   Commands that run at one value accept a list of exactly one.
 - `--preset platonic-rep`: platonic-rep's feature preparation (vlgap.metrics.layer_search.PRESETS).
+- `--temporal-pooling MODE`: how an image encoder's per-frame embeddings become one video vector
+  (vlgap.features.temporal_pooling): mean (default) | segments:S | meandiff.
 """
 from __future__ import annotations
 
@@ -32,3 +34,7 @@ def one_int(text: str, name: str) -> int:
     if len(vals) != 1:
         raise VlgapError(f"{name} {text!r}: this command runs at one value; give one number, e.g. {vals[0]}")
     return vals[0]
+
+
+TEMPORAL_POOLING_HELP = ("image encoders on video: mean (default, order-blind) | segments:S (S contiguous "
+                         "segments of the sampled frames, each averaged, concatenated) | meandiff (mean, last - first)")

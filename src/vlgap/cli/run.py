@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import int_list
+from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -54,6 +54,7 @@ def sweep_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
@@ -64,7 +65,8 @@ def sweep_cmd(
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
-                      image_size=image_size, text_pooling=text_pooling, skip_bad=skip_bad,
+                      image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
+                      skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out)
     if as_json:
@@ -89,6 +91,7 @@ def demo_cmd(
     out: Optional[str] = typer.Option(None, help="run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help="number of shapes videos (default 256)"),
     device: Optional[str] = typer.Option(None),
+    temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     quiet: bool = typer.Option(False, help="no progress bars"),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
@@ -97,7 +100,8 @@ def demo_cmd(
     from vlgap.probe.demo import load_config, run_demo
 
     t0 = time.perf_counter()
-    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device})
+    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
+                               "temporal_pooling": temporal_pooling})
     report = run_demo(cfg, progress=not quiet)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)

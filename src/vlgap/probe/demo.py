@@ -33,6 +33,8 @@ class DemoConfig:
     bootstrap: int = 200
     permutations: int = 200
     image_size: int | None = 160
+    #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
+    temporal_pooling: str = "mean"
     device: str = "cpu"
     dtype: str = "float32"
     temporal: bool = True
@@ -59,6 +61,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
     for k, v in data.items():
         setattr(cfg, k, v)
+    from vlgap.features.temporal_pooling import parse_mode
+
+    cfg.temporal_pooling = parse_mode(cfg.temporal_pooling)
     return cfg
 
 
@@ -85,7 +90,8 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             bootstrap=cfg.bootstrap, permutations=cfg.permutations, seed=cfg.seed, device=cfg.device,
-                            dtype=cfg.dtype, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
+                            dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
+                            cache_dir=cfg.cache_dir)
     result = run_sweep(sweep_cfg, cfg.out, progress=progress)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections
