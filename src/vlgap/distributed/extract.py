@@ -30,8 +30,10 @@ import ray
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
 from vlgap.errors import VlgapError
-from vlgap.features.extract import ExtractResult, Job, encoder_info, join_decoded
 from vlgap.progress import progress_bar, stderr_console
+
+# Job, ExtractResult and Decoded (vlgap.features.extract) arrive as arguments: that module calls this
+# one, so importing it here would make an import circle
 
 
 #: items per decoding task (a chunk is decoded by several tasks at once, then encoded as one)
@@ -50,7 +52,7 @@ def _decode(steps, items, chunk_no: int, preprocessor, fault):
 class EncoderActor:
     """Loads the encoder once; every call encodes one decoded chunk and writes its chunk files."""
 
-    def __init__(self, job: Job, threads: int | None, fault: str | None, driver_pid: int):
+    def __init__(self, job, threads: int | None, fault: str | None, driver_pid: int):
         if threads:
             import torch
 
@@ -64,11 +66,11 @@ class EncoderActor:
         self.written = 0
 
     def info(self) -> tuple[dict, object]:
-        return encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
+        return self.job.encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
 
     def encode(self, r, chunk_no: int, steps, *parts) -> dict:
         t0 = time.perf_counter()
-        decoded = join_decoded(list(parts))
+        decoded = parts[0].join(list(parts))
         out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
         faults.maybe_kill(self.fault, "encode", chunk_no)  # after the work, before the write: worst case
         self.job.write_chunk(tuple(r), out, decoded)
@@ -100,7 +102,7 @@ def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, 
     return n, {"num_cpus": actor_cpus}, {"num_cpus": decode_cpus}, 1
 
 
-def run_ray(job: Job, result: ExtractResult, *, ray: str | bool = "auto", n_workers: int | None = None,
+def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = None,
             threads: int | None = None, progress: bool = True) -> None:
     """Compute the missing chunks of `job` on a Ray cluster, then finalize its entries."""
     rt = connect(ray)

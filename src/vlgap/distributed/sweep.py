@@ -26,17 +26,16 @@ def _side_task(layers, k, metric, for_bootstrap, device, preset, name):
 
 
 @ray.remote
-def _cell_task(ci, sx, sy, k, metric, bootstrap, permutations, seed, device, preset):
-    from vlgap.probe.sweep import score_cell
-
+def _cell_task(score_cell, ci, sx, sy, k, metric, bootstrap, permutations, seed, device, preset):
     return ci, score_cell(sx, sy, k=k, metric=metric, bootstrap=bootstrap, permutations=permutations, seed=seed,
                           device=device, preset=preset)
 
 
-def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, *,
+def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, score_cell: Callable, *,
                 ray: str | bool = "auto") -> Iterator[tuple[int, dict]]:
-    """Yield (cell number, score_cell result) for every cell in `todo`, as they finish.
-    features(modality, name, value) -> the FeatureSet (already restricted to the common items)."""
+    """Yield (cell number, score_cell(...) result) for every cell in `todo`, as they finish.
+    features(modality, name, value) -> the FeatureSet (already restricted to the common items);
+    score_cell: `vlgap.probe.sweep.score_cell` (passed in: that module calls this one)."""
     rt = connect(ray)
     opts = dict(TASK_OPTIONS, num_cpus=1)
     sides: dict[tuple, object] = {}
@@ -53,7 +52,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, *,
     for ci in todo:
         v, t, nf, nc = cells[ci]
         pending.append(_cell_task.options(**opts).remote(
-            ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.bootstrap, cfg.permutations,
+            score_cell, ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.bootstrap, cfg.permutations,
             cfg.seed + ci, cfg.device, cfg.preset))
     while pending:
         ready, pending = rt.wait(pending, num_returns=1)

@@ -141,6 +141,10 @@ class Job:
     dtype: str
     encoder_options: dict      # pooling / image_size for get_encoder
 
+    @staticmethod
+    def encoder_info(enc) -> dict:
+        return encoder_info(enc)
+
     def load_encoder(self, progress: bool = False):
         from vlgap.encoders.registry import get_encoder
 
@@ -387,6 +391,10 @@ class Decoded:
     bad: dict[int, list[dict]]
     payload: Any
     frame_log: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+
+    @staticmethod
+    def join(parts: list["Decoded"]) -> "Decoded":
+        return join_decoded(parts)
 
 
 def join_decoded(parts: list[Decoded]) -> Decoded:

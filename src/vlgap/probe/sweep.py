@@ -174,7 +174,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     if ray and todo:
         from vlgap.distributed.sweep import score_cells
 
-        results = score_cells(cfg, cells, todo, features, ray=ray)
+        results = score_cells(cfg, cells, todo, features, score_cell, ray=ray)
     else:
         results = serial(todo)
     with progress_bar(progress) as prog:
