@@ -8,19 +8,10 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import int_list
 from vlgap.errors import VlgapError
 
 console = Console()
-
-
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
-    if not vals:
-        raise VlgapError(f"{name} is empty")
-    return vals
 
 
 @app.command("import")
@@ -74,8 +65,8 @@ def extract_cmd(
 
     res = extract(
         manifest, encoder,
-        n_frames=_int_list(n_frames, "--n-frames") if n_frames else None,
-        n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
+        n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
+        n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
     )
