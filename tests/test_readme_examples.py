@@ -37,14 +37,14 @@ SUBSTITUTIONS: list[tuple[str, str, str]] = [
     (r"--permutations 1000\b", "--permutations 20", "20 permutations instead of 1,000"),
     (r"\bn_bootstrap=1000\b", "n_bootstrap=20", "20 bootstrap resamples instead of 1,000"),
     (r"\bn_permutations=1000\b", "n_permutations=20", "20 permutations instead of 1,000"),
-    (r"^(vlgap sweep (?!.*--bootstrap).*)$", r"\1 --bootstrap 20 --permutations 20",
-     "the sweep's default 200 resamples per cell -> 20 (32 cells on 2 CPU cores)"),
+    (r"^(vlgap sweep (?!.*--bootstrap).*)$", r"\1 --bootstrap 5 --permutations 20",
+     "the sweep's default 200 bootstrap resamples / permutations per cell -> 5 / 20 (32 cells, 2 CPU cores)"),
     (r"^(vlgap fit-scaling (?!.*--bootstrap).*)$", r"\1 --bootstrap 20",
      "fit-scaling's default 1,000 bootstrap refits per encoder pair -> 20"),
 ]
 # The same for defaults that no flag reaches: (module, attribute, value, why), set while the examples run.
 SIZE_PATCHES: list[tuple[str, str, object, str]] = [
-    ("vlgap.probe.sweep", "FIT_BOOTSTRAP", 20, "the sweep's 300 bootstrap refits of the law per encoder pair -> 20"),
+    ("vlgap.probe.sweep", "FIT_BOOTSTRAP", 10, "the sweep's 300 bootstrap refits of the law per encoder pair -> 10"),
 ]
 
 # Lines that cannot run on a test machine: (pattern, reason). Kept short; each must match a README line.
