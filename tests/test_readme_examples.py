@@ -275,9 +275,12 @@ def _named_commands(text: str) -> list[tuple[int, list[str]]]:
     for u in UNITS:
         if u.kind == "shell" and u.source.startswith("vlgap "):
             found.append((u.line, shlex.split(u.source, comments=True)))
-    for no, ln in enumerate(text.splitlines(), 1):
-        for span in re.findall(r"`(vlgap [^`]+)`", ln):
-            found.append((no, span.split()))
+    # inline code spans (they may wrap onto the next line), fenced blocks blanked out first
+    prose = re.sub(r"^```.*?^```", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.M | re.S)
+    for m in re.finditer(r"`([^`]+)`", prose):
+        cmd = re.search(r"(?:^|\s)(vlgap [a-z].*)", m.group(1), flags=re.S)
+        if cmd:
+            found.append((prose.count("\n", 0, m.start()) + 1, cmd.group(1).split()))
     return found
 
 
