@@ -241,6 +241,7 @@ def _run(i: int, root: Path) -> str | None:
     return _OUTCOME[i]
 
 
+@pytest.mark.slow  # real bundled models (MobileNetV2, MiniLM, SmolLM2): ~1-3 min for the whole README on 2 cores
 @pytest.mark.parametrize("i", range(len(UNITS)), ids=[u.id for u in UNITS])
 def test_readme_example_runs(i, workdir):
     unit = UNITS[i]
