@@ -168,12 +168,13 @@ def _write_inputs(root: Path) -> None:
                                                      + float(rng.normal(scale=0.1)), 4)])
 
     # Official annotation layouts for `vlgap import` (writers shared with tests/test_importers.py).
-    clip = write_video(root / "_clip" / "c.mp4", 3, size=16).read_bytes()
+    clip = write_video(root / "_clip" / "c.mp4", 16, size=16).read_bytes()
     names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS
     videos(root / "videos", [f"{n}.mp4" for n in names], clip)
     videos(root / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip)
-    vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": ["a man runs", "a race"]}
-                                                      for i in VATEX_IDS])
+    videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)  # a cluster's /shared/
+    vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}
+                                                      for i in VATEX_IDS])  # 10 English captions, as VATEX
     msrvtt_file(root / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
                 [s("video0", 0, "a man sings"), s("video1", 1, "cars race")])
     msrvtt_file(root / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
