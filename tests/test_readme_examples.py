@@ -20,6 +20,8 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -218,6 +220,14 @@ def _run_shell(unit: Unit) -> None:
     argv = shlex.split(unit.run_source, comments=True)
     if not argv or argv[0] != "vlgap":
         raise AssertionError(f"not a vlgap command; run it here or add it to SKIPS with a reason: {unit.source}")
+    if "--ray" in argv:
+        # A real process, as a user runs it: Ray's driver owns its local cluster and may end the process
+        # when that cluster fails, which must not take the test session with it.
+        proc = subprocess.run([sys.executable, "-c", "from vlgap.cli import main; main()", *argv[1:]],
+                              capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise AssertionError(f"exit code {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return
     res = CliRunner().invoke(app, argv[1:])
     if res.exit_code != 0:
         detail = "".join(traceback.format_exception(res.exception)) if res.exception else ""
