@@ -18,7 +18,7 @@ def test_bad_input_is_one_line_error(tmp_path):
     r = run("import", "youtube8m", str(tmp_path / "a.json"), str(tmp_path), "--out", str(tmp_path / "m.jsonl"))
     assert r.returncode == 2 and "choose one of ['msrvtt', 'msvd', 'vatex']" in r.stderr
     r = run("extract", str(tmp_path / "nope.jsonl"), "-e", "x", "--n-frames", "1,b")
-    assert r.returncode == 2 and "comma-separated list of integers" in r.stderr
+    assert r.returncode == 2 and "comma-separated list of positive integers" in r.stderr
 
 
 @pytest.mark.slow
