@@ -233,7 +233,7 @@ def test_old_keywords_name_their_new_form():
 
     with pytest.raises(VlgapError, match=r"cache_dir= moved into features=FeatureOptions\(cache_dir=\.\.\.\)"):
         run_test_of_time(["v"], ["t"], cache_dir="/nonexistent")
-    with pytest.raises(VlgapError, match="run_test_of_time\\(\\): source= is now features="):
+    with pytest.raises(VlgapError, match=r"run_test_of_time\(\): the keyword 'source' is now features"):
         run_test_of_time(["v"], ["t"], source=None)
     with pytest.raises(VlgapError, match=r"device=, dtype= moved into features=FeatureOptions\(device=\.\.\., dtype="):
         run_reorder("x.jsonl", ["v"], ["t"], device="cpu", dtype="float32")
