@@ -2,7 +2,8 @@
 import numpy as np
 import pytest
 
-from vlgap.data.shapes import _cell, _simulate, caption_facts, sample_spec, write_captions
+from vlgap.data.shapes import caption_facts, sample_spec, write_captions
+from vlgap.data.shapes.spec import cell as _cell, simulate as _simulate
 from vlgap.errors import VlgapError
 from vlgap.wsv.reader import read_caption
 

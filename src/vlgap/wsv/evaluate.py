@@ -58,8 +58,8 @@ def two_sample(real: np.ndarray, synth: np.ndarray, *, n_permutations: int = 500
     if real.shape[1:] != synth.shape[1:]:
         raise VlgapError(f"real latents {list(real.shape[1:])} and synthetic latents {list(synth.shape[1:])} differ "
                          "in shape; encode both with the same latent encoder")
-    if len(real) < 4 or len(synth) < 4:
-        raise VlgapError(f"the falsifier needs at least 4 latents per side, got {len(real)} real, {len(synth)} synthetic")
+    if len(real) < 5 or len(synth) < 5:
+        raise VlgapError(f"the falsifier needs at least 5 latents per side (5-fold C2ST), got {len(real)} real, {len(synth)} synthetic")
     a, b = _flat(real), _flat(synth)
     m = mmd_test(a, b, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, method="quadratic")
     pa, pb = _fd_view(real), _fd_view(synth)

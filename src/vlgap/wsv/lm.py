@@ -128,8 +128,12 @@ class SoftPromptLM(nn.Module):
         B = prompts.shape[0]
         bos = torch.full((B, 1), self.tokenizer.bos_id, dtype=torch.long, device=prompts.device)
         x = torch.cat([prompts, self.embed(bos)], dim=1)
+        import inspect
+
+        # transformers 5 renamed past_key_values to cache (keyword and output); accept either
+        key = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         out = self.model(inputs_embeds=x, use_cache=True)
-        past = out.past_key_values
+        past = out.get("cache", None) if key == "cache" else out.past_key_values
         done = torch.zeros(B, dtype=torch.bool, device=prompts.device)
         result: list[list[int]] = [[] for _ in range(B)]
         for _ in range(max_new_tokens):
@@ -142,8 +146,8 @@ class SoftPromptLM(nn.Module):
                         result[i].append(int(nxt[i]))
             if bool(done.all()):
                 break
-            out = self.model(inputs_embeds=self.embed(nxt[:, None]), past_key_values=past, use_cache=True)
-            past = out.past_key_values
+            out = self.model(inputs_embeds=self.embed(nxt[:, None]), use_cache=True, **{key: past})
+            past = out.get("cache", None) if key == "cache" else out.past_key_values
         return result
 
 

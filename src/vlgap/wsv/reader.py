@@ -309,7 +309,7 @@ def _build(text, t, bg, objs, evs, count, nothing_left, has_end, rng, mentions, 
         unread.append("background")
     else:
         read.append("background")
-    from vlgap.data.shapes import _contrast_ok
+    from vlgap.data.shapes.spec import _contrast_ok
 
     shapes = list(objs)
     if not shapes:
