@@ -135,23 +135,30 @@ def demo_cmd(
 def experiment_cmd(
     out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
     seeds: str = typer.Option("0,1,2", help="Training seeds."),
-    n_train: int = typer.Option(150), n_eval: int = typer.Option(60), caption_steps: int = typer.Option(800),
-    head_steps: int = typer.Option(300), polisher_steps: int = typer.Option(300),
-    lm_pretrain_steps: int = typer.Option(400),
+    n_train: int = typer.Option(80, help="Training scenes (x 10 captions)."),
+    n_eval: int = typer.Option(60, help="Held-out real-style scenes."),
+    n_unlabelled: int = typer.Option(20, help="Unlabelled real-style scenes (wsv_mmd only)."),
+    caption_steps: int = typer.Option(400), head_steps: int = typer.Option(150),
+    polisher_steps: int = typer.Option(150), lm_pretrain_steps: int = typer.Option(200),
+    lm_dim: int = typer.Option(64), lm_layers: int = typer.Option(2), prompter_dim: int = typer.Option(32),
+    bootstrap: int = typer.Option(300, "--bootstrap"), permutations: int = typer.Option(300, "--permutations"),
     systems: str = typer.Option("wsv,no_polisher,frozen_lm,text_only"),
     generators: str = typer.Option("synthetic,real", help="Generator render styles; systems after the first "
                                                           "generator: --second-systems."),
     second_systems: str = typer.Option("wsv"),
+    summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
 
     _threads(threads)
-    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_eval,
+    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
+                           n_permutations=permutations, c2st_permutations=30,
                            seeds=tuple(int(s) for s in seeds.split(",")), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
-                                      lm_pretrain_steps=lm_pretrain_steps))
-    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log)
+                                      lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
+                                      prompter_dim=prompter_dim, checkpoint_every=50))
+    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only)
     console.print(summary_markdown(summary))

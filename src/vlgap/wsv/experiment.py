@@ -238,8 +238,9 @@ def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, li
 
 
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
-                   log: Callable[[str], None] = _log_default) -> dict[str, Any]:
-    """All cells (skipping finished ones), then summary.json and summary.md."""
+                   log: Callable[[str], None] = _log_default, summary_only: bool = False) -> dict[str, Any]:
+    """All cells (skipping finished ones), then summary.json and summary.md. summary_only: tabulate the
+    cells finished so far without training any (the summary says how many of the planned cells it has)."""
     cfg = cfg or ExperimentConfig()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -270,6 +271,8 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
         path = out / "cells" / f"{name}.json"
         if path.exists():
             log(f"cell {j + 1}/{len(cells)} {name}: done earlier, skipped")
+            continue
+        if summary_only:
             continue
         log(f"cell {j + 1}/{len(cells)} {name}: training ({time.perf_counter() - t0:.0f} s elapsed)")
         res = run_cell(prep, cfg, g, s, seed, out / "work" / name, log=log)
