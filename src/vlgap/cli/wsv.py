@@ -162,3 +162,18 @@ def experiment_cmd(
                                       prompter_dim=prompter_dim, checkpoint_every=50))
     summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only)
     console.print(summary_markdown(summary))
+
+
+@wsv_app.command("eval-set")
+def eval_set_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder for videos/ and manifest.jsonl."),
+    n: int = typer.Option(60, help="Scenes."),
+    seed: int = typer.Option(1, help="Scene seed (the default corpus uses seed 0: disjoint scenes)."),
+    style: str = typer.Option("real", help="Render style: real (camera shake, blur, noise, lighting, JPEG) or synthetic."),
+    n_frames: int = typer.Option(16), size: int = typer.Option(64),
+):
+    """A held-out shapes manifest in a render style (the 'real' evaluation domain)."""
+    from vlgap.data.shapes import generate_shapes
+
+    path = generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size, style=style)
+    console.print(f"manifest: {path}")
