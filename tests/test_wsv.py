@@ -138,6 +138,11 @@ def test_caption_eval_gap_json_contracts(manifest_and_model):
     assert r.exit_code == 0, r.output
     preds = json.loads((root / "p.json").read_text())
     assert [p["image_id"] for p in preds] == [f"v{i}" for i in range(6)] and all(isinstance(p["caption"], str) for p in preds)
+    r = runner.invoke(app, ["wsv", "caption", str(model), str(manifest), "--out", str(root / "pb.json"), "--beam", "3"])
+    assert r.exit_code == 0, r.output
+    beam = json.loads((root / "pb.json").read_text())
+    assert [p["image_id"] for p in beam] == [p["image_id"] for p in preds]
+    assert all(isinstance(p["caption"], str) for p in beam)
     r = runner.invoke(app, ["wsv", "eval", str(root / "p.json"), str(manifest), "--json", "--bootstrap", "50",
                             ])
     assert r.exit_code == 0, r.output

@@ -61,13 +61,14 @@ def caption_cmd(
     manifest: Path = typer.Argument(..., help="Manifest of videos (JSONL)."),
     out: Path = typer.Option(..., "--out", help="Predictions, coco results JSON [{image_id, caption}]."),
     polish: bool = typer.Option(False, help="Apply the polisher to the real latents (the falsifier's check)."),
-    batch_size: int = typer.Option(64), threads: Optional[int] = typer.Option(None),
+    batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
+    threads: Optional[int] = typer.Option(None),
 ):
-    """Batched greedy captions for every video of a manifest."""
+    """Batched greedy (or beam-search) captions for every video of a manifest."""
     from vlgap.wsv.api import caption_manifest
 
     _threads(threads)
-    preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, log=_log)
+    preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, beam=beam, log=_log)
     console.print(f"{len(preds)} captions -> {out}")
 
 

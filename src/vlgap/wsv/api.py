@@ -91,13 +91,13 @@ def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
 
 
 def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | None = None, *, polish: bool = False,
-                     batch_size: int = 64, log: Callable[[str], None] = _quiet) -> list[dict[str, Any]]:
+                     batch_size: int = 64, beam: int = 1, log: Callable[[str], None] = _quiet) -> list[dict[str, Any]]:
     """Captions for every video of a manifest, as coco results [{"image_id", "caption"}] (written to `out`)."""
     from vlgap.wsv.train import load_model
 
     bundle = load_model(model)
     ids, _, z = manifest_latents(manifest, log=log)
-    caps = bundle.caption(z, polish=polish, batch_size=batch_size)
+    caps = bundle.caption(z, polish=polish, batch_size=batch_size, beam=beam)
     preds = [{"image_id": i, "caption": c} for i, c in zip(ids, caps)]
     if out is not None:
         atomic_write_json(out, preds)

@@ -151,6 +151,46 @@ class SoftPromptLM(nn.Module):
         return result
 
 
+    @torch.no_grad()
+    def beam_search(self, prompts: torch.Tensor, beam: int = 3, max_new_tokens: int = 40,
+                    length_penalty: float = 1.0) -> list[list[int]]:
+        """Beam search for a batch (all B*beam rows advance together; no KV cache, sequences are short).
+        A finished beam only extends with EOS at no cost; the best beam per item maximises
+        sum(log p) / length**length_penalty (length counts the EOS)."""
+        B, P, _ = prompts.shape
+        K, eos = beam, self.tokenizer.eos_id
+        pr = prompts.repeat_interleave(K, 0)
+        seqs = torch.full((B * K, 1), self.tokenizer.bos_id, dtype=torch.long, device=prompts.device)
+        scores = torch.full((B, K), float("-inf"), device=prompts.device)
+        scores[:, 0] = 0.0  # all beams start identical: expand only the first
+        finished = torch.zeros(B * K, dtype=torch.bool, device=prompts.device)
+        for _ in range(max_new_tokens):
+            logits = self.model(inputs_embeds=torch.cat([pr, self.embed(seqs)], 1), use_cache=False).logits[:, -1]
+            logp = torch.log_softmax(logits.float(), -1)
+            logp[finished] = float("-inf")
+            logp[finished, eos] = 0.0
+            V = logp.shape[-1]
+            top = (scores.view(B * K, 1) + logp).view(B, K * V).topk(K, dim=1)
+            src = (torch.arange(B, device=prompts.device)[:, None] * K + top.indices // V).flatten()
+            tok = (top.indices % V).flatten()
+            seqs = torch.cat([seqs[src], tok[:, None]], 1)
+            finished = finished[src] | (tok == eos)
+            scores = top.values
+            if bool(finished.all()):
+                break
+        out: list[list[int]] = []
+        for b in range(B):
+            best, best_val = None, float("-inf")
+            for k in range(K):
+                row = seqs[b * K + k, 1:].tolist()
+                n = row.index(eos) + 1 if eos in row else len(row)
+                val = float(scores[b, k]) / max(n, 1) ** length_penalty
+                if val > best_val:
+                    best, best_val = row[: n - 1] if eos in row else row, val
+            out.append(best)
+        return out
+
+
 def build_scratch_lm(corpus: Sequence[str], *, n_layer: int = 3, n_embd: int = 192, n_head: int = 4,
                      n_positions: int = 96, tokenizer: CaptionTokenizer | None = None,
                      dropout: float = 0.1) -> SoftPromptLM:

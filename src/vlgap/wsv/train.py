@@ -158,12 +158,15 @@ class Bundle(torch.nn.Module):
 
     @torch.no_grad()
     def caption(self, latents: np.ndarray, polish: bool = False, batch_size: int = 64,
-                max_new_tokens: int | None = None) -> list[str]:
+                max_new_tokens: int | None = None, beam: int = 1) -> list[str]:
+        """Greedy (beam=1, with a key/value cache) or beam-search captions, batched."""
         self.eval()
         out: list[str] = []
         for i in range(0, len(latents), batch_size):
             z = torch.from_numpy(np.ascontiguousarray(latents[i:i + batch_size], np.float32))
-            ids = self.lm.generate(self.prompts_from_latents(z, polish), max_new_tokens or self.cfg.max_len)
+            prompts = self.prompts_from_latents(z, polish)
+            n_new = max_new_tokens or self.cfg.max_len
+            ids = self.lm.generate(prompts, n_new) if beam <= 1 else self.lm.beam_search(prompts, beam, n_new)
             out.extend(self.lm.tokenizer.decode(r) for r in ids)
         return out
 
