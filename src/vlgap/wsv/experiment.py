@@ -274,9 +274,14 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
             continue
         if summary_only:
             continue
+        lock = out / "cells" / f"{name}.lock"
+        if not _claim(lock):
+            log(f"cell {j + 1}/{len(cells)} {name}: another worker is on it, skipped")
+            continue
         log(f"cell {j + 1}/{len(cells)} {name}: training ({time.perf_counter() - t0:.0f} s elapsed)")
         res = run_cell(prep, cfg, g, s, seed, out / "work" / name, log=log)
         atomic_write_json(path, res)
+        lock.unlink(missing_ok=True)
         sc = res["scores"]
         log(f"cell {name}: CIDEr {sc['CIDEr']['score']:.3f} BLEU-4 {sc['BLEU-4']['score']:.3f} distinct "
             f"{sc['distinct']['share']:.2f} ({res['seconds']:.0f} s)")
@@ -285,6 +290,30 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", summary_markdown(summary))
     return summary
+
+
+def _claim(lock: Path) -> bool:
+    """Take a cell for this process (several `vlgap wsv experiment` workers may share one folder): create
+    the lock file exclusively; a lock whose process is gone (killed worker) is taken over."""
+    import os
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            return True
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text() or "0")
+                os.kill(pid, 0)
+                return False  # alive: its cell
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)  # stale: the worker died; take over (the cell resumes)
+            except PermissionError:
+                return False
+    return False
 
 
 def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap: dict[str, Any]) -> dict[str, Any]:
