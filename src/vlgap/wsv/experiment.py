@@ -154,12 +154,15 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
 
     heldout_rng = np.random.default_rng([cfg.world_seed, 77])
     heldout = [caps[int(heldout_rng.integers(len(caps)))] for _, _, caps in evals]
-    synth, heldout_synth = {}, {}
+    synth, heldout_synth = _Lazy(), {}
     for g in cfg.generators:
         t2v = ShapesT2V(style=g, n_frames=cfg.n_frames, size=cfg.size)
-        synth[g] = latents_of(f"corpus via generator {g}", {"what": "corpus", "generator": t2v.record(),
-                                                              "n_train": cfg.n_train, "captions": _hash(corpus)},
-                              lambda t2v=t2v: t2v.generate(corpus, seed=cfg.world_seed))
+        # the corpus latents of a generator are made when a cell first needs them, so other workers can
+        # train cells of the first generator meanwhile
+        synth[g] = (lambda t2v=t2v, g=g: latents_of(
+            f"corpus via generator {g}", {"what": "corpus", "generator": t2v.record(), "n_train": cfg.n_train,
+                                          "captions": _hash(corpus)},
+            lambda: t2v.generate(corpus, seed=cfg.world_seed)))
         heldout_synth[g] = latents_of(f"held-out captions via generator {g}",
                                       {"what": "heldout", "generator": t2v.record(), "captions": _hash(heldout)},
                                       lambda t2v=t2v: t2v.generate(heldout, seed=cfg.world_seed + 1))
@@ -178,6 +181,17 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                     heldout_synth=heldout_synth, eval_ids=[i for i, _, _ in evals],
                     eval_refs={i: list(caps) for i, _, caps in evals}, eval_specs=[s for _, s, _ in evals],
                     real=real, unlabelled=unlabelled, hygiene=hygiene)
+
+
+class _Lazy(dict):
+    """A dict whose values are computed (once) from the zero-argument functions stored in it."""
+
+    def __getitem__(self, key):
+        v = super().__getitem__(key)
+        if callable(v):
+            v = v()
+            super().__setitem__(key, v)
+        return v
 
 
 def _hash(texts: list[str]) -> str:
