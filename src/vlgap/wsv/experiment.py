@@ -138,7 +138,7 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                "corpus_captions": len(corpus), "train_scenes_equal_to_eval_scenes_removed": len(dup_specs),
                "train_captions_identical_to_eval_references_removed": dropped, "id_overlap": id_overlap,
                "exact_text_overlap_after_removal": len(set(corpus) & eval_text),
-               "unlabelled_text_overlap": 0}
+               "unlabelled_scene_captions_in_corpus": len(set(corpus) & {c for _, _, caps in unl for c in caps})}
     enc = MobileNetLatents(image_size=cfg.size)
     base = {"world_seed": cfg.world_seed, "n_frames": cfg.n_frames, "size": cfg.size, "encoder": enc.record(),
             "version": 1}
