@@ -25,8 +25,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--n", type=int, default=64, help="captions to generate")
-    ap.add_argument("--lm-dim", type=int, default=96)
-    ap.add_argument("--prompter-dim", type=int, default=48)
+    ap.add_argument("--lm-dim", type=int, default=64)
+    ap.add_argument("--lm-layers", type=int, default=2)
+    ap.add_argument("--prompter-dim", type=int, default=32)
     args = ap.parse_args()
 
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
@@ -42,7 +43,8 @@ def main() -> None:
     emb = rng.normal(size=(len(caps), 384)).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     data = TrainData(caps, lat, emb)
-    cfg = WSVConfig(system="no_polisher", lm_dim=args.lm_dim, prompter_dim=args.prompter_dim, batch_size=args.batch)
+    cfg = WSVConfig(system="no_polisher", lm_dim=args.lm_dim, lm_layers=args.lm_layers, prompter_dim=args.prompter_dim,
+                    batch_size=args.batch)
     b = Bundle(cfg, data)
     tok = encode_batch(b.lm.tokenizer, caps, cfg.max_len)
     _freeze_for(b, "caption")
