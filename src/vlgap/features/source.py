@@ -4,6 +4,8 @@ extracted with an encoder that is loaded at most once per name and only if somet
 keyword arguments repeated on every probe)."""
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -14,17 +16,26 @@ from vlgap.errors import VlgapError
 @dataclass(frozen=True)
 class FeatureOptions:
     """How features are extracted and cached; part of the cache key where it changes the features
-    (dtype, image_size, text_pooling), so two probes with the same options share cached features."""
+    (dtype, image_size, text_pooling, temporal_pooling), so two probes with the same options share
+    cached features."""
 
     cache_dir: str | Path | None = None  # default: $VLGAP_CACHE or ~/.cache/vlgap
     device: str = "cpu"
     dtype: str = "float32"
     image_size: int | None = None  # vision input side (None: the encoder's default)
     text_pooling: str | None = None  # mean (default) | last
+    #: image encoders on video: mean (default) | segments:S | meandiff (vlgap.features.temporal_pooling)
+    temporal_pooling: str = "mean"
     batch_size: int = 32
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
     progress: bool = True
+
+    def __post_init__(self):
+        from vlgap.features.temporal_pooling import parse_mode
+
+        # a bad mode fails here, before any model loads; the canonical spelling is what gets recorded
+        object.__setattr__(self, "temporal_pooling", parse_mode(self.temporal_pooling))
 
 
 #: FeatureOptions field names: old probe keywords with these names now go into the options object
@@ -90,7 +101,8 @@ class FeatureSource:
         from vlgap.features.extract import extract
 
         res = extract(man, name, n_frames=[n_f], image_size=self.options.image_size, frame_order=frame_order,
-                      shard=shard, loaded_encoder=self._encoder(name, True), **self._common())
+                      temporal_pooling=self.options.temporal_pooling, shard=shard,
+                      loaded_encoder=self._encoder(name, True), **self._common())
         return res.features[n_f]
 
     def text(self, man, name: str, n_c: int = 1):
@@ -107,7 +119,9 @@ class FeatureSource:
 
         o = self.options
         key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
-                                     o.image_size if param == "n_f" else None), man.fingerprint(), param, value)
+                                     o.image_size if param == "n_f" else None,
+                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None),
+                         man.fingerprint(), param, value)
         return Entry(key, cache_root(o.cache_dir)).is_complete()
 
 
@@ -130,10 +144,23 @@ def common_ids(sets: list, ids: list[str]) -> list[str]:
     return [i for i in ids if i in keep]
 
 
-def moved_keywords(where: str, kwargs: dict[str, Any], renamed: dict[str, str] | None = None) -> None:
-    """Clear errors for probe keywords that moved into FeatureOptions (or were renamed)."""
-    from vlgap.errors import reject_renamed_keywords
-
-    moved = {name: f"an option of features=FeatureOptions({name}=...)" for name in FEATURE_OPTION_NAMES}
-    moved["encoders"] = "given through features=FeatureSource(options, encoders={...})"
-    reject_renamed_keywords(where, kwargs, {**moved, **(renamed or {})})
+def feature_options_moved(**renames: str) -> Callable:
+    """Decorator for probes that take `features=`: a call with one of the keywords that moved into
+    FeatureOptions (cache_dir=, device=, dtype=, image_size=, text_pooling=, ...) or with `encoders=`
+    raises a VlgapError that names the new form instead of Python's bare TypeError; `renames` adds
+    other old keyword -> new keyword pairs (e.g. source="features")."""
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            moved = [k for k in kwargs if k in FEATURE_OPTION_NAMES]
+            notes = [f"{old}= is now {new}=" for old, new in renames.items() if old in kwargs]
+            if moved:
+                notes.append(f"{', '.join(k + '=' for k in moved)} moved into features=FeatureOptions("
+                             f"{', '.join(k + '=...' for k in moved)})")
+            if "encoders" in kwargs:
+                notes.append("encoders= is given through features=FeatureSource(options, encoders={...})")
+            if notes:
+                raise VlgapError(f"{func.__name__}(): " + "; ".join(notes))
+            return func(*args, **kwargs)
+        return wrapper
+    return decorate
