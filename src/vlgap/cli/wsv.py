@@ -9,7 +9,6 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.errors import VlgapError
 
 wsv_app = typer.Typer(help="Text-only video captioning after WSV: captions -> synthetic videos -> polisher -> "
                            "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True)

@@ -11,7 +11,6 @@ length, so no padding is needed and a row's result does not depend on its batch.
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Sequence
@@ -256,7 +255,3 @@ def lm_from_record(record: dict[str, Any], tokenizer_json: str | None) -> SoftPr
         return build_scratch_lm([], tokenizer=tok, n_layer=c["n_layer"], n_embd=c["n_embd"], n_head=c["n_head"],
                                 n_positions=c["n_positions"])
     return build_pretrained_lm(record["source"], lora_r=record.get("lora_r", 0), freeze=record.get("freeze", False))
-
-
-def tokenizer_summary(tok) -> str:
-    return json.dumps({"vocab_size": tok.vocab_size})

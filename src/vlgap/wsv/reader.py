@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vlgap.data.shapes import (CELL_NAMES, COLOURS, DIRECTIONS, PHOTO_BACKGROUNDS, PLAIN_BACKGROUNDS, SHAPES,
+from vlgap.data.shapes import (COLOURS, DIRECTIONS, PHOTO_BACKGROUNDS, PLAIN_BACKGROUNDS, SHAPES,
                                SIZES, Event, SceneObject, SceneSpec, validate_spec)
 from vlgap.errors import VlgapError
 
@@ -125,7 +125,7 @@ def vocabulary_summary() -> str:
 
 
 def _normalise(text: str) -> str:
-    t = text.lower().replace("colour", "colour").replace("color", "colour")
+    t = text.lower().replace("colour", "color").replace("color", "colour")  # both spellings -> colour
     t = re.sub(r"[\"'`]", "", t)
     t = re.sub(r"\s+", " ", t)
     return t.strip()
@@ -160,7 +160,7 @@ def _cell_after(t: str, start: int, stop: int) -> tuple[tuple[int, int] | None, 
     return _CELLS[m.group(1)], start + m.start()
 
 
-def _subject_events(t: str, mentions: list[re.Match], bg_spans) -> list[_Ev]:
+def _subject_events(t: str, mentions: list[re.Match]) -> list[_Ev]:
     """Events: a shape mention followed by a verb phrase, then chained verbs ('and then shrinks')."""
     evs: list[_Ev] = []
     for j, m in enumerate(mentions):
@@ -177,7 +177,6 @@ def _subject_events(t: str, mentions: list[re.Match], bg_spans) -> list[_Ev]:
         offset = rest_at + (len(seg) - len(seg2))
         cur = seg2.lstrip()
         offset += len(seg2) - len(cur)
-        first = True
         while True:
             hit = None
             for kind, pat in _VERBS:
@@ -203,8 +202,6 @@ def _subject_events(t: str, mentions: list[re.Match], bg_spans) -> list[_Ev]:
             nxt = cur2[cm.end():]
             offset += adv + cm.end()
             cur = nxt
-            first = False
-        del first
     return evs
 
 
@@ -227,10 +224,8 @@ def _order_events(t: str, evs: list[_Ev]) -> None:
                 last = hits[-1]
                 later = [x for x in evs if last.end() <= x.pos < e.pos]
                 # a time word applies to the next event and to those joined to it with "then"
+                # ("then" after a timed event stays in that third until another time word comes)
                 e.third = third if not later or all(x.third == third for x in later) else e.third
-        if e.third is None:
-            pass
-    # propagate: a "then" after a timed event stays in that third unless another time word comes
     evs.sort(key=lambda e: e.rank)
 
 
@@ -261,7 +256,7 @@ def read_caption(text: str, rng: np.random.Generator | int | None = None) -> Rea
             o.end_colour = o.end_colour or colour
         elif colour and o.colour is None:
             o.colour = colour
-    evs = _subject_events(t, mentions, bg_spans)
+    evs = _subject_events(t, mentions)
     _order_events(t, evs)
     # start colour: the colour before an object's first recolour is what its subject said
     for shape, o in objs.items():
@@ -293,15 +288,10 @@ def read_caption(text: str, rng: np.random.Generator | int | None = None) -> Rea
         count = _NUMBER_WORDS[m.group(1)]
     if re.search(r"\bonly one shape\b|\bjust one shape\b|\ba single shape\b", t):
         count = 1
-    return _build(text, t, bg, objs, evs, count, nothing_left, end_at < len(t), rng, mentions, bg_spans)
+    return _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions)
 
 
-def _free_cells(taken: set[tuple[int, int]], rng) -> tuple[int, int]:
-    free = [(r, c) for r in range(3) for c in range(3) if (r, c) not in taken]
-    return free[int(rng.integers(len(free)))]
-
-
-def _build(text, t, bg, objs, evs, count, nothing_left, has_end, rng, mentions, bg_spans) -> Reading:
+def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions) -> Reading:
     read, unread = [], []
     if bg is None:
         photo = rng.random() < 0.5
@@ -355,7 +345,7 @@ def _build(text, t, bg, objs, evs, count, nothing_left, has_end, rng, mentions, 
                                    x=round((cell[1] + 0.5) / 3 + float(jitter[0]), 4),
                                    y=round((cell[0] + 0.5) / 3 + float(jitter[1]), 4)))
     index = {s: k for k, s in enumerate(shapes)}
-    ev_list = [e for e in evs]
+    ev_list = list(evs)
     if nothing_left:
         for s in shapes:
             if not any(e.shape == s and e.kind == "disappear" for e in ev_list):

@@ -6,7 +6,7 @@ import html
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

@@ -289,7 +289,6 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
         if log:
             log(f"resuming {cfg.system} seed {cfg.seed} at stage {cfg.stages()[min(stage_i, len(cfg.stages()) - 1)]} "
                 f"step {step}")
-    tok = None
     from vlgap.wsv.lm import encode_batch
 
     tok = encode_batch(bundle.lm.tokenizer, data.captions, cfg.max_len)
