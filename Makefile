@@ -28,6 +28,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/extract.py
 	$(BIN)/python benchmarks/layer_search.py
 	$(BIN)/python benchmarks/mmd.py
+	$(BIN)/python benchmarks/wsv.py
 	$(BIN)/python benchmarks/caption_eval.py
 	$(BIN)/python benchmarks/scale.py
 

@@ -63,6 +63,15 @@ _API = {
     "caption_eval": "vlgap.captions.evaluate:caption_eval",
     "compare_captions": "vlgap.captions.evaluate:compare_captions",
     "ptb_tokenize": "vlgap.captions.ptb_tokenize:ptb_tokenize",
+    # text-only video captioning after WSV
+    "read_caption": "vlgap.wsv.reader:read_caption",
+    "wsv_train": "vlgap.wsv.api:train_system",
+    "wsv_caption": "vlgap.wsv.api:caption_manifest",
+    "wsv_eval": "vlgap.wsv.api:evaluate_predictions",
+    "wsv_gap": "vlgap.wsv.api:gap_for_model",
+    "wsv_demo": "vlgap.wsv.report:run_demo",
+    "wsv_experiment": "vlgap.wsv.experiment:run_experiment",
+    "wsv_latent_gap": "vlgap.wsv.evaluate:latent_gap",
 }
 
 __all__ = sorted(_API) + ["__version__"]

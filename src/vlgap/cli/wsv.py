@@ -1,0 +1,179 @@
+"""`vlgap wsv ...`: the text-only video captioner after WSV (train, caption, eval, gap, demo, experiment)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from vlgap.cli._app import app
+
+wsv_app = typer.Typer(help="Text-only video captioning after WSV: captions -> synthetic videos -> polisher -> "
+                           "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True)
+app.add_typer(wsv_app, name="wsv")
+console = Console()
+
+
+def _log(msg: str) -> None:
+    Console(stderr=True).print(f"wsv: {msg}", highlight=False)
+
+
+def _threads(n: Optional[int]) -> None:
+    if n:
+        import torch
+
+        torch.set_num_threads(n)
+
+
+@wsv_app.command("train")
+def train_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder for checkpoint.pt (resumed if present) and model.pt."),
+    system: str = typer.Option("wsv", help="wsv | wsv_mmd | no_polisher | frozen_lm | text_only"),
+    seed: int = typer.Option(0, help="Training seed."),
+    corpus: Optional[Path] = typer.Option(None, help="Captions, one per line (default: the shapes world's "
+                                                     "captions of --n-train scenes)."),
+    n_train: int = typer.Option(150, help="Scenes whose captions form the default corpus."),
+    generator: str = typer.Option("synthetic", help="Render style of the offline T2V generator."),
+    lm: str = typer.Option("scratch", help="scratch | smollm2 (bundled, LoRA) | a local HF causal LM folder."),
+    caption_steps: int = typer.Option(800), head_steps: int = typer.Option(300),
+    polisher_steps: int = typer.Option(300), lm_pretrain_steps: int = typer.Option(400),
+    batch_size: int = typer.Option(32), checkpoint_every: int = typer.Option(100),
+    threads: Optional[int] = typer.Option(None, help="torch threads."),
+    cache_dir: Optional[Path] = typer.Option(None, help="Cache root (default $VLGAP_CACHE or ~/.cache/vlgap)."),
+):
+    """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
+    from vlgap.wsv.api import train_system
+
+    _threads(threads)
+    path = train_system(out, system=system, seed=seed, corpus=corpus, n_train=n_train, generator=generator, lm=lm,
+                        caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
+                        lm_pretrain_steps=lm_pretrain_steps, batch_size=batch_size,
+                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log)
+    console.print(f"model: {path}")
+
+
+@wsv_app.command("caption")
+def caption_cmd(
+    model: Path = typer.Argument(..., help="model.pt from `vlgap wsv train`."),
+    manifest: Path = typer.Argument(..., help="Manifest of videos (JSONL)."),
+    out: Path = typer.Option(..., "--out", help="Predictions, coco results JSON [{image_id, caption}]."),
+    polish: bool = typer.Option(False, help="Apply the polisher to the real latents (the falsifier's check)."),
+    batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
+    threads: Optional[int] = typer.Option(None),
+):
+    """Batched greedy (or beam-search) captions for every video of a manifest."""
+    from vlgap.wsv.api import caption_manifest
+
+    _threads(threads)
+    preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, beam=beam, log=_log)
+    console.print(f"{len(preds)} captions -> {out}")
+
+
+@wsv_app.command("eval")
+def eval_cmd(
+    predictions: Path = typer.Argument(..., help="coco results JSON from `vlgap wsv caption`."),
+    references: Path = typer.Argument(..., help="The manifest (its captions are the references) or a coco "
+                                                "annotations / JSONL references file."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
+):
+    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions."""
+    from vlgap.wsv.api import evaluate_predictions
+
+    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed)
+    if as_json:
+        print(json.dumps(res, indent=2, default=str))
+        return
+    for k in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr"):
+        if k in res:
+            ci = res[k].get("ci")
+            console.print(f"{k:8s} {res[k]['score']:.3f}" + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+    console.print(f"n = {res['n']}, distinct captions {res['distinct']['share']:.2f}")
+
+
+@wsv_app.command("gap")
+def gap_cmd(
+    model: Path = typer.Argument(..., help="model.pt with a polisher."),
+    manifest: Path = typer.Argument(..., help="Real videos; their captions (first of each) are the held-out "
+                                              "captions the generator turns into synthetic latents."),
+    permutations: int = typer.Option(500, "--permutations"), bootstrap: int = typer.Option(500, "--bootstrap"),
+    seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
+    threads: Optional[int] = typer.Option(None),
+):
+    """The falsifier: MMD2 (p, CI), C2ST and FD between real latents and raw vs polished synthetic latents."""
+    from vlgap.wsv.api import gap_for_model
+
+    _threads(threads)
+    res = gap_for_model(model, manifest, n_permutations=permutations, n_bootstrap=bootstrap, seed=seed, log=_log)
+    if as_json:
+        print(json.dumps(res, indent=2, default=str))
+        return
+    for side in ("raw", "polished"):
+        x = res[side]
+        if x is None:
+            continue
+        console.print(f"{side:9s} MMD2 {x['mmd2_unbiased']:.4f} (p {x['p_value']:.3g}, CI {x['ci']}), "
+                      f"C2ST {x['c2st']['accuracy']:.2f} (p {x['c2st']['p_value']:.3g}), FD {x['fd']:.2f}")
+
+
+@wsv_app.command("demo")
+def demo_cmd(
+    run_dir: Path = typer.Option(Path("runs/wsv-demo"), "--run-dir"),
+    threads: Optional[int] = typer.Option(2), cache_dir: Optional[Path] = typer.Option(None),
+):
+    """One seed of WSV-offline and the text-only baseline on the embedded default; writes a report section."""
+    from vlgap.wsv.report import run_demo
+
+    _threads(threads)
+    path = run_demo(run_dir, cache_dir=cache_dir, log=_log)
+    console.print(f"report: {path}")
+
+
+@wsv_app.command("experiment")
+def experiment_cmd(
+    out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
+    seeds: str = typer.Option("0,1,2", help="Training seeds."),
+    n_train: int = typer.Option(80, help="Training scenes (x 10 captions)."),
+    n_eval: int = typer.Option(60, help="Held-out real-style scenes."),
+    n_unlabelled: int = typer.Option(20, help="Unlabelled real-style scenes (wsv_mmd only)."),
+    caption_steps: int = typer.Option(400), head_steps: int = typer.Option(150),
+    polisher_steps: int = typer.Option(150), lm_pretrain_steps: int = typer.Option(200),
+    lm_dim: int = typer.Option(64), lm_layers: int = typer.Option(2), prompter_dim: int = typer.Option(32),
+    bootstrap: int = typer.Option(300, "--bootstrap"), permutations: int = typer.Option(300, "--permutations"),
+    systems: str = typer.Option("wsv,no_polisher,frozen_lm,text_only"),
+    generators: str = typer.Option("synthetic,real", help="Generator render styles; systems after the first "
+                                                          "generator: --second-systems."),
+    second_systems: str = typer.Option("wsv"),
+    summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
+    threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
+):
+    """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
+    from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
+
+    _threads(threads)
+    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
+                           n_permutations=permutations, c2st_permutations=30,
+                           seeds=tuple(int(s) for s in seeds.split(",")), systems=tuple(systems.split(",")),
+                           generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
+                           train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
+                                      lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
+                                      prompter_dim=prompter_dim, checkpoint_every=50))
+    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only)
+    console.print(summary_markdown(summary))
+
+
+@wsv_app.command("eval-set")
+def eval_set_cmd(
+    out: Path = typer.Option(..., "--out", help="Folder for videos/ and manifest.jsonl."),
+    n: int = typer.Option(60, help="Scenes."),
+    seed: int = typer.Option(1, help="Scene seed (the default corpus uses seed 0: disjoint scenes)."),
+    style: str = typer.Option("real", help="Render style: real (camera shake, blur, noise, lighting, JPEG) or synthetic."),
+    n_frames: int = typer.Option(16), size: int = typer.Option(64),
+):
+    """A held-out shapes manifest in a render style (the 'real' evaluation domain)."""
+    from vlgap.data.shapes import generate_shapes
+
+    path = generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size, style=style)
+    console.print(f"manifest: {path}")

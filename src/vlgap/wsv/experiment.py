@@ -1,0 +1,393 @@
+"""The WSV protocol end to end: data with checked disjointness, cells (generator x system x seed), the
+falsifier, tables and the demo report (orchestration; resumable cell by cell).
+
+World: scenes of the shapes world drawn by seed. Training corpus: the ten captions of each training
+scene (text only: the scenes' videos are never rendered for training). Each caption goes through the
+text-to-video generator (caption reader + renderer in the generator's style) into a synthetic video and
+its latent. Evaluation: other scenes (disjoint by id and by exact caption text, both checked and
+reported) rendered in the "real" style, scored against their ten captions. Unlabelled real latents (a
+third disjoint scene set) feed only the polisher's optional distribution term. Every cell's result is
+written atomically to cells/<generator>-<system>-s<seed>.json; a re-run skips finished cells, and an
+unfinished cell resumes from its checkpoint.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from vlgap.errors import VlgapError
+from vlgap.io_utils import atomic_write_json, atomic_write_text
+
+DEFAULT_SYSTEMS = ("wsv", "no_polisher", "frozen_lm", "text_only")
+SYSTEM_NAMES = {"wsv": "WSV-offline", "wsv_mmd": "WSV + MMD-to-real polisher", "no_polisher": "no polisher",
+                "frozen_lm": "frozen LM", "text_only": "text-only (CapDec/DeCap)"}
+
+
+@dataclass
+class ExperimentConfig:
+    n_train: int = 150  # training scenes (x 10 captions = the corpus)
+    n_eval: int = 60  # held-out real-style scenes
+    n_unlabelled: int = 60  # unlabelled real-style scenes (distribution term only)
+    world_seed: int = 0
+    seeds: tuple[int, ...] = (0, 1, 2)
+    systems: tuple[str, ...] = DEFAULT_SYSTEMS
+    generators: tuple[str, ...] = ("synthetic", "real")  # render styles of the T2V generator
+    second_generator_systems: tuple[str, ...] = ("wsv",)  # systems also run with generators[1:]
+    eval_style: str = "real"
+    n_frames: int = 16
+    size: int = 64
+    n_bootstrap: int = 500
+    n_permutations: int = 500
+    c2st_permutations: int = 50
+    train: dict[str, Any] = field(default_factory=dict)  # WSVConfig overrides (steps, sizes)
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        """Seed-major order: a run cut short still has every system for its first seeds."""
+        out = []
+        for seed in self.seeds:
+            for gi, g in enumerate(self.generators):
+                systems = self.systems if gi == 0 else tuple(s for s in self.systems
+                                                             if s in self.second_generator_systems)
+                out += [(g, s, seed) for s in systems]
+        return out
+
+
+@dataclass
+class Prepared:
+    corpus: list[str]
+    corpus_ids: list[str]
+    text_emb: np.ndarray
+    synth: dict[str, np.ndarray]  # generator style -> corpus latents
+    heldout_captions: list[str]
+    heldout_synth: dict[str, np.ndarray]  # generator style -> latents of held-out captions
+    eval_ids: list[str]
+    eval_refs: dict[str, list[str]]
+    eval_specs: list[Any]
+    real: np.ndarray
+    unlabelled: np.ndarray
+    hygiene: dict[str, Any]
+
+
+def _log_default(msg: str) -> None:
+    import sys
+
+    print(f"wsv: {msg}", file=sys.stderr, flush=True)
+
+
+def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
+    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised."""
+    import torch
+
+    from vlgap.encoders.registry import get_encoder
+
+    enc = get_encoder("minilm")
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(captions), batch_size):
+            out.append(enc.encode(captions[i:i + batch_size])[-1])
+    e = torch.cat(out).numpy().astype(np.float32)
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
+def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default) -> Prepared:
+    """Scenes, corpus, latents (cached atomically under <cache>/wsv/latents, keyed by everything that
+    makes them) and the disjointness report."""
+    from vlgap.data.shapes import item_rng, sample_spec, write_captions
+    from vlgap.wsv.generate import ShapesT2V, available_styles, render_styled
+    from vlgap.wsv.latents import MobileNetLatents, cached_latents
+
+    styles = available_styles()
+    for s in (*cfg.generators, cfg.eval_style):
+        if s not in styles:
+            raise VlgapError(f"render style {s!r} is not available; valid: {list(styles)}")
+    if cfg.n_train < 1:
+        raise VlgapError("the training corpus is empty: n_train must be at least 1")
+
+    def scenes(offset: int, n: int, prefix: str):
+        out = []
+        for i in range(n):
+            rng = item_rng(cfg.world_seed * 1000 + offset, i)
+            spec = sample_spec(rng)
+            out.append((f"{prefix}_{i:05d}", spec, write_captions(spec, int(rng.integers(2**31 - 1)))))
+        return out
+
+    train, evals, unl = scenes(0, cfg.n_train, "train"), scenes(1, cfg.n_eval, "eval"), scenes(2, cfg.n_unlabelled, "unl")
+    eval_specs = {json.dumps(s.to_dict(), sort_keys=True) for _, s, _ in evals}
+    eval_text = {c for _, _, caps in evals for c in caps}
+    dup_specs = [i for i, s, _ in train if json.dumps(s.to_dict(), sort_keys=True) in eval_specs]
+    corpus, corpus_ids, dropped = [], [], 0
+    for i, s, caps in train:
+        if i in dup_specs:
+            continue
+        for k, c in enumerate(caps):
+            if c in eval_text:  # exact-text overlap with an evaluation reference: left out, and counted
+                dropped += 1
+                continue
+            corpus.append(c)
+            corpus_ids.append(f"{i}_c{k}")
+    if not corpus:
+        raise VlgapError("the training corpus is empty after removing captions that overlap the evaluation set")
+    id_overlap = len({i for i, _, _ in train} & {i for i, _, _ in evals})
+    hygiene = {"n_train_scenes": cfg.n_train, "n_eval_scenes": cfg.n_eval, "n_unlabelled_scenes": cfg.n_unlabelled,
+               "corpus_captions": len(corpus), "train_scenes_equal_to_eval_scenes_removed": len(dup_specs),
+               "train_captions_identical_to_eval_references_removed": dropped, "id_overlap": id_overlap,
+               "exact_text_overlap_after_removal": len(set(corpus) & eval_text),
+               "unlabelled_scene_captions_in_corpus": len(set(corpus) & {c for _, _, caps in unl for c in caps})}
+    enc = MobileNetLatents(image_size=cfg.size)
+    base = {"world_seed": cfg.world_seed, "n_frames": cfg.n_frames, "size": cfg.size, "encoder": enc.record(),
+            "version": 1}
+
+    def latents_of(name: str, key: dict, videos: Callable[[], list[np.ndarray]]):
+        def compute():
+            t0 = time.perf_counter()
+            v = videos()
+            z = enc.encode(v)
+            log(f"{name}: {len(v)} videos -> latents {list(z.shape[1:])} in {time.perf_counter() - t0:.0f} s")
+            return {"z": z}
+        return cached_latents({**base, **key}, compute, cache_dir=cache_dir, log=log)["z"]
+
+    heldout_rng = np.random.default_rng([cfg.world_seed, 77])
+    heldout = [caps[int(heldout_rng.integers(len(caps)))] for _, _, caps in evals]
+    synth, heldout_synth = _Lazy(), {}
+    for g in cfg.generators:
+        t2v = ShapesT2V(style=g, n_frames=cfg.n_frames, size=cfg.size)
+        # the corpus latents of a generator are made when a cell first needs them, so other workers can
+        # train cells of the first generator meanwhile
+        synth[g] = (lambda t2v=t2v, g=g: latents_of(
+            f"corpus via generator {g}", {"what": "corpus", "generator": t2v.record(), "n_train": cfg.n_train,
+                                          "captions": _hash(corpus)},
+            lambda: t2v.generate(corpus, seed=cfg.world_seed)))
+        heldout_synth[g] = latents_of(f"held-out captions via generator {g}",
+                                      {"what": "heldout", "generator": t2v.record(), "captions": _hash(heldout)},
+                                      lambda t2v=t2v: t2v.generate(heldout, seed=cfg.world_seed + 1))
+    real = latents_of("evaluation videos (real style)", {"what": "eval", "style": cfg.eval_style, "n": cfg.n_eval},
+                      lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
+                               for j, (_, s, _) in enumerate(evals)])
+    unlabelled = latents_of("unlabelled real-style videos", {"what": "unlabelled", "style": cfg.eval_style,
+                                                            "n": cfg.n_unlabelled},
+                            lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 2 * 10**6 + j)
+                                     for j, (_, s, _) in enumerate(unl)])
+    from vlgap.wsv.latents import cached_latents as _cl
+
+    text_emb = _cl({"what": "minilm", "captions": _hash(corpus)}, lambda: {"e": embed_captions(corpus)},
+                   cache_dir=cache_dir, log=log)["e"]
+    return Prepared(corpus=corpus, corpus_ids=corpus_ids, text_emb=text_emb, synth=synth, heldout_captions=heldout,
+                    heldout_synth=heldout_synth, eval_ids=[i for i, _, _ in evals],
+                    eval_refs={i: list(caps) for i, _, caps in evals}, eval_specs=[s for _, s, _ in evals],
+                    real=real, unlabelled=unlabelled, hygiene=hygiene)
+
+
+class _Lazy(dict):
+    """A dict whose values are computed (once) from the zero-argument functions stored in it."""
+
+    def __getitem__(self, key):
+        v = super().__getitem__(key)
+        if callable(v):
+            v = v()
+            super().__setitem__(key, v)
+        return v
+
+
+def _hash(texts: list[str]) -> str:
+    import hashlib
+
+    return hashlib.sha256("\n".join(texts).encode()).hexdigest()[:16]
+
+
+def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int, cell_dir: Path,
+             log: Callable[[str], None] = _log_default) -> dict[str, Any]:
+    """Train one (generator, system, seed) and score it on the held-out real-style videos."""
+    from vlgap.wsv.evaluate import score_captions, two_sample
+    from vlgap.wsv.train import TrainData, WSVConfig, train
+
+    wcfg = WSVConfig(system=system, seed=seed, **cfg.train)
+    data = TrainData(prep.corpus, prep.synth[generator], prep.text_emb,
+                     real_unlabelled=prep.unlabelled if system == "wsv_mmd" else None)
+    t0 = time.perf_counter()
+    bundle = train(data, wcfg, cell_dir, log=log)
+    t_train = time.perf_counter() - t0
+    caps = bundle.caption(prep.real)
+    pred = dict(zip(prep.eval_ids, caps))
+    res: dict[str, Any] = {"generator": generator, "system": system, "seed": seed, "config": asdict(wcfg),
+                           "train_seconds": round(t_train, 1), "predictions": pred,
+                           "final_loss": float(np.mean([h[2] for h in bundle_history(cell_dir)[-50:]])),
+                           "scores": score_captions(pred, prep.eval_refs, n_bootstrap=cfg.n_bootstrap, seed=seed)}
+    if bundle.polisher is not None:
+        caps_p = bundle.caption(prep.real, polish=True)
+        pred_p = dict(zip(prep.eval_ids, caps_p))
+        res["scores_polisher_at_inference"] = score_captions(pred_p, prep.eval_refs, n_bootstrap=cfg.n_bootstrap,
+                                                             seed=seed)
+        import torch
+
+        with torch.no_grad():
+            pol = bundle.polisher(torch.from_numpy(prep.heldout_synth[generator])).numpy()
+        res["gap"] = {"polished": two_sample(prep.real, pol, n_permutations=cfg.n_permutations,
+                                             n_bootstrap=cfg.n_bootstrap, c2st_permutations=cfg.c2st_permutations,
+                                             seed=seed)}
+    res["seconds"] = round(time.perf_counter() - t0, 1)
+    return res
+
+
+def bundle_history(cell_dir: Path) -> list:
+    import torch
+
+    return torch.load(Path(cell_dir) / "model.pt", weights_only=False)["history"]
+
+
+def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, list[float] | None]:
+    """Mean and Student-t interval over seeds (None with fewer than two values)."""
+    from scipy import stats
+
+    v = np.asarray(values, float)
+    if len(v) < 2:
+        return float(v.mean()), None
+    half = stats.t.ppf(0.5 + confidence / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
+    return float(v.mean()), [float(v.mean() - half), float(v.mean() + half)]
+
+
+def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
+                   log: Callable[[str], None] = _log_default, summary_only: bool = False) -> dict[str, Any]:
+    """All cells (skipping finished ones), then summary.json and summary.md. summary_only: tabulate the
+    cells finished so far without training any (the summary says how many of the planned cells it has)."""
+    cfg = cfg or ExperimentConfig()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg_path = out / "experiment_config.json"
+    if cfg_path.exists():
+        old = json.loads(cfg_path.read_text())
+        if old != json.loads(json.dumps(asdict(cfg))):
+            raise VlgapError(f"{out} holds an experiment with another configuration ({cfg_path}); use a new folder")
+    atomic_write_json(cfg_path, asdict(cfg))
+    t0 = time.perf_counter()
+    prep = prepare(cfg, cache_dir=cache_dir, log=log)
+    atomic_write_json(out / "hygiene.json", prep.hygiene)
+    raw_gap = {}
+    for g in cfg.generators:  # raw synthetic vs real does not depend on the training seed: once per generator
+        path = out / "gap" / f"raw-{g}.json"
+        if not path.exists():
+            from vlgap.wsv.evaluate import two_sample
+
+            atomic_write_json(path, two_sample(prep.real, prep.heldout_synth[g], n_permutations=cfg.n_permutations,
+                                               n_bootstrap=cfg.n_bootstrap, c2st_permutations=cfg.c2st_permutations,
+                                               seed=cfg.world_seed))
+        raw_gap[g] = json.loads(path.read_text())
+        log(f"gap raw {g} vs real: MMD2 {raw_gap[g]['mmd2_unbiased']:.4f} (p {raw_gap[g]['p_value']:.3g}), "
+            f"C2ST {raw_gap[g]['c2st']['accuracy']:.2f}, FD {raw_gap[g]['fd']:.2f}")
+    cells = cfg.cells()
+    for j, (g, s, seed) in enumerate(cells):
+        name = f"{g}-{s}-s{seed}"
+        path = out / "cells" / f"{name}.json"
+        if path.exists():
+            log(f"cell {j + 1}/{len(cells)} {name}: done earlier, skipped")
+            continue
+        if summary_only:
+            continue
+        lock = out / "cells" / f"{name}.lock"
+        if not _claim(lock):
+            log(f"cell {j + 1}/{len(cells)} {name}: another worker is on it, skipped")
+            continue
+        log(f"cell {j + 1}/{len(cells)} {name}: training ({time.perf_counter() - t0:.0f} s elapsed)")
+        res = run_cell(prep, cfg, g, s, seed, out / "work" / name, log=log)
+        atomic_write_json(path, res)
+        lock.unlink(missing_ok=True)
+        sc = res["scores"]
+        log(f"cell {name}: CIDEr {sc['CIDEr']['score']:.3f} BLEU-4 {sc['BLEU-4']['score']:.3f} distinct "
+            f"{sc['distinct']['share']:.2f} ({res['seconds']:.0f} s)")
+    summary = summarise(out, cfg, prep.hygiene, raw_gap)
+    summary["wall_seconds_this_run"] = round(time.perf_counter() - t0, 1)
+    atomic_write_json(out / "summary.json", summary)
+    atomic_write_text(out / "summary.md", summary_markdown(summary))
+    return summary
+
+
+def _claim(lock: Path) -> bool:
+    """Take a cell for this process (several `vlgap wsv experiment` workers may share one folder): create
+    the lock file exclusively; a lock whose process is gone (killed worker) is taken over."""
+    import os
+
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+            return True
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text() or "0")
+                os.kill(pid, 0)
+                return False  # alive: its cell
+            except (ValueError, ProcessLookupError, FileNotFoundError):
+                lock.unlink(missing_ok=True)  # stale: the worker died; take over (the cell resumes)
+            except PermissionError:
+                return False
+    return False
+
+
+def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap: dict[str, Any]) -> dict[str, Any]:
+    from vlgap.wsv.evaluate import HEADLINE
+
+    cells = [json.loads((out / "cells" / f"{g}-{s}-s{seed}.json").read_text()) for g, s, seed in cfg.cells()
+             if (out / "cells" / f"{g}-{s}-s{seed}.json").exists()]
+    rows, falsifier = [], []
+    keys = sorted({(c["generator"], c["system"]) for c in cells},
+                  key=lambda k: (cfg.generators.index(k[0]), cfg.systems.index(k[1]) if k[1] in cfg.systems else 99))
+    for g, s in keys:
+        mine = [c for c in cells if c["generator"] == g and c["system"] == s]
+        row: dict[str, Any] = {"generator": g, "system": s, "n_seeds": len(mine), "seeds": [c["seed"] for c in mine],
+                               "n_items": mine[0]["scores"]["n"]}
+        for m in (*HEADLINE, "BLEU-1"):
+            vals = [c["scores"][m]["score"] for c in mine if m in c["scores"]]
+            if vals:
+                mean, ci = t_interval(vals)
+                row[m] = {"mean": mean, "t_ci": ci, "per_seed": vals,
+                          "item_bootstrap_ci_per_seed": [c["scores"][m].get("ci") for c in mine]}
+        row["distinct_share"] = t_interval([c["scores"]["distinct"]["share"] for c in mine])[0]
+        row["train_seconds"] = float(np.mean([c["train_seconds"] for c in mine]))
+        rows.append(row)
+        if "gap" in mine[0]:
+            f: dict[str, Any] = {"generator": g, "system": s, "n_seeds": len(mine)}
+            for side in ("raw", "polished"):
+                gs = [c["gap"][side] for c in mine] if side == "polished" else [raw_gap[g]]
+                f[side] = {"mmd2_unbiased": t_interval([x["mmd2_unbiased"] for x in gs]),
+                           "p_values": [x["p_value"] for x in gs], "mmd_ci_per_seed": [x["ci"] for x in gs],
+                           "c2st": t_interval([x["c2st"]["accuracy"] for x in gs]),
+                           "c2st_p_values": [x["c2st"]["p_value"] for x in gs],
+                           "fd": t_interval([x["fd"] for x in gs]), "n_real": gs[0]["n_real"],
+                           "n_synthetic": gs[0]["n_synthetic"]}
+            for m in ("CIDEr", "BLEU-4"):
+                f[f"{m}_bypassed"] = t_interval([c["scores"][m]["score"] for c in mine])
+                f[f"{m}_polisher_applied"] = t_interval([c["scores_polisher_at_inference"][m]["score"] for c in mine])
+            falsifier.append(f)
+    return {"config": asdict(cfg), "hygiene": hygiene, "rows": rows, "falsifier": falsifier, "raw_gap": raw_gap, "n_cells": len(cells),
+            "n_cells_planned": len(cfg.cells()), "cell_seconds": float(sum(c["seconds"] for c in cells))}
+
+
+def _ci(mean_ci, nd: int = 3) -> str:
+    mean, ci = mean_ci if isinstance(mean_ci, (tuple, list)) else (mean_ci["mean"], mean_ci["t_ci"])
+    return f"{mean:.{nd}f}" + (f" [{ci[0]:.{nd}f}, {ci[1]:.{nd}f}]" if ci else "")
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    lines = ["| generator | system | seeds | BLEU-4 | METEOR | ROUGE-L | CIDEr | distinct captions |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in summary["rows"]:
+        cells = [_ci(r[m]) if m in r else "n/a" for m in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr")]
+        lines.append(f"| {r['generator']} | {SYSTEM_NAMES.get(r['system'], r['system'])} | {r['n_seeds']} | "
+                     + " | ".join(cells) + f" | {r['distinct_share']:.2f} |")
+    lines += ["", "| generator | latents vs real | MMD² (mean [t-CI]) | permutation p per seed | C2ST acc. (chance 0.5) | "
+              "FD (H,W-pooled) | CIDEr, polisher bypassed | CIDEr, polisher applied |", "|---|---|---|---|---|---|---|---|"]
+    for f in summary["falsifier"]:
+        for side in ("raw", "polished"):
+            x = f[side]
+            ps = ", ".join(f"{p:.3g}" for p in x["p_values"])
+            q = (_ci(f["CIDEr_bypassed"]), _ci(f["CIDEr_polisher_applied"])) if side == "polished" else ("", "")
+            lines.append(f"| {f['generator']} ({SYSTEM_NAMES.get(f['system'], f['system'])}) | {side} | "
+                         f"{_ci(x['mmd2_unbiased'], 4)} | {ps} | {_ci(x['c2st'])} | {_ci(x['fd'], 2)} | {q[0]} | {q[1]} |")
+    return "\n".join(lines) + "\n"

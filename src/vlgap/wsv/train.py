@@ -1,0 +1,380 @@
+"""Training WSV and its baselines: stages, checkpoints every N steps, exact resumption (orchestration).
+
+A system is a list of stages run in order, each a loop of optimizer steps over its own seeded batch
+stream:  head (the contrastive video tower, the CLIP4Clip stand-in: latent -> caption-embedding space),
+polisher (InfoNCE of head(polisher(latent)) against the frozen caption embeddings, head frozen; plus an
+optional MMD term towards unlabelled real latents), lm_pretrain (frozen-LM baseline only: the LM learns
+the caption corpus behind a learned constant prefix, then is frozen), caption (prompter + LM, next-token
+loss). The checkpoint holds every module, the optimizer, all RNG states (torch, numpy, python, the batch
+stream), the stage and the step, written atomically; a resumed run continues bit-for-bit where the
+checkpoint left off, so kill + resume equals an uninterrupted run on the same machine.
+
+Systems: "wsv" (polished synthetic latents -> prompter -> LM), "wsv_mmd" (polisher also matched to
+unlabelled real latents), "no_polisher" (raw synthetic latents), "frozen_lm" (LM pretrained on the
+corpus, then frozen), "text_only" (caption embedding + Gaussian noise -> prefix MLP -> LM, CapDec-style;
+at inference the video tower maps a video into caption-embedding space and DeCap's memory projection
+replaces it by a softmax-weighted mix of training-caption embeddings).
+"""
+from __future__ import annotations
+
+import io
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from vlgap.errors import VlgapError
+from vlgap.io_utils import atomic_write_bytes
+
+SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only")
+STAGES = {"wsv": ("head", "polisher", "caption"), "wsv_mmd": ("head", "polisher", "caption"),
+          "no_polisher": ("caption",), "frozen_lm": ("head", "polisher", "lm_pretrain", "caption"),
+          "text_only": ("head", "caption")}
+
+
+@dataclass
+class WSVConfig:
+    system: str = "wsv"
+    seed: int = 0
+    head_steps: int = 300
+    polisher_steps: int = 300
+    lm_pretrain_steps: int = 400
+    caption_steps: int = 800
+    batch_size: int = 32
+    lr: float = 1e-3
+    head_lr: float = 1e-3
+    polisher_lr: float = 5e-4
+    n_prompts: int = 8
+    prompter_dim: int = 64
+    prompter_layers: int = 2
+    polisher_hidden: int = 32
+    polisher_blocks: int = 2
+    lm: str = "scratch"  # scratch | smollm2 | a HF causal LM id or folder
+    lm_layers: int = 3
+    lm_dim: int = 128
+    lm_heads: int = 4
+    lora_r: int = 8  # pretrained LMs: LoRA rank (0: train it fully)
+    mmd_weight: float = 0.0  # wsv_mmd: weight of the distribution term
+    noise_std: float = 0.025  # text_only: per-dimension noise on unit caption embeddings (noise norm ~0.5)
+    decap_temperature: float = 0.01
+    temperature: float = 0.07
+    max_len: int = 48
+    checkpoint_every: int = 100
+
+    def __post_init__(self):
+        if self.system not in SYSTEMS:
+            raise VlgapError(f"unknown system {self.system!r}; valid: {', '.join(SYSTEMS)}")
+        if self.system == "wsv_mmd" and self.mmd_weight <= 0:
+            self.mmd_weight = 1.0
+
+    def stages(self) -> tuple[str, ...]:
+        return STAGES[self.system]
+
+    def steps_of(self, stage: str) -> int:
+        return {"head": self.head_steps, "polisher": self.polisher_steps, "lm_pretrain": self.lm_pretrain_steps,
+                "caption": self.caption_steps}[stage]
+
+
+@dataclass
+class TrainData:
+    """Training pairs: caption i with its synthetic latent i and caption embedding i (unit norm)."""
+
+    captions: list[str]
+    latents: np.ndarray  # [N, C, F, H, W] float32
+    text_emb: np.ndarray  # [N, D] float32, L2-normalised
+    real_unlabelled: np.ndarray | None = None  # [M, C, F, H, W], only for the distribution term
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        n = len(self.captions)
+        if n == 0:
+            raise VlgapError("the training corpus is empty: give at least one caption")
+        if self.latents.ndim != 5 or len(self.latents) != n:
+            raise VlgapError(f"latents must be [N={n}, C, F, H, W], got {list(self.latents.shape)}")
+        if self.text_emb.ndim != 2 or len(self.text_emb) != n:
+            raise VlgapError(f"caption embeddings must be [N={n}, D], got {list(self.text_emb.shape)}")
+        if self.real_unlabelled is not None and self.real_unlabelled.shape[1:] != self.latents.shape[1:]:
+            raise VlgapError(f"unlabelled real latents {list(self.real_unlabelled.shape[1:])} and synthetic latents "
+                             f"{list(self.latents.shape[1:])} differ in shape; encode both with one latent encoder")
+
+    def fingerprint(self) -> str:
+        import hashlib
+
+        h = hashlib.sha256()
+        h.update("\n".join(self.captions).encode())
+        h.update(np.ascontiguousarray(self.latents[:, :, :1]).tobytes())
+        h.update(str(self.latents.shape).encode())
+        return h.hexdigest()[:16]
+
+
+class Bundle(torch.nn.Module):
+    """Every trainable part of one system (absent parts are None)."""
+
+    def __init__(self, cfg: WSVConfig, data: TrainData, lm=None):
+        super().__init__()
+        from vlgap.wsv.lm import build_pretrained_lm, build_scratch_lm
+        from vlgap.wsv.models import Polisher, PrefixMLP, Prompter, VideoHead
+
+        c, f, h, w = data.latents.shape[1:]
+        self.cfg, self.latent_shape, self.text_dim = cfg, (c, f, h, w), data.text_emb.shape[1]
+        torch.manual_seed(cfg.seed)
+        if lm is None:
+            if cfg.lm == "scratch":
+                lm = build_scratch_lm(data.captions, n_layer=cfg.lm_layers, n_embd=cfg.lm_dim, n_head=cfg.lm_heads,
+                                      n_positions=cfg.max_len + cfg.n_prompts + 8)
+            else:
+                lm = build_pretrained_lm(cfg.lm, lora_r=cfg.lora_r)
+        self.lm = lm
+        stages = cfg.stages()
+        self.head = VideoHead(c, self.text_dim) if "head" in stages else None
+        self.polisher = Polisher(c, cfg.polisher_hidden, cfg.polisher_blocks) if "polisher" in stages else None
+        if cfg.system == "text_only":
+            self.prompter = PrefixMLP(self.text_dim, lm.d_model, cfg.n_prompts)
+        else:
+            self.prompter = Prompter(c, (f, h, w), lm.d_model, cfg.n_prompts, cfg.prompter_dim, cfg.prompter_layers)
+        self.null_prefix = torch.nn.Parameter(torch.zeros(1, cfg.n_prompts, lm.d_model)) \
+            if "lm_pretrain" in stages else None
+        self.register_buffer("memory", torch.from_numpy(np.ascontiguousarray(data.text_emb, np.float32))
+                             if cfg.system == "text_only" else torch.zeros(0))
+
+    # ---- inference -------------------------------------------------------------------------
+    def prompts_from_latents(self, z: torch.Tensor, polish: bool = False) -> torch.Tensor:
+        from vlgap.wsv.models import check_latents
+
+        check_latents(z, self.latent_shape[0], "captioner", self.latent_shape[1:])
+        if self.cfg.system == "text_only":
+            e = self.head(z)
+            w = torch.softmax(e @ self.memory.T / self.cfg.decap_temperature, dim=-1)
+            return self.prompter(torch.nn.functional.normalize(w @ self.memory, dim=-1))
+        if polish:
+            if self.polisher is None:
+                raise VlgapError(f"system {self.cfg.system!r} has no polisher to apply at inference")
+            z = self.polisher(z)
+        return self.prompter(z)
+
+    @torch.no_grad()
+    def caption(self, latents: np.ndarray, polish: bool = False, batch_size: int = 64,
+                max_new_tokens: int | None = None, beam: int = 1) -> list[str]:
+        """Greedy (beam=1, with a key/value cache) or beam-search captions, batched."""
+        self.eval()
+        out: list[str] = []
+        for i in range(0, len(latents), batch_size):
+            z = torch.from_numpy(np.ascontiguousarray(latents[i:i + batch_size], np.float32))
+            prompts = self.prompts_from_latents(z, polish)
+            n_new = max_new_tokens or self.cfg.max_len
+            ids = self.lm.generate(prompts, n_new) if beam <= 1 else self.lm.beam_search(prompts, beam, n_new)
+            out.extend(self.lm.tokenizer.decode(r) for r in ids)
+        return out
+
+
+def _rng_state(batch_gen: torch.Generator) -> dict[str, Any]:
+    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+            "batch": batch_gen.get_state()}
+
+
+def _set_rng_state(s: dict[str, Any], batch_gen: torch.Generator) -> None:
+    torch.set_rng_state(s["torch"])
+    np.random.set_state(s["numpy"])
+    random.setstate(s["python"])
+    batch_gen.set_state(s["batch"])
+
+
+def _save(path: Path, obj: dict[str, Any]) -> None:
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def _params(bundle: Bundle, stage: str) -> list[torch.nn.Parameter]:
+    if stage == "head":
+        mods = [bundle.head]
+    elif stage == "polisher":
+        mods = [bundle.polisher]
+    elif stage == "lm_pretrain":
+        return [bundle.null_prefix, *[p for p in bundle.lm.parameters() if p.requires_grad]]
+    else:
+        mods = [bundle.prompter] + ([] if bundle.cfg.system == "frozen_lm" else [bundle.lm])
+    return [p for m in mods for p in m.parameters() if p.requires_grad]
+
+
+def _lr(cfg: WSVConfig, stage: str) -> float:
+    return {"head": cfg.head_lr, "polisher": cfg.polisher_lr}.get(stage, cfg.lr)
+
+
+def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, tok: tuple, gen: torch.Generator):
+    from vlgap.wsv.models import mmd_rbf_loss, symmetric_infonce
+
+    cfg = bundle.cfg
+    z = torch.from_numpy(data.latents[idx.numpy()])
+    t = torch.from_numpy(data.text_emb[idx.numpy()])
+    if stage == "head":
+        return symmetric_infonce(bundle.head(z), t, cfg.temperature)
+    if stage == "polisher":
+        zp = bundle.polisher(z)
+        loss = symmetric_infonce(bundle.head(zp), t, cfg.temperature)
+        if cfg.mmd_weight > 0 and data.real_unlabelled is not None:
+            j = torch.randint(len(data.real_unlabelled), (len(idx),), generator=gen)
+            loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp, torch.from_numpy(data.real_unlabelled[j.numpy()]))
+        return loss
+    ids, mask = tok[0][idx], tok[1][idx]
+    L = int(mask.sum(1).max())
+    ids, mask = ids[:, :L], mask[:, :L]
+    if stage == "lm_pretrain":
+        return bundle.lm.loss(bundle.null_prefix.expand(len(idx), -1, -1), ids, mask)
+    if cfg.system == "text_only":
+        v = t + cfg.noise_std * torch.randn(t.shape, generator=gen)
+        prompts = bundle.prompter(torch.nn.functional.normalize(v, dim=-1))
+    else:
+        with torch.no_grad():
+            zin = bundle.polisher(z) if bundle.polisher is not None else z
+        prompts = bundle.prompter(zin)
+    return bundle.lm.loss(prompts, ids, mask)
+
+
+def _freeze_for(bundle: Bundle, stage: str) -> None:
+    """Only the stage's own parts train; frozen parts stay in eval mode (no dropout)."""
+    bundle.eval()
+    bundle.requires_grad_(False)
+    if stage == "head":
+        bundle.head.train().requires_grad_(True)
+    elif stage == "polisher":
+        bundle.polisher.train().requires_grad_(True)
+    elif stage == "lm_pretrain":
+        bundle.lm.train()
+        _lm_trainable(bundle, True)
+        bundle.null_prefix.requires_grad_(True)
+    else:
+        bundle.prompter.train().requires_grad_(True)
+        if bundle.cfg.system != "frozen_lm":
+            bundle.lm.train()
+            _lm_trainable(bundle, True)
+
+
+def _lm_trainable(bundle: Bundle, on: bool) -> None:
+    lm = bundle.lm
+    if lm.kind == "scratch" or bundle.cfg.lora_r == 0:
+        lm.requires_grad_(on)
+    else:  # LoRA: only the adapters
+        for n, p in lm.named_parameters():
+            p.requires_grad_(on and "lora_" in n)
+
+
+def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable[[str], None] | None = None,
+          stop_after: int | None = None, extra: dict[str, Any] | None = None) -> Bundle:
+    """Train (or resume) one system; returns the trained Bundle and writes out_dir/model.pt.
+
+    out_dir/checkpoint.pt is written every cfg.checkpoint_every steps and at each stage end; a run that
+    finds it resumes (it must come from the same config and data, else VlgapError). `stop_after`: stop
+    after that many steps of this call (tests use it to simulate a kill)."""
+    data.check()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    ckpt_path = out / "checkpoint.pt"
+    bundle = Bundle(cfg, data)
+    stage_i, step, history = 0, 0, []
+    state = None
+    fp = data.fingerprint()
+    if ckpt_path.exists():
+        state = torch.load(ckpt_path, weights_only=False)
+        if state.get("config") != asdict(cfg) or state.get("data") != fp:
+            diff = sorted(k for k in asdict(cfg) if state.get("config", {}).get(k) != asdict(cfg)[k])
+            raise VlgapError(f"{ckpt_path} comes from another config or data (differs in "
+                             f"{diff or ['training data']}); use a new output folder or the same settings")
+        bundle.load_state_dict(state["modules"])
+        stage_i, step, history = state["stage_index"], state["step"], state["history"]
+        if log:
+            log(f"resuming {cfg.system} seed {cfg.seed} at stage {cfg.stages()[min(stage_i, len(cfg.stages()) - 1)]} "
+                f"step {step}")
+    from vlgap.wsv.lm import encode_batch
+
+    tok = encode_batch(bundle.lm.tokenizer, data.captions, cfg.max_len)
+    n_cut = sum(len(bundle.lm.tokenizer.encode(c)) > cfg.max_len - 2 for c in data.captions)
+    done_steps = 0
+    stages = cfg.stages()
+    while stage_i < len(stages):
+        stage = stages[stage_i]
+        total = cfg.steps_of(stage)
+        _freeze_for(bundle, stage)
+        params = _params(bundle, stage)
+        opt = torch.optim.AdamW(params, lr=_lr(cfg, stage), weight_decay=0.01)
+        gen = torch.Generator().manual_seed(cfg.seed * 1000 + stage_i)
+        if state is not None and state.get("optimizer") is not None and state["stage_index"] == stage_i:
+            opt.load_state_dict(state["optimizer"])
+            _set_rng_state(state["rng"], gen)
+        elif stage_i > 0 or state is None:
+            torch.manual_seed(cfg.seed * 7919 + stage_i)
+            np.random.seed(cfg.seed * 7919 + stage_i)
+            random.seed(cfg.seed * 7919 + stage_i)
+        state = None
+        t0, s0 = time.perf_counter(), step
+        bs = min(cfg.batch_size, len(data.captions))
+        while step < total:
+            idx = torch.randperm(len(data.captions), generator=gen)[:bs]
+            loss = _step_loss(bundle, stage, data, idx, tok, gen)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            step += 1
+            done_steps += 1
+            history.append((stage, step, float(loss.detach())))
+            if log and (step % max(1, total // 10) == 0 or step == total):
+                rate = (step - s0) / max(time.perf_counter() - t0, 1e-9)
+                recent = np.mean([h[2] for h in history[-20:] if h[0] == stage])
+                log(f"{cfg.system} seed {cfg.seed} {stage}: step {step}/{total} loss {recent:.3f} "
+                    f"({rate:.1f} steps/s, ETA {(total - step) / max(rate, 1e-9):.0f} s)")
+            stopping = stop_after is not None and done_steps >= stop_after
+            if step % cfg.checkpoint_every == 0 or step == total or stopping:
+                finished = step == total
+                _save(ckpt_path, {"config": asdict(cfg), "data": fp, "modules": bundle.state_dict(),
+                                  "stage_index": stage_i + 1 if finished else stage_i, "step": 0 if finished else step,
+                                  "optimizer": None if finished else opt.state_dict(),
+                                  "rng": _rng_state(gen), "history": history})
+            if stopping:
+                return bundle
+        stage_i, step = stage_i + 1, 0
+    save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), **(extra or {})})
+    return bundle
+
+
+def save_model(bundle: Bundle, path: Path, history: list, extra: dict[str, Any]) -> None:
+    tok = bundle.lm.tokenizer
+    _save(path, {"format": "vlgap-wsv-1", "config": asdict(bundle.cfg), "modules": bundle.state_dict(),
+                 "lm_record": bundle.lm.record, "tokenizer": tok.to_json() if hasattr(tok, "to_json") else None,
+                 "latent_shape": list(bundle.latent_shape), "text_dim": bundle.text_dim,
+                 "n_memory": int(bundle.memory.shape[0]), "history": history, "extra": extra})
+
+
+def load_model(path: str | Path) -> Bundle:
+    """A trained system from model.pt; errors name what is wrong with the file."""
+    from vlgap.wsv.lm import lm_from_record
+
+    path = Path(path)
+    if not path.is_file():
+        raise VlgapError(f"model file {path} not found; `vlgap wsv train --out DIR` writes DIR/model.pt")
+    try:
+        obj = torch.load(path, weights_only=False)
+    except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged file
+        raise VlgapError(f"{path} is not a readable WSV model ({type(exc).__name__})") from None
+    if not isinstance(obj, dict) or obj.get("format") != "vlgap-wsv-1":
+        raise VlgapError(f"{path} is not a WSV model file (format vlgap-wsv-1); a checkpoint.pt is resumed by "
+                         "`vlgap wsv train`, not loaded for captioning")
+    cfg = WSVConfig(**obj["config"])
+    c, f, h, w = obj["latent_shape"]
+    n_mem = obj["n_memory"]
+    n = max(n_mem, 1)  # Bundle reads only shapes (and the text-only memory bank, loaded below)
+    dummy = TrainData(captions=["x"], latents=np.zeros((1, c, f, h, w), np.float32),
+                      text_emb=np.zeros((n, obj["text_dim"]), np.float32))
+    lm = lm_from_record(obj["lm_record"], obj["tokenizer"])
+    bundle = Bundle(cfg, dummy, lm=lm)
+    try:
+        bundle.load_state_dict(obj["modules"])
+    except RuntimeError as exc:
+        raise VlgapError(f"{path}: weights do not fit the recorded config ({str(exc).splitlines()[0]})") from None
+    bundle.history = obj["history"]
+    bundle.extra = obj["extra"]
+    return bundle.eval()

@@ -1,0 +1,209 @@
+"""WSV captioner: module shapes, training lowers the loss, kill + resume equals an uninterrupted run,
+JSON contracts of caption/eval/gap, the falsifier on constructed latents, and clear errors."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from vlgap.errors import VlgapError
+from vlgap.wsv.models import Polisher, PrefixMLP, Prompter
+from vlgap.wsv.train import TrainData, WSVConfig, load_model, train
+
+C, GRID = 8, (4, 2, 2)
+TINY = dict(head_steps=2, polisher_steps=2, lm_pretrain_steps=2, caption_steps=2, batch_size=8, lm_dim=32,
+            lm_layers=1, lm_heads=2, prompter_dim=16, prompter_layers=1, polisher_hidden=8, n_prompts=2,
+            checkpoint_every=1, max_len=24)
+CAPTIONS = ["A red circle on a black background.", "A blue square moves to the left.",
+            "The green star grows and then disappears.", "Two shapes: a pink heart and a white cross.",
+            "A yellow triangle in the top left corner.", "The cyan diamond turns red.",
+            "Early on, the orange hexagon appears.", "A big purple star on a photo of a cat."]
+
+
+def tiny_data(n=8, seed=0):
+    rng = np.random.default_rng(seed)
+    lat = rng.normal(size=(n, C, *GRID)).astype(np.float32)
+    emb = rng.normal(size=(n, 12)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    return TrainData(CAPTIONS[:n], lat, emb, real_unlabelled=rng.normal(size=(6, C, *GRID)).astype(np.float32))
+
+
+def test_polisher_is_shape_preserving_identity_at_start_and_prompter_shapes():
+    x = torch.randn(3, C, *GRID)
+    pol = Polisher(C, hidden=8)
+    assert torch.equal(pol(x), x)  # zero-initialised last convolutions
+    torch.nn.init.normal_(pol.blocks[0].conv2.weight)
+    assert pol(x).shape == x.shape and not torch.equal(pol(x), x)
+    assert Prompter(C, GRID, d_lm=24, n_prompts=5, d_model=16)(x).shape == (3, 5, 24)
+    assert PrefixMLP(12, 24, n_prompts=4)(torch.randn(3, 12)).shape == (3, 4, 24)
+    with pytest.raises(VlgapError, match=r"latents must be \[B, 8, 4, 2, 2\].*got \[3, 8, 4, 3, 2\]"):
+        Prompter(C, GRID, d_lm=24)(torch.randn(3, C, 4, 3, 2))
+
+
+def test_short_training_lowers_the_loss_on_a_fixed_batch(tmp_path):
+    cfg = WSVConfig(system="no_polisher", **{**TINY, "caption_steps": 30, "checkpoint_every": 100, "lr": 3e-3})
+    train(tiny_data(), cfg, tmp_path)  # batch_size == N: every step sees the same fixed batch
+    hist = [h[2] for h in load_model(tmp_path / "model.pt").history]
+    assert np.mean(hist[-5:]) < 0.6 * np.mean(hist[:5])
+
+
+@pytest.mark.parametrize("system", ["wsv_mmd", "frozen_lm", "text_only"])
+def test_kill_and_resume_equals_uninterrupted(tmp_path, system):
+    data = tiny_data()
+    cfg = WSVConfig(system=system, **TINY)
+    full = train(data, cfg, tmp_path / "a")
+    assert train(data, cfg, tmp_path / "b", stop_after=3) is not None  # "killed" after step 3 (mid-stage)
+    assert not (tmp_path / "b" / "model.pt").exists()
+    resumed = train(data, cfg, tmp_path / "b")
+    a, b = full.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    ha = torch.load(tmp_path / "a" / "model.pt", weights_only=False)["history"]
+    hb = torch.load(tmp_path / "b" / "model.pt", weights_only=False)["history"]
+    assert ha == hb
+
+
+def test_checkpoint_from_another_config_is_refused(tmp_path):
+    data = tiny_data()
+    train(data, WSVConfig(system="no_polisher", **TINY), tmp_path, stop_after=1)
+    with pytest.raises(VlgapError, match="another config.*caption_steps"):
+        train(data, WSVConfig(system="no_polisher", **{**TINY, "caption_steps": 3}), tmp_path)
+    with pytest.raises(VlgapError, match="not a WSV model file"):
+        load_model(tmp_path / "checkpoint.pt")
+
+
+def test_empty_corpus_and_mismatched_latents_are_clear_errors(tmp_path):
+    d = tiny_data()
+    with pytest.raises(VlgapError, match="corpus is empty"):
+        train(TrainData([], d.latents[:0], d.text_emb[:0]), WSVConfig(**TINY), tmp_path)
+    with pytest.raises(VlgapError, match="differ in shape"):
+        bad = TrainData(d.captions, d.latents, d.text_emb, real_unlabelled=np.zeros((2, C, 4, 2, 3), np.float32))
+        train(bad, WSVConfig(system="wsv_mmd", **TINY), tmp_path)
+    from vlgap.wsv.evaluate import two_sample
+
+    with pytest.raises(VlgapError, match="differ in shape"):
+        two_sample(d.latents, d.latents[:, :, :2])
+
+
+def test_falsifier_detects_a_known_gap_and_not_a_null_one():
+    from vlgap.wsv.evaluate import latent_gap
+
+    rng = np.random.default_rng(1)
+    real = rng.normal(size=(40, 4, 2, 2, 2))
+    same = rng.normal(size=(40, 4, 2, 2, 2))
+    shifted = rng.normal(size=(40, 4, 2, 2, 2)) + 0.8
+    res = latent_gap(real, shifted, same, n_permutations=200, n_bootstrap=200, c2st_permutations=20, seed=0)
+    for side in ("raw", "polished"):
+        assert {"mmd2_unbiased", "p_value", "ci", "c2st", "fd"} <= set(res[side])
+    assert res["raw"]["p_value"] < 0.01 and res["raw"]["c2st"]["accuracy"] > 0.8
+    assert res["polished"]["p_value"] > 0.05 and res["polished"]["mmd2_unbiased"] < res["raw"]["mmd2_unbiased"]
+    assert res["polished"]["fd"] < res["raw"]["fd"]
+
+
+@pytest.fixture(scope="module")
+def manifest_and_model(tmp_path_factory):
+    """Three real-style shapes videos in a manifest, and a tiny model trained on MobileNet latents."""
+    from vlgap.data.shapes import render, sample_spec, write_captions, write_manifest_lines, write_mp4
+    from vlgap.wsv.latents import MobileNetLatents
+
+    root = tmp_path_factory.mktemp("wsv")
+    rng = np.random.default_rng(3)
+    items = []
+    for i in range(6):
+        spec = sample_spec(rng)
+        write_mp4(root / f"v{i}.mp4", render(spec, 16, 64, style="real", style_seed=i))
+        items.append({"id": f"v{i}", "video": f"v{i}.mp4", "captions": write_captions(spec, i)})
+    write_manifest_lines(root / "m.jsonl", items)
+    enc = MobileNetLatents(image_size=64)
+    caps = [c for it in items for c in it["captions"][:1]]
+    from vlgap.wsv.generate import ShapesT2V
+
+    z = enc.encode(ShapesT2V().generate(caps, seed=0))
+    emb = np.random.default_rng(0).normal(size=(len(caps), 12)).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    train(TrainData(caps, z, emb), WSVConfig(system="wsv", **{**TINY, "checkpoint_every": 10}), root / "model",
+          extra={"generator": ShapesT2V().record()})
+    return root / "m.jsonl", root / "model" / "model.pt", root
+
+
+def test_caption_eval_gap_json_contracts(manifest_and_model):
+    from typer.testing import CliRunner
+
+    from vlgap.cli import app
+
+    manifest, model, root = manifest_and_model
+    runner = CliRunner()
+    r = runner.invoke(app, ["wsv", "caption", str(model), str(manifest), "--out", str(root / "p.json")])
+    assert r.exit_code == 0, r.output
+    preds = json.loads((root / "p.json").read_text())
+    assert [p["image_id"] for p in preds] == [f"v{i}" for i in range(6)] and all(isinstance(p["caption"], str) for p in preds)
+    r = runner.invoke(app, ["wsv", "caption", str(model), str(manifest), "--out", str(root / "pb.json"), "--beam", "3"])
+    assert r.exit_code == 0, r.output
+    beam = json.loads((root / "pb.json").read_text())
+    assert [p["image_id"] for p in beam] == [p["image_id"] for p in preds]
+    assert all(isinstance(p["caption"], str) for p in beam)
+    r = runner.invoke(app, ["wsv", "eval", str(root / "p.json"), str(manifest), "--json", "--bootstrap", "50",
+                            ])
+    assert r.exit_code == 0, r.output
+    res = json.loads(r.stdout)
+    assert res["n"] == 6 and 0 < res["distinct"]["share"] <= 1
+    import shutil
+
+    for k in ("BLEU-4", "ROUGE-L", "CIDEr") + (("METEOR",) if shutil.which("java") else ()):
+        assert set(res[k]) >= {"score", "ci"}, k
+    r = runner.invoke(app, ["wsv", "gap", str(model), str(manifest), "--json", "--permutations", "20",
+                            "--bootstrap", "20"])
+    assert r.exit_code == 0, r.output
+    g = json.loads(r.stdout)
+    for side in ("raw", "polished"):
+        assert {"mmd2_unbiased", "p_value", "ci", "c2st", "fd"} <= set(g[side])
+
+
+def test_manifest_without_videos_is_refused(tmp_path):
+    from vlgap.data.shapes import write_manifest_lines
+    from vlgap.wsv.api import manifest_latents
+
+    from PIL import Image
+
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "a.png")
+    write_manifest_lines(tmp_path / "m.jsonl", [{"id": "a", "image": "a.png", "captions": ["x"]}])
+    with pytest.raises(VlgapError, match=r"\['a'\] are not videos"):
+        manifest_latents(tmp_path / "m.jsonl")
+
+
+def test_vae_latents_and_diffusers_adapter_on_a_tiny_random_vae():
+    pytest.importorskip("diffusers")
+    from diffusers import AutoencoderKLCogVideoX
+
+    from vlgap.data.shapes import render, sample_spec
+    from vlgap.wsv.generate import DiffusersT2V, ShapesT2V
+    from vlgap.wsv.latents import VaeLatents
+
+    torch.manual_seed(0)
+    vae = AutoencoderKLCogVideoX(in_channels=3, out_channels=3, down_block_types=("CogVideoXDownBlock3D",) * 2,
+                                 up_block_types=("CogVideoXUpBlock3D",) * 2, block_out_channels=(8, 8),
+                                 latent_channels=4, layers_per_block=1, norm_num_groups=2,
+                                 temporal_compression_ratio=4, sample_height=16, sample_width=16)
+    v = render(sample_spec(np.random.default_rng(0)), 9, 16)
+    z = VaeLatents(vae).encode([v, v])
+    assert z.shape[:2] == (2, 4) and z.shape[3:] == (8, 8) and z.shape[2] < 9  # time compressed
+    assert np.array_equal(z[0], z[1])
+
+    class LatentPipeline:
+        """Pipeline-shaped test double: a VAE and __call__(prompt, generator, output_type='latent') that
+        returns CogVideoX-style [1, F, C, H, W] latents of the offline generator's clip."""
+
+        def __init__(self, vae):
+            self.vae = vae
+
+        def __call__(self, prompt, generator, output_type):
+            assert output_type == "latent"
+            clip = ShapesT2V(n_frames=9, size=16).generate([prompt], seed=int(generator.initial_seed()))[0]
+            lat = torch.from_numpy(VaeLatents(self.vae).encode([clip]))  # [1, C, F, H, W]
+            return type("Out", (), {"frames": lat.transpose(1, 2)})()
+
+    out = DiffusersT2V(LatentPipeline(vae)).generate_latents(["A red circle.", "A blue square."], seed=1)
+    assert out.shape == z.shape
+    with pytest.raises(VlgapError, match="exposes no .vae"):
+        DiffusersT2V(object())
