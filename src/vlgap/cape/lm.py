@@ -97,16 +97,31 @@ def ensure_pad(tok) -> None:
         tok.pad_token = tok.eos_token or tok.unk_token
 
 
-def newline_ids(tok) -> set[int]:
-    """Token ids whose text contains a line break (any of them ends a part)."""
-    ids = set()
+_BREAKS = set("\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029")  # what str.splitlines() splits on
+
+
+def token_classes(tok) -> tuple[list[int], list[int], list[int]]:
+    """(ids that are only whitespace with a line break, ids with a line break and other text, ids whose
+    text has a letter or digit), once per tokenizer: a part ends at a bare line break, never takes a token
+    that mixes a line break with text (it would spill into the next line), and starts with a word."""
+    cached = getattr(tok, "_vlgap_token_classes", None)
+    if cached is not None:
+        return cached
+    nl, mixed, word = [], [], []
     for i in range(len(tok)):
         try:
-            if "\n" in tok.decode([i]):
-                ids.add(i)
+            s = tok.decode([i])
         except Exception:  # noqa: BLE001 - unused ids in some vocabularies do not decode
-            pass
-    return ids
+            continue
+        if any(c in _BREAKS for c in s):
+            (nl if not s.strip() else mixed).append(i)
+        elif any(c.isalnum() for c in s):
+            word.append(i)
+    try:
+        tok._vlgap_token_classes = (nl, mixed, word)
+    except AttributeError:
+        pass
+    return nl, mixed, word
 
 
 class LabelForcer:
@@ -119,14 +134,11 @@ class LabelForcer:
         self.budget = budget or FIELD_BUDGET
         self.labels = [tok.encode(f"{LABELS[p]}:", add_special_tokens=False) for p in PARTS]
         self.nl = tok.encode("\n", add_special_tokens=False)[-1]
-        cache = getattr(tok, "_vlgap_newline_ids", None)
-        if cache is None:
-            cache = torch.tensor(sorted(newline_ids(tok)), dtype=torch.long)
-            try:
-                tok._vlgap_newline_ids = cache
-            except AttributeError:
-                pass
-        self.nl_ids = cache
+        nl, mixed, word = token_classes(tok)
+        self.nl_ids = torch.tensor(nl, dtype=torch.long)
+        self._mixed = torch.tensor(mixed, dtype=torch.long)
+        self._word = torch.tensor(word, dtype=torch.long)
+        self._not_word: torch.Tensor | None = None  # bool mask over the model's vocabulary, built lazily
         self.eos = tok.eos_token_id
         # per row: mode 'label' (forcing labels[k][pos]), 'field' (count tokens), 'done'
         start = ("field", 0, 0) if first_label_in_prompt else ("label", 0, 0)
@@ -140,7 +152,6 @@ class LabelForcer:
 
     def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         last = input_ids[:, -1].tolist()
-        nl_set = self.nl_ids
         for r, st in enumerate(self.state):
             mode, k, n = st
             if mode == "field" and not self.skip[r]:
@@ -170,8 +181,13 @@ class LabelForcer:
                     self.truncated[r][k] = True
                     self._force(scores, r, self.nl)
                 else:
-                    if n == 0:  # a part needs at least one token before its line ends
-                        scores[r, nl_set] = float("-inf")
+                    if len(self._mixed):
+                        scores[r, self._mixed[self._mixed < scores.shape[1]]] = float("-inf")
+                    if n == 0:  # a part starts with a word-like token: never empty, never a bare line break
+                        if self._not_word is None or self._not_word.shape[0] != scores.shape[1]:
+                            self._not_word = torch.ones(scores.shape[1], dtype=torch.bool)
+                            self._not_word[self._word[self._word < scores.shape[1]]] = False
+                        scores[r, self._not_word.to(scores.device)] = float("-inf")
                     if self.eos is not None:
                         scores[r, self.eos] = float("-inf")
         return scores
