@@ -308,3 +308,40 @@ def test_two_by_two_equals_hand_computation():
     assert lo <= r["interaction"]["estimate"] <= hi
     with pytest.raises(VlgapError, match="no scores for cell"):
         two_by_two({k: v for k, v in scores.items() if k[:2] != ("pe", "pe")})
+
+
+# ------------------------------------------------------------------------------------------------ diffusers
+
+def test_prompt_enhanced_diffusers_pipeline_and_caption_export(tiny_lm, tmp_path):
+    diffusers = pytest.importorskip("diffusers")
+    from transformers import CLIPTextConfig, CLIPTextModel
+
+    from vlgap.cape.diffusion import PromptEnhancedPipeline, export_captions
+    from vlgap.cape.operators import TemplateOperator
+
+    torch.manual_seed(0)
+    unet = diffusers.UNet2DConditionModel(
+        sample_size=8, in_channels=4, out_channels=4, block_out_channels=(8, 16), layers_per_block=1,
+        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
+        cross_attention_dim=16, norm_num_groups=4, attention_head_dim=2)
+    vae = diffusers.AutoencoderKL(block_out_channels=(8,), down_block_types=("DownEncoderBlock2D",),
+                                  up_block_types=("UpDecoderBlock2D",), latent_channels=4, norm_num_groups=4)
+    text = CLIPTextModel(CLIPTextConfig(vocab_size=len(tiny_lm.tokenizer), hidden_size=16, intermediate_size=32,
+                                        num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=512))
+    tok = tiny_lm.tokenizer
+    tok.model_max_length = 96
+    pipe = diffusers.StableDiffusionPipeline(vae=vae, text_encoder=text, tokenizer=tok, unet=unet,
+                                             scheduler=diffusers.DDIMScheduler(), safety_checker=None,
+                                             feature_extractor=None, requires_safety_checker=False)
+    seen = []
+    encode = pipe.encode_prompt
+    pipe.encode_prompt = lambda prompt, *a, **k: (seen.append(prompt), encode(prompt, *a, **k))[1]
+    enhanced = PromptEnhancedPipeline(pipe, TemplateOperator())
+    out = enhanced("a red ball on black bg, zoom in", num_inference_steps=2, height=16, width=16, output_type="np")
+    assert out.images.shape == (1, 16, 16, 3)
+    assert parse_six(seen[0]).main_object == "a red circle" and enhanced.last_rewrites[0]["valid"]
+    src = tmp_path / "ft.jsonl"
+    src.write_text('{"video": "a.mp4", "caption": "a blue star on a plain white background"}\n')
+    assert export_captions(src, tmp_path / "out.jsonl", TemplateOperator()) == 1
+    rec = json.loads((tmp_path / "out.jsonl").read_text())
+    assert rec["source_caption"].startswith("a blue star") and parse_six(rec["caption"]).main_object == "a blue star"

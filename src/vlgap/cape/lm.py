@@ -23,8 +23,9 @@ from vlgap.errors import VlgapError
 
 BUNDLED = ("smollm2", "gemma3_270m")
 # tokens each part may use before it is ended by force (a six-part text is ~96 SmolLM2 tokens)
-FIELD_BUDGET = {"short_caption": 32, "dense_caption": 80, "main_object": 16, "background": 20, "camera": 12,
-                "style": 16}
+# (the captioner's targets use about 14 / 45 / 6 / 7 / 3 / 6)
+FIELD_BUDGET = {"short_caption": 28, "dense_caption": 72, "main_object": 14, "background": 16, "camera": 10,
+                "style": 14}
 PROMPT_PREFIX = "Prompt: "
 
 
