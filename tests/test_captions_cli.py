@@ -72,3 +72,14 @@ def test_bad_input_is_one_line_and_exit_code_2(files, tmp_path):
     assert proc.returncode == 2
     assert "several predictions: 0" in proc.stderr and "--on-duplicate first" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_api_old_keyword_spellings_name_the_new_ones():
+    from vlgap.captions.evaluate import caption_eval, compare_captions
+    from vlgap.errors import VlgapError
+
+    preds, refs = {"1": "a dog runs"}, {"1": ["a dog is running"]}
+    with pytest.raises(VlgapError, match="bootstrap= is now n_bootstrap="):
+        caption_eval(preds, refs, ["bleu"], bootstrap=10)
+    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+        compare_captions(preds, preds, refs, ["bleu"], permutations=10)

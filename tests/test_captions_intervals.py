@@ -27,9 +27,9 @@ def corpus():
 
 def test_bootstrap_is_reproducible_by_seed(corpus):
     refs, preds = corpus
-    a = caption_eval(preds, refs, METRICS, bootstrap=300, seed=3)
-    b = caption_eval(preds, refs, METRICS, bootstrap=300, seed=3)
-    c = caption_eval(preds, refs, METRICS, bootstrap=300, seed=4)
+    a = caption_eval(preds, refs, METRICS, n_bootstrap=300, seed=3)
+    b = caption_eval(preds, refs, METRICS, n_bootstrap=300, seed=3)
+    c = caption_eval(preds, refs, METRICS, n_bootstrap=300, seed=4)
     for key in ("BLEU-4", "ROUGE-L", "CIDEr", "SacreBLEU"):
         assert a[key]["ci"] == b[key]["ci"]
         assert a[key]["ci"] != c[key]["ci"]
@@ -63,7 +63,7 @@ def test_bleu_replicates_recompute_the_corpus_statistic(corpus):
 
 def test_identical_systems_differ_by_nothing(corpus):
     refs, preds = corpus
-    out = compare_captions(preds, preds, refs, ["bleu", "cider"], bootstrap=200, permutations=200)
+    out = compare_captions(preds, preds, refs, ["bleu", "cider"], n_bootstrap=200, n_permutations=200)
     for key in ("BLEU-4", "CIDEr"):
         assert out[key]["difference"] == 0.0
         assert out[key]["ci"] == [0.0, 0.0]
@@ -73,7 +73,7 @@ def test_identical_systems_differ_by_nothing(corpus):
 def test_a_real_difference_is_found(corpus):
     refs, preds = corpus
     better = make_system_b(refs, preds, seed=1)
-    out = compare_captions(better, preds, refs, ["bleu", "rouge", "cider"], bootstrap=500, permutations=500)
+    out = compare_captions(better, preds, refs, ["bleu", "rouge", "cider"], n_bootstrap=500, n_permutations=500)
     for key in ("BLEU-4", "ROUGE-L", "CIDEr"):
         assert out[key]["difference"] > 0
         assert out[key]["ci"][0] > 0

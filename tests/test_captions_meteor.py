@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import stat
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -38,23 +37,22 @@ def test_missing_jar_is_a_clear_error(tmp_path):
 def test_silent_jvm_times_out(tmp_path):
     java, jar = _fake_java(tmp_path, "import time; time.sleep(60)")
     m = MeteorJar(jar=jar, java=java, timeout=1.0)
-    start = time.monotonic()
+    # the wrapper's own timeout ends the call (the fake JVM would sleep 60 s); no wall-clock assert
     with pytest.raises(VlgapError, match="gave no answer within 1 s"):
         m.statistics(["a dog"], [["a dog runs"]])
-    assert time.monotonic() - start < 10
     assert m._proc is None  # killed, not left behind
 
 
 def test_crashing_jvm_reports_its_messages(tmp_path):
     java, jar = _fake_java(tmp_path, "import sys; sys.stderr.write('Exception in thread main\\n'); sys.exit(3)")
-    m = MeteorJar(jar=jar, java=java, timeout=10.0)
+    m = MeteorJar(jar=jar, java=java, timeout=120.0)  # ends as soon as the JVM exits; generous for loaded CI
     with pytest.raises(VlgapError, match=r"stopped \(exit code 3\)"):
         m.statistics(["a dog"], [["a dog runs"]])
 
 
 def test_babbling_jvm(tmp_path):
     java, jar = _fake_java(tmp_path, "import sys\nwhile sys.stdin.readline():\n    print('garbage\\ngarbage', flush=True)")
-    m = MeteorJar(jar=jar, java=java, timeout=5.0)
+    m = MeteorJar(jar=jar, java=java, timeout=120.0)  # ends at the first garbage line; generous for loaded CI
     with pytest.raises(VlgapError, match="not a score"):
         m.evaluate(["1 2 3"])
     m.close()

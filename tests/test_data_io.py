@@ -1,13 +1,11 @@
-"""Manifest reading, frame sampling rule, decoding, importers and their bad-input errors."""
+"""Manifest reading, frame sampling rule, decoding and their bad-input errors (importers: test_importers.py)."""
 from __future__ import annotations
 
-import csv
 import json
 
 import numpy as np
 import pytest
 
-from vlgap.data.importers import import_msrvtt, import_msvd, import_vatex
 from vlgap.data.manifest import read_manifest
 from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclips
 from vlgap.data.video import count_frames, read_frames
@@ -119,84 +117,6 @@ def test_bad_media_errors_name_the_item(tmp_path):
         read_frames(man.items[1], np.array([0]))
     with pytest.raises(BadItemError, match="'nofr': frame folder .* holds no image files"):
         read_frames(man.items[2], np.array([0]))
-
-
-# ---- importers on fixtures written in the official formats ------------------------------------
-@pytest.fixture
-def video_dir(tmp_path):
-    d = tmp_path / "videos"
-    for name in ["Ptf_2VRj-V0_000122_000132", "abc_000001_000011", "video0", "video1", "video7",
-                 "-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]:
-        write_video(d / f"{name}.mp4", 3, size=16)
-    return d
-
-
-def test_import_vatex(tmp_path, video_dir):
-    ann = [{"videoID": "Ptf_2VRj-V0_000122_000132", "enCap": [f"cap {i}" for i in range(10)], "chCap": ["x"]},
-           {"videoID": "abc_000001_000011", "enCap": ["a", "b"], "chCap": []},
-           {"videoID": "missing_000001_000011", "enCap": ["c"], "chCap": []}]
-    f = tmp_path / "vatex_training_v1.0.json"
-    f.write_text(json.dumps(ann))
-    with pytest.raises(VlgapError, match="1 of 3 annotated videos have no file.*--skip-missing"):
-        import_vatex(f, video_dir, tmp_path / "m.jsonl")
-    rep = import_vatex(f, video_dir, tmp_path / "m.jsonl", skip_missing=True)
-    assert rep.n_written == 2 and rep.missing_video == ["missing_000001_000011"]
-    man = read_manifest(tmp_path / "m.jsonl")
-    assert man.items[0].captions == tuple(f"cap {i}" for i in range(10))
-    rep = import_vatex(f, video_dir, tmp_path / "m1.jsonl", skip_missing=True, limit=1, seed=3)
-    again = import_vatex(f, video_dir, tmp_path / "m2.jsonl", skip_missing=True, limit=1, seed=3)
-    assert read_manifest(tmp_path / "m1.jsonl").ids == read_manifest(tmp_path / "m2.jsonl").ids
-
-
-def test_import_msrvtt(tmp_path, video_dir):
-    ann = {"info": {}, "videos": [{"video_id": "video0", "split": "train", "category": 9},
-                                  {"video_id": "video1", "split": "test", "category": 3},
-                                  {"video_id": "video7", "split": "train", "category": 1}],
-           "sentences": [{"caption": "a man sings", "video_id": "video0", "sen_id": 1},
-                         {"caption": "someone is singing", "video_id": "video0", "sen_id": 0},
-                         {"caption": "cars race", "video_id": "video1", "sen_id": 2},
-                         {"caption": "a dog runs", "video_id": "video7", "sen_id": 3}]}
-    f = tmp_path / "train_val_videodatainfo.json"
-    f.write_text(json.dumps(ann))
-    import_msrvtt(f, video_dir, tmp_path / "m.jsonl")
-    man = read_manifest(tmp_path / "m.jsonl")
-    assert man.ids == ["video0", "video1", "video7"]
-    assert man.items[0].captions == ("someone is singing", "a man sings")  # ordered by sen_id
-    assert man.items[0].meta == {"split": "train", "category": 9}
-    import_msrvtt(f, video_dir, tmp_path / "t.jsonl", split="train")
-    assert read_manifest(tmp_path / "t.jsonl").ids == ["video0", "video7"]
-    with pytest.raises(VlgapError, match="no videos in split 'val'"):
-        import_msrvtt(f, video_dir, tmp_path / "x.jsonl", split="val")
-
-
-def test_import_msvd_csv_and_txt(tmp_path, video_dir):
-    f = tmp_path / "MSR Video Description Corpus.csv"
-    with open(f, "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["VideoID", "Start", "End", "WorkerID", "Source", "AnnotationTime", "Language", "Description"])
-        w.writerow(["-4wsuPCjDBc", "5", "15", "1", "clean", "10", "English", "A man is playing a guitar."])
-        w.writerow(["-4wsuPCjDBc", "5", "15", "2", "clean", "10", "German", "Ein Mann spielt Gitarre."])
-        w.writerow(["-4wsuPCjDBc", "5", "15", "3", "clean", "10", "English", "Someone plays guitar."])
-        w.writerow(["mv89psg6zh4", "33", "46", "3", "clean", "10", "English", "A bird bathes."])
-    import_msvd(f, video_dir, tmp_path / "m.jsonl")
-    man = read_manifest(tmp_path / "m.jsonl")
-    assert man.ids == ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
-    assert man.items[0].captions == ("A man is playing a guitar.", "Someone plays guitar.")
-    txt = tmp_path / "AllVideoDescriptions.txt"
-    txt.write_text("# comment\n-4wsuPCjDBc_5_15 a man plays guitar\nmv89psg6zh4_33_46 a bird in water\n")
-    import_msvd(txt, video_dir, tmp_path / "t.jsonl")
-    assert read_manifest(tmp_path / "t.jsonl").items[1].captions == ("a bird in water",)
-
-
-def test_importer_format_errors(tmp_path, video_dir):
-    f = tmp_path / "bad.json"
-    f.write_text(json.dumps({"videos": []}))
-    with pytest.raises(VlgapError, match="VATEX annotations are a JSON list"):
-        import_vatex(f, video_dir, tmp_path / "m.jsonl")
-    with pytest.raises(VlgapError, match="'videos' and 'sentences'"):
-        import_msrvtt(f, video_dir, tmp_path / "m.jsonl")
-    with pytest.raises(VlgapError, match="video folder not found"):
-        import_vatex(tmp_path / "v.json", tmp_path / "nowhere", tmp_path / "m.jsonl") if (tmp_path / "v.json").write_text("[]") else None
 
 
 def test_every_public_api_name_resolves():

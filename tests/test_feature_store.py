@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -147,20 +146,16 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     env = dict(os.environ, PYTHONPATH=f"{HELPERS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     script = HELPERS / "run_toy_extract.py"
     cache = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(script), str(man), str(cache), "0.05"], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        chunks = list(cache.glob("features/*/*/*/chunks/*.npz"))
-        if len(chunks) >= 4:  # 12 chunks x 3 values in all; kill well before the end
-            break
-        time.sleep(0.02)
+    # the helper pauses right after its 4th chunk file and says so: kill it there (an event, no polling)
+    proc = subprocess.Popen([sys.executable, str(script), str(man), str(cache), "0", "4"], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()          # returns at "PAUSED 4", or at EOF if the helper died
+    assert line.strip() == "PAUSED 4", proc.stderr.read() if proc.poll() is not None else line
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not list(cache.glob("features/*/*/*/COMPLETE")), "killed too late: nothing left to resume"
-    n_before = len(list(cache.glob("features/*/*/*/chunks/*.npz")))
-    assert 4 <= n_before < 36
+    assert len(list(cache.glob("features/*/*/*/chunks/*.npz"))) == 4
     done = subprocess.run([sys.executable, str(script), str(man), str(cache), "0"], env=env, capture_output=True, text=True)
     assert "DONE 24" in done.stdout, done.stderr
     clean = subprocess.run([sys.executable, str(script), str(man), str(tmp_path / "clean"), "0"], env=env,

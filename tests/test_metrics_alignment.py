@@ -8,7 +8,9 @@ from sklearn.cross_decomposition import CCA
 from vlgap.errors import VlgapError
 from vlgap.metrics import alignment as al
 from vlgap.metrics.knn import NeighbourLookup, topk_neighbours
-from vlgap.metrics.prepare import remove_outliers
+from vlgap.metrics.layer_search import align
+from vlgap.metrics.prepare import clamp_threshold, prepare_features, remove_outliers
+from ties import assert_no_near_ties, sign_rows
 
 N = 240
 
@@ -98,15 +100,69 @@ def naive_svcca(a, b, d=10):
 
 # ---------------------------------------------------------------- values vs references
 
-def test_mutual_knn_equals_naive_exactly():
+def test_mutual_knn_equals_naive():
     x, y = related()
+    assert_no_near_ties([x, y], depth=10)  # so both paths rank alike on any BLAS
     for k in (1, 5, 10):
-        assert al.mutual_knn(x, y, k) == naive_mutual_knn(x, y, k)
+        assert al.mutual_knn(x, y, k) == pytest.approx(naive_mutual_knn(x, y, k), abs=1e-12)
 
 
-def test_cycle_knn_equals_naive_exactly():
+def test_cycle_knn_equals_naive():
     x, y = related()
-    assert al.cycle_knn(x, y, 10) == naive_cycle_knn(x, y, 10)
+    assert_no_near_ties([x, y], depth=10)
+    assert al.cycle_knn(x, y, 10) == pytest.approx(naive_cycle_knn(x, y, 10), abs=1e-12)
+
+
+# platonic-rep's order-aware metrics, as its formulas read (naive loops over items)
+
+def naive_lcs(a, b):
+    dp = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            dp[i][j] = dp[i - 1][j - 1] + 1 if a[i - 1] == b[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
+    return dp[-1][-1]
+
+
+def naive_levenshtein(a, b):
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i]
+        for j in range(1, len(b) + 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])))
+        prev = cur
+    return prev[-1]
+
+
+def naive_lcs_knn(a, b, k):
+    ka, kb = naive_knn(a, k), naive_knn(b, k)
+    return float(np.mean([naive_lcs(list(ka[i]), list(kb[i])) for i in range(len(ka))]))
+
+
+def naive_edit_distance_knn(a, b, k):
+    ka, kb = naive_knn(a, k), naive_knn(b, k)
+    return 1.0 - float(np.mean([naive_levenshtein(list(ka[i]), list(kb[i])) for i in range(len(ka))])) / k
+
+
+def test_lcs_and_edit_distance_knn_equal_naive_formulas():
+    x, y = related()
+    assert_no_near_ties([x, y], depth=10)
+    for k in (1, 4, 10):
+        assert al.lcs_knn(x, y, k) == pytest.approx(naive_lcs_knn(x, y, k), abs=1e-12)
+        assert al.edit_distance_knn(x, y, k) == pytest.approx(naive_edit_distance_knn(x, y, k), abs=1e-12)
+    # the scores are not trivial here, and identical rankings give the maxima (k and 1)
+    assert 0.5 < al.lcs_knn(x, y, 10) < 9 and 0.05 < al.edit_distance_knn(x, y, 10) < 0.95
+    assert al.lcs_knn(x, x, 10) == 10 and al.edit_distance_knn(x, x, 10) == 1.0
+
+
+def test_ordinal_metrics_on_exact_ties():
+    # sign rows: every cosine is exact, rankings full of exact ties broken by the smaller index
+    rng = np.random.default_rng(11)
+    z = rng.normal(size=(90, 3))
+    x, y = sign_rows(rng, z, 16, 1.0), sign_rows(rng, z, 64, 2.0)
+    for k in (3, 8):
+        assert al.lcs_knn(x, y, k) == pytest.approx(naive_lcs_knn(x, y, k), abs=1e-12)
+        assert al.edit_distance_knn(x, y, k) == pytest.approx(naive_edit_distance_knn(x, y, k), abs=1e-12)
+        assert al.mutual_knn(x, y, k) == pytest.approx(naive_mutual_knn(x, y, k), abs=1e-12)
 
 
 @pytest.mark.parametrize("unbiased", [False, True])
@@ -136,21 +192,40 @@ def test_outlier_clamp_matches_platonic_rep():
     assert remove_outliers(f, None) is f
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_prepare_features_one_threshold_over_all_layers(exact):
+    # platonic-rep `remove_outliers(feats [N, L, D], q)`: one threshold for the whole model
+    rng = np.random.default_rng(4)
+    feats = torch.from_numpy(rng.standard_t(2, size=(60, 3, 20)) * np.array([1.0, 5.0, 0.2])[None, :, None])
+    if exact:
+        thr = feats.reshape(-1).abs().sort().values[int(0.95 * feats.numel())]
+    else:
+        thr = torch.quantile(feats.abs().flatten(start_dim=1), 0.95, dim=1).mean()
+    layers = [feats[:, i, :] for i in range(3)]
+    assert float(clamp_threshold(layers, 0.95, exact=exact)) == pytest.approx(float(thr), rel=1e-12)
+    got = prepare_features(layers, 0.95, exact=exact)
+    for i in range(3):
+        np.testing.assert_allclose(got[i].numpy(), feats[:, i, :].clamp(-thr, thr).numpy(), rtol=1e-12)
+    # not the per-layer thresholds: the wide layer is clamped far more than on its own
+    assert not torch.allclose(got[1], remove_outliers(layers[1], 0.95))
+
+
 # ---------------------------------------------------------------- properties from the issue
 
-ALL = ["mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca"]
+ALL = ["mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca", "edit_distance_knn"]
 
 
 @pytest.mark.parametrize("metric", [m for m in ALL if m != "cycle_knn"])
 def test_identical_spaces_score_one(metric):
     x, _ = related()
-    assert al.align(x, x, k=10, metric=metric).score == pytest.approx(1.0, abs=1e-9)
+    assert align(x, x, k=10, metric=metric).score == pytest.approx(1.0, abs=1e-9)
 
 
 def test_cycle_knn_identical_spaces():
     # below 1 by design: an item need not be a neighbour of any of its own neighbours
     x, _ = related()
-    assert al.align(x, x, metric="cycle_knn").score == naive_cycle_knn(x, x, 10) > 0.95
+    assert align(x, x, metric="cycle_knn").score == pytest.approx(naive_cycle_knn(x, x, 10), abs=1e-12)
+    assert naive_cycle_knn(x, x, 10) > 0.95
 
 
 @pytest.mark.parametrize("metric", ["mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka"])
@@ -158,14 +233,14 @@ def test_invariant_to_rotation_and_scaling(metric):
     x, y = related()
     q1 = ortho_group.rvs(x.shape[1], random_state=1)
     q2 = ortho_group.rvs(y.shape[1], random_state=2)
-    base = al.align(x, y, metric=metric).score
-    moved = al.align(3.7 * x @ q1, 0.01 * y @ q2, metric=metric).score
+    base = align(x, y, metric=metric).score
+    moved = align(3.7 * x @ q1, 0.01 * y @ q2, metric=metric).score
     assert moved == pytest.approx(base, abs=1e-10)
 
 
 def test_svcca_invariant_to_scaling():
     x, y = related()
-    assert al.align(5 * x, 0.2 * y, metric="svcca").score == pytest.approx(al.align(x, y, metric="svcca").score)
+    assert align(5 * x, 0.2 * y, metric="svcca").score == pytest.approx(align(x, y, metric="svcca").score)
 
 
 def test_random_pairing_scores_chance():
@@ -173,41 +248,47 @@ def test_random_pairing_scores_chance():
     n, k = 1500, 10
     x, _ = related(n=n)
     perm = np.random.default_rng(7).permutation(n)
-    res = al.align(x, x[perm], k=k)
-    assert res.chance == k / (n - 1)
+    res = align(x, x[perm], k=k)
+    assert res.chance == pytest.approx(k / (n - 1))
     # null SD of the score is about 0.0012 here (overlap hypergeometric, items weakly dependent)
     assert abs(res.score - res.chance) < 0.005
 
 
 def test_chance_and_result_fields():
     x, y = related()
-    res = al.align(x, y, k=7)
+    res = align(x, y, k=7)
     d = res.to_dict()
     assert d["n"] == N and d["k"] == 7 and d["chance"] == pytest.approx(7 / (N - 1))
-    assert set(d) == {"metric", "score", "chance", "n", "k"}
-    assert al.align(x, y, metric="cka").chance is None
+    assert set(d) == {"metric", "score", "chance", "n", "k", "q", "preset"} and d["preset"] is None
+    assert align(x, y, metric="cka").chance is None
 
 
 def test_torch_input_and_float32():
     x, y = related()
-    s64 = al.align(x, y).score
-    s32 = al.align(torch.from_numpy(x).float(), torch.from_numpy(y).float()).score
+    s64 = align(x, y).score
+    s32 = align(torch.from_numpy(x).float(), torch.from_numpy(y).float()).score
     assert abs(s32 - s64) < 0.01
 
 
 # ---------------------------------------------------------------- neighbour search details
 
 def test_topk_ties_break_by_index_and_chunks_agree():
+    # small-integer rows, duplicated: every inner product is an exact integer in float64 on any
+    # BLAS and for any block size, so the ties are exact and only the tie rule decides
     rng = np.random.default_rng(5)
-    base = rng.normal(size=(40, 8))
-    x = torch.from_numpy(np.vstack([base, base, base[:10]]))  # exact duplicates -> exact ties
-    x = torch.nn.functional.normalize(x, dim=1)
-    ref = naive_knn(x.numpy(), 6)
-    ids, sims = topk_neighbours(x, 6)
+    base = rng.integers(-3, 4, size=(40, 8)).astype(np.float64)
+    x = np.vstack([base, base, base[:10]])
+    sims = x @ x.T
+    np.fill_diagonal(sims, -np.inf)
+    ref = np.argsort(-sims, axis=1, kind="stable")[:, :6]   # ties -> smaller index
+    xt = torch.from_numpy(x)
+    ids, vals = topk_neighbours(xt, 6)
     assert np.array_equal(ids.numpy(), ref)
-    ids_small, _ = topk_neighbours(x, 6, chunk_bytes=1)  # one row per chunk
+    ids_small, _ = topk_neighbours(xt, 6, chunk_bytes=1)  # one row per chunk
     assert np.array_equal(ids_small.numpy(), ref)
-    assert torch.all(sims[:, :-1] >= sims[:, 1:])
+    assert torch.all(vals[:, :-1] >= vals[:, 1:])
+    # exact float32 too (integers below 2^24)
+    assert np.array_equal(topk_neighbours(xt.float(), 6, chunk_bytes=1)[0].numpy(), ref)
 
 
 def test_groups_exclude_copies():
@@ -232,18 +313,18 @@ def test_lookup_sorted_keys_equal_dense():
 def test_bad_inputs_raise_vlgap_error():
     x, y = related()
     with pytest.raises(VlgapError, match="k="):
-        al.align(x, y, k=N)
+        align(x, y, k=N)
     with pytest.raises(VlgapError, match="items"):
-        al.align(x, y[:-1])
+        align(x, y[:-1])
     bad = x.copy()
     bad[3, 0] = np.nan
     with pytest.raises(VlgapError, match=r"rows \[3\]"):
-        al.align(bad, y)
+        align(bad, y)
     with pytest.raises(VlgapError, match="metric="):
-        al.align(x, y, metric="mknn")
+        align(x, y, metric="mknn")
     with pytest.raises(VlgapError, match="cknna"):
-        al.align(x, y, k=1, metric="cknna")
+        align(x, y, k=1, metric="cknna")
     with pytest.raises(VlgapError, match="layer_search"):
-        al.align(np.stack([x, x]), y)
+        align(np.stack([x, x]), y)
     with pytest.raises(VlgapError, match="quantile"):
-        al.align(x, y, q=1.5)
+        align(x, y, q=1.5)

@@ -34,8 +34,10 @@ def test_align_json_matches_api(files):
     assert out.exit_code == 0, out.output
     d = json.loads(out.stdout)
     ref = layer_search(xs, ys, k=5)
-    assert np.array_equal(np.array(d["scores"]), ref.scores)
-    assert d["best"] == {"score": ref.best_score, "x_layer": ref.x_layer, "y_layer": ref.y_layer}
+    # the same arrays through the same code path; a tolerance all the same (JSON round trip)
+    np.testing.assert_allclose(np.array(d["scores"]), ref.scores, rtol=0, atol=1e-12)
+    assert (d["best"]["x_layer"], d["best"]["y_layer"]) == (ref.x_layer, ref.y_layer)
+    assert d["best"]["score"] == pytest.approx(ref.best_score, abs=1e-12) and d["preset"] is None
     assert d["chance"] == pytest.approx(5 / (N - 1)) and d["n"] == N and d["k"] == 5
 
 
@@ -81,22 +83,88 @@ def test_cli_errors_are_one_line(tmp_path, files):
         assert exc.value.code == 2
 
 
+def test_read_layers_every_format(tmp_path):
+    import torch
+    from safetensors.torch import save_file as save_torch
+
+    rng = np.random.default_rng(1)
+    stack = rng.normal(size=(3, 20, 6)).astype(np.float32)            # [L, N, D]
+    layers = list(stack)
+    np.save(tmp_path / "one.npy", stack[0])
+    np.save(tmp_path / "three.npy", stack)
+    np.savez(tmp_path / "unnamed.npz", stack)                             # stored as arr_0
+    # any names, natural order: h.2 before h.10; "ids" is not a layer
+    np.savez(tmp_path / "named.npz", **{"h.10": stack[2], "h.2": stack[1], "h.1": stack[0]},
+             ids=np.array([f"i{j}" for j in range(20)]))
+    save_torch({"block10": torch.from_numpy(stack[2]).to(torch.bfloat16), "block9": torch.from_numpy(stack[1]),
+                "block1": torch.from_numpy(stack[0])}, str(tmp_path / "named.safetensors"))
+    torch.save({"feats": torch.from_numpy(stack).permute(1, 0, 2).contiguous(), "num_params": 7},
+               tmp_path / "platonic.pt")                                    # platonic-rep: [N, L, D]
+    assert len(read_layers(tmp_path / "one.npy").layers) == 1
+    for name in ("three.npy", "unnamed.npz", "named.npz", "platonic.pt"):
+        got = read_layers(tmp_path / name)
+        assert len(got.layers) == 3, name
+        for a, b in zip(got.layers, layers):
+            np.testing.assert_array_equal(a, b)   # stored values read back, no arithmetic
+    assert read_layers(tmp_path / "named.npz").names == ["h.1", "h.2", "h.10"]
+    assert read_layers(tmp_path / "named.npz").ids[:2] == ["i0", "i1"]
+    st = read_layers(tmp_path / "named.safetensors")
+    assert st.names == ["block1", "block9", "block10"] and st.layers[2].dtype == np.float32
+    np.testing.assert_allclose(st.layers[2], stack[2], rtol=1e-2)        # bfloat16 -> float32
+
+
 def test_read_layers_errors(tmp_path, files):
+    import torch
+
     x_path, y_path, xs, _ = files
     got = read_layers(x_path)
     assert len(got.layers) == 2 and got.ids[:2] == ["v0", "v1"]
     assert len(read_layers(y_path).layers) == 3
-    gap = tmp_path / "gap.npz"
-    np.savez(gap, layer_000=xs[0], layer_002=xs[1])
-    with pytest.raises(VlgapError, match="missing layer_001"):
-        read_layers(gap)
-    wrong = tmp_path / "wrong.npz"
-    np.savez(wrong, emb=xs[0])
-    with pytest.raises(VlgapError, match="layer_000"):
-        read_layers(wrong)
+    mixed = tmp_path / "mixed.npz"
+    np.savez(mixed, a=xs[0], b=np.stack([xs[0], xs[0]]))
+    with pytest.raises(VlgapError, match="'b' has shape"):
+        read_layers(mixed)
     ragged = tmp_path / "ragged.npz"
     np.savez(ragged, layer_000=xs[0], layer_001=xs[1][:-3])
     with pytest.raises(VlgapError, match="layer_001 has 117 items"):
         read_layers(ragged)
-    with pytest.raises(VlgapError, match="unknown feature file type"):
-        read_layers(tmp_path / "x.txt") if (tmp_path / "x.txt").write_text("1") else None
+    np.save(tmp_path / "flat.npy", np.zeros(5))
+    with pytest.raises(VlgapError, match=r"shape \(5,\)"):
+        read_layers(tmp_path / "flat.npy")
+    bad = xs[0].copy()
+    bad[4, 1] = np.inf
+    np.save(tmp_path / "inf.npy", bad)
+    with pytest.raises(VlgapError, match=r"NaN/Inf in item rows \[4\]"):
+        read_layers(tmp_path / "inf.npy")
+    torch.save({"features": torch.zeros(3, 2, 2)}, tmp_path / "other.pt")
+    with pytest.raises(VlgapError, match="'feats'"):
+        read_layers(tmp_path / "other.pt")
+    (tmp_path / "x.txt").write_text("1")
+    with pytest.raises(VlgapError, match=r"unknown feature file type '.txt'; accepted: .npy"):
+        read_layers(tmp_path / "x.txt")
+
+
+def test_align_reads_npy_and_platonic_pt_with_preset(tmp_path, files):
+    import torch
+
+    _, _, xs, ys = files
+    np.save(tmp_path / "x.npy", xs[0])
+    np.save(tmp_path / "y.npy", ys[0])
+    out = runner.invoke(app, ["align", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--k", "5", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["best"]["score"] == pytest.approx(layer_search([xs[0]], [ys[0]], k=5).best_score,
+                                                                     abs=1e-12)
+    # platonic-rep feature files ([N, L, D] under 'feats'), its preparation, both command names
+    torch.save({"feats": torch.from_numpy(np.stack(xs, axis=1))}, tmp_path / "x.pt")
+    torch.save({"feats": torch.from_numpy(np.stack(ys, axis=1))}, tmp_path / "y.pt")
+    ref = layer_search(xs, ys, k=5, preset="platonic-rep")
+    for command in ("align", "layer-search"):
+        out = runner.invoke(app, [command, str(tmp_path / "x.pt"), str(tmp_path / "y.pt"), "--k", "5",
+                                  "--preset", "platonic-rep", "--json"])
+        assert out.exit_code == 0, out.output
+        d = json.loads(out.stdout)
+        assert d["preset"] == "platonic-rep" and d["q"] == 0.95
+        np.testing.assert_allclose(np.array(d["scores"]), ref.scores, rtol=0, atol=1e-12)
+    out = runner.invoke(app, ["align", str(tmp_path / "x.pt"), str(tmp_path / "y.pt"), "--k", "5",
+                              "--preset", "platonic-rep"])
+    assert out.exit_code == 0 and "preset platonic-rep" in out.stdout

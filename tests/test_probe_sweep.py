@@ -40,7 +40,7 @@ def test_sweep_rows_match_direct_layer_search_and_resume(toy_manifest, tmp_path)
     xs = load_features(toy_manifest, "tv", "n_f", 2, cache_dir=tmp_path / "cache").layers
     ys = load_features(toy_manifest, "tt", "n_c", 3, cache_dir=tmp_path / "cache").layers
     direct = layer_search(xs, ys, k=3)
-    assert row["score"] == pytest.approx(direct.best_score, abs=0)
+    assert row["score"] == pytest.approx(direct.best_score, abs=1e-12)
     assert (row["x_layer"], row["y_layer"]) == (direct.x_layer, direct.y_layer)
     assert row["n"] == 30 and row["chance"] == pytest.approx(3 / 29)
     assert row["ci_lo"] <= row["score"] <= row["ci_hi"] or row["ci_lo"] <= row["ci_hi"]
@@ -55,3 +55,28 @@ def test_sweep_rows_match_direct_layer_search_and_resume(toy_manifest, tmp_path)
     text = page.read_text()
     assert "data:image/png;base64," in text and "chance" in text
     assert (tmp_path / "run" / "figures").is_dir() and len(list((tmp_path / "run" / "figures").glob("*.png"))) == 3
+
+
+def test_sweep_preset_is_applied_recorded_and_not_mixed_on_resume(toy_manifest, tmp_path):
+    from vlgap.features.extract import load_features
+    from vlgap.metrics.layer_search import layer_search
+
+    cache = str(tmp_path / "cache")
+    encs = {"tv": ToyVision(), "tt": ToyText()}
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2], [1, 2], k=3, bootstrap=0, permutations=0,
+                      cache_dir=cache, fit=False, preset="platonic-rep")
+    res = run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
+    row = next(r for r in res.rows if r["n_f"] == 2 and r["n_c"] == 1)
+    xs = load_features(toy_manifest, "tv", "n_f", 2, cache_dir=cache).layers
+    ys = load_features(toy_manifest, "tt", "n_c", 1, cache_dir=cache).layers
+    direct = layer_search(xs, ys, k=3, preset="platonic-rep")
+    assert row["preset"] == "platonic-rep" and row["score"] == pytest.approx(direct.best_score, abs=1e-12)
+    saved = json.loads((tmp_path / "run" / "sweep.json").read_text())
+    assert saved["config"]["preset"] == "platonic-rep"
+    # the same run folder without the preset: every cell is recomputed, none reused from the preset run
+    plain = run_sweep(SweepConfig(**{**cfg.to_dict(), "preset": None}), tmp_path / "run", progress=False,
+                      encoders=encs)
+    assert all(r["preset"] is None for r in plain.rows)
+    ref = layer_search(xs, ys, k=3)
+    again = next(r for r in plain.rows if r["n_f"] == 2 and r["n_c"] == 1)
+    assert again["score"] == pytest.approx(ref.best_score, abs=1e-12)

@@ -103,7 +103,7 @@ def test_case_bootstrap_and_weights():
     g = grid(noise=0.003, seed=6)
     g["score_lo"] = g["score"] - 0.006
     g["score_hi"] = g["score"] + 0.006
-    fit = fit_scaling(g, n_bootstrap=50, bootstrap="case", seed=0)
+    fit = fit_scaling(g, n_bootstrap=50, bootstrap_method="case", seed=0)
     assert fit.weighted and fit.bootstrap["method"] == "case"
     assert all(lo <= hi for lo, hi in fit.param_ci.values())
 
@@ -117,3 +117,8 @@ def test_read_grid_csv(tmp_path):
     assert fit.params["alpha"] == pytest.approx(0.75, rel=0.01)
     with pytest.raises(VlgapError, match="no such file"):
         read_grid_csv(tmp_path / "missing.csv")
+
+
+def test_old_bootstrap_keyword_names_the_new_one():
+    with pytest.raises(VlgapError, match="bootstrap= is now bootstrap_method="):
+        fit_scaling(grid(), n_bootstrap=0, bootstrap="case")

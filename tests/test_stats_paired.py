@@ -68,7 +68,7 @@ def test_factorial_null_interaction_is_not_significant():
 
 def test_factorial_contrasts_are_exact_on_noise_free_cells():
     ones = np.ones(5)
-    res = factorial_effects(0 * ones, 1 * ones, 2 * ones, 10 * ones, n_resamples=50, n_permutations=64)
+    res = factorial_effects(0 * ones, 1 * ones, 2 * ones, 10 * ones, n_bootstrap=50, n_permutations=64)
     assert res["main_a"]["estimate"] == pytest.approx(((2 + 10) - (0 + 1)) / 2)
     assert res["main_b"]["estimate"] == pytest.approx(((1 + 10) - (0 + 2)) / 2)
     assert res["interaction"]["estimate"] == pytest.approx((10 - 2) - (1 - 0))
@@ -97,3 +97,12 @@ def test_bad_tables_name_the_item():
         compare([{"item": 1, "system": "x", "score": "n/a"}])
     with pytest.raises(VlgapError, match="missing column"):
         compare([{"item": 1, "score": 1}])
+
+
+def test_old_keyword_spellings_name_the_new_ones():
+    rows = [{"item": i, "system": s, "score": i} for i in range(3) for s in "xy"]
+    with pytest.raises(VlgapError, match="n_resamples= is now n_bootstrap="):
+        compare(rows, n_resamples=100)
+    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+        compare(rows, permutations=100)
+    assert compare(rows, n_bootstrap=20, n_permutations=20)["n_bootstrap"] == 20

@@ -130,10 +130,17 @@ def test_array_files(tmp_path):
     np.save(tmp_path / "flat.npy", np.zeros(5))
     for name in ("x.npy", "x.npz", "x.safetensors"):
         np.testing.assert_array_equal(load_item_set(tmp_path / name).array, x)
-    with pytest.raises(VlgapError, match="holds 2 arrays"):
+    with pytest.raises(VlgapError, match="holds 2 layers .*choose one with --layer"):
         load_item_set(tmp_path / "two.npz")
-    with pytest.raises(VlgapError, match="holds 2 tensors"):
+    with pytest.raises(VlgapError, match="holds 2 layers"):
         load_item_set(tmp_path / "two.safetensors")
+    # a layer picked by name or index; a platonic-rep file and an [L, N, D] array read as layers
+    np.testing.assert_array_equal(load_item_set(tmp_path / "two.npz", layer="b").array, x)
+    np.testing.assert_array_equal(load_item_set(tmp_path / "two.npz", layer=-1).array, x)
+    torch.save({"feats": torch.from_numpy(np.stack([x, 2 * x], axis=1))}, tmp_path / "p.pt")
+    np.testing.assert_array_equal(load_item_set(tmp_path / "p.pt", layer=1).array, 2 * x)
+    with pytest.raises(VlgapError, match="layer 5 out of range"):
+        load_item_set(tmp_path / "p.pt", layer=5)
     with pytest.raises(VlgapError, match=r"shape \(5,\)"):
         load_item_set(tmp_path / "flat.npy")
     (tmp_path / "x.bak").write_text("")
@@ -273,3 +280,11 @@ def test_minilm_embeds_captions():
     assert np.all(np.isfinite(emb.array))
     res = gap(terse_captions(20, 0), wordy_captions(20, 1), encoder=enc, n_permutations=99, n_bootstrap=100)
     assert res.p_value == pytest.approx(0.01)
+
+
+def test_old_keyword_spellings_name_the_new_ones():
+    a, b = np.zeros((5, 2)), np.ones((5, 2))
+    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+        gap(a, b, kernel="rbf", permutations=1000, bootstrap=1000)
+    with pytest.raises(VlgapError, match="bootstrap= is now n_bootstrap="):
+        gap(a, b, bootstrap=1000)

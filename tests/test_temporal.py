@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from vlgap.data.reorder import read_reorder_json
 from vlgap.errors import VlgapError
+from vlgap.metrics.conditions import frame_order_difference, reorder_drop
 from vlgap.metrics.layer_search import layer_search
+from vlgap.metrics.ties import cosine_similarities, nearest_related, tie_aware_mutual_knn, tie_aware_neighbours
 from vlgap.metrics.uncertainty import bootstrap_weight_batches
-from vlgap.probe.temporal import (cosine_similarities, frame_order_difference, nearest_related, read_reorder_json,
-                                  reorder_drop, tie_aware_mutual_knn, tie_aware_neighbours)
 
 
 def _latent(n, seed, noise=0.3, d=12, o=6):
@@ -221,3 +222,36 @@ def test_demo_sections_on_toy_encoders(tmp_path):
     out = runner.invoke(app, ["test-of-time", "--manifest", str(tot_manifest), *common])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["nearest_related"] == tot["nearest_related"]
+
+
+# ---------------------------------------------------------------------------------------------- vocabulary
+def test_old_keywords_name_their_new_form():
+    from vlgap.probe.cross_model import run_cross_alignment
+    from vlgap.probe.frame_order import run_frame_order
+    from vlgap.probe.reorder import run_reorder
+    from vlgap.probe.test_of_time import run_test_of_time
+
+    with pytest.raises(VlgapError, match=r"features=FeatureOptions\(cache_dir=\.\.\.\)"):
+        run_test_of_time(["v"], ["t"], cache_dir="/nonexistent")
+    with pytest.raises(VlgapError, match="'source' is now features"):
+        run_test_of_time(["v"], ["t"], source=None)
+    with pytest.raises(VlgapError, match="'bootstrap' is now n_bootstrap"):
+        run_reorder("x.jsonl", ["v"], ["t"], bootstrap=10)
+    with pytest.raises(VlgapError, match="FeatureSource"):
+        run_frame_order("x.jsonl", ["v"], ["t"], encoders={})
+    with pytest.raises(VlgapError, match=r"FeatureOptions\(device"):
+        run_cross_alignment("x.jsonl", ["a", "b"], device="cpu")
+    with pytest.raises(TypeError, match="n_boot"):
+        run_reorder("x.jsonl", ["v"], ["t"], n_boot=10)
+
+
+def test_cli_frame_count_is_a_comma_list_of_one_value(tmp_path):
+    from typer.testing import CliRunner
+
+    from vlgap.cli import app
+
+    out = CliRunner().invoke(app, ["temporal", str(tmp_path / "m.jsonl"), "--vision", "a", "--text", "b",
+                                   "--n-frames", "4,8"])
+    # `vlgap` (cli.main) turns a VlgapError into a one-line message and exit code 2
+    assert isinstance(out.exception, VlgapError) and "--n-frames" in str(out.exception)
+    assert "one value" in str(out.exception)

@@ -4,7 +4,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import secrets
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +44,42 @@ def to_json(obj: Any, indent: int | None = 2) -> str:
     return json.dumps(obj, indent=indent, default=_default, allow_nan=True)
 
 
+def _open_temp_beside(path: Path) -> tuple[int, Path]:
+    """Create a fresh temporary file next to `path`, opened for writing.
+
+    Created with mode 0o666 so the kernel applies the umask (and any default ACL) exactly as it does
+    for `open(path, "w")`; `tempfile.mkstemp` would force 0600 on every output."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"could not create a temporary file beside {path}")
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
-    """Write to a temporary file in the same folder, fsync, then rename: readers never see half a file."""
+    """Write to a temporary file in the same folder, fsync, then rename: readers never see half a file.
+
+    Permissions are those a plain write would give: a new file gets 0o666 minus the umask (0644 under
+    umask 0022); a file being replaced keeps its mode. A symlink is written through (its target is
+    replaced, the link stays), as `open(path, "w")` would."""
     path = Path(path)
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        keep_mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        keep_mode = None
+    fd, tmp = _open_temp_beside(path)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
+            if keep_mode is not None:
+                os.chmod(tmp, keep_mode)
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:

@@ -26,6 +26,7 @@ import numpy as np
 from scipy import optimize, special
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 
 PARAM_NAMES = ("S_inf", "C_f", "C_c", "alpha", "beta")
 EXPONENT_BOUNDS = (1e-3, 10.0)
@@ -355,11 +356,12 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
     return np.array(samples).reshape(-1, SATURATING.n_params), failed
 
 
+@renamed_keywords(bootstrap="bootstrap_method")
 def fit_scaling(
     grid: Any,
     *,
     n_bootstrap: int = 1000,
-    bootstrap: str = "residual",
+    bootstrap_method: str = "residual",
     confidence: float = 0.95,
     use_intervals: bool = True,
     seed: int | None = 0,
@@ -368,13 +370,13 @@ def fit_scaling(
 
     grid: dict of columns, list of row dicts or a DataFrame with n_f, n_c, score (optionally
     score_lo, score_hi: each cell's interval at `confidence`; with `use_intervals` the fit is then
-    weighted by 1/sigma^2). n_bootstrap: parameter intervals from `bootstrap` = "residual"
+    weighted by 1/sigma^2). n_bootstrap: parameter intervals from `bootstrap_method` = "residual"
     (default; resample the fit's residuals) or "case" (resample cells). Reproducible by `seed`.
     """
     if not 0 < confidence < 1:
         raise VlgapError(f"confidence={confidence!r}: must be in (0, 1), e.g. 0.95")
-    if bootstrap not in ("residual", "case"):
-        raise VlgapError(f"bootstrap={bootstrap!r}: use 'residual' or 'case'")
+    if bootstrap_method not in ("residual", "case"):
+        raise VlgapError(f"bootstrap_method={bootstrap_method!r}: use 'residual' or 'case'")
     if int(n_bootstrap) != n_bootstrap or n_bootstrap < 0:
         raise VlgapError(f"n_bootstrap={n_bootstrap!r}: need an integer >= 0")
     cols = _columns(grid)
@@ -397,7 +399,7 @@ def fit_scaling(
     samples = np.empty((0, SATURATING.n_params))
     failed = 0
     if n_bootstrap:
-        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap, int(n_bootstrap), seed)
+        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap_method, int(n_bootstrap), seed)
     a = (1 - confidence) / 2
     param_ci = ({k: [float(v) for v in np.quantile(samples[:, i], [a, 1 - a])] for i, k in enumerate(PARAM_NAMES)}
                 if len(samples) else {k: [float("nan"), float("nan")] for k in PARAM_NAMES})
@@ -433,7 +435,7 @@ def fit_scaling(
         heldout=_heldout(SATURATING, nf, nc, y, sw),
         alternatives=alternatives,
         best_by=best_by,
-        bootstrap={"method": bootstrap, "n_resamples": int(n_bootstrap), "n_failed": failed,
+        bootstrap={"method": bootstrap_method, "n_resamples": int(n_bootstrap), "n_failed": failed,
                    "confidence": confidence, "seed": seed},
         weighted=sigma is not None,
         warnings=warnings,

@@ -71,7 +71,6 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
     ref_counts, n_refs, item_of_ref, index = reference_layout(candidates, references, n, index, "CIDEr")
     if df is not None and df.n < n:
         raise VlgapError(f"frozen document frequencies cover n-grams up to {df.n}, but CIDEr uses n={n}")
-    item_of_doc = np.concatenate((item_of_ref, np.arange(n_items, dtype=np.int64)))
     n_docs = n_refs + n_items
     ref_len = np.log(float(n_items if df is None else df.n_documents))
 

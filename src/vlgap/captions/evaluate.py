@@ -23,11 +23,12 @@ import numpy as np
 from vlgap.captions.bleu import bleu_from_statistics, bleu_statistics
 from vlgap.captions.cider import DocumentFrequencies, cider_d_scores
 from vlgap.captions.intervals import mean_statistic, paired_difference, sum_statistic_intervals
-from vlgap.captions.io import CaptionData, _materialise, _reference_rows, load_captions
+from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.captions.rouge import rouge_l_scores
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 
 METRICS = ("bleu", "meteor", "rouge", "cider", "sacrebleu")
 TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
@@ -66,9 +67,9 @@ def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
         return None
     if isinstance(cider_df, DocumentFrequencies):
         return cider_df
-    data, source = _materialise(cider_df, "references for CIDEr document frequencies")
+    data, source = materialise(cider_df, "references for CIDEr document frequencies")
     grouped: dict[str, list[str]] = {}
-    for item, cap in _reference_rows(data, source):
+    for item, cap in reference_rows(data, source):
         if cap is not None:
             grouped.setdefault(str(item), []).append(cap)
     flat = [c for caps in grouped.values() for c in caps]
@@ -87,7 +88,6 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
     if tokenized is None:
         tokenized = tokenize_data(data)
     hyps, refs = tokenized
-    n = len(hyps)
     out: dict[str, MetricTable] = {}
     index = None
     if "bleu" in metrics or "cider" in metrics:
@@ -158,7 +158,8 @@ def _meteor_for(metrics: list[str], explicit: bool, meteor_jar, meteor_timeout: 
         return None
 
 
-def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = None, *, bootstrap: int = 0,
+@renamed_keywords(bootstrap="n_bootstrap")
+def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
                  seed: int | None = 0, confidence: float = 0.95, method: str = "bca",
                  cider_df: Any = "corpus", meteor_jar: str | os.PathLike | None = None,
                  meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
@@ -169,7 +170,7 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
     pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io).
     metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
         all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
-    bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
+    n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
         reproducible; method "bca" or "percentile".
     cider_df: "corpus" (coco-caption: document frequencies of these references), a
         DocumentFrequencies, or references (path or data) to freeze them from.
@@ -187,8 +188,8 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
     result: dict[str, Any] = {"n": len(data)}
     for table in tables.values():
         intervals = None
-        if bootstrap:
-            intervals = sum_statistic_intervals(table.stats, table.statistic, n_resamples=bootstrap,
+        if n_bootstrap:
+            intervals = sum_statistic_intervals(table.stats, table.statistic, n_resamples=n_bootstrap,
                                                 confidence=confidence, method=method, seed=seed)
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
@@ -196,11 +197,11 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
                 entry["ci"] = [intervals[j].low, intervals[j].high]
             entry.update(table.extra)
             result[name] = entry
-    if bootstrap:
-        result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(bootstrap),
+    if n_bootstrap:
+        result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
                               "seed": seed, "unit": "items"}
     result["tokenizer"] = TOKENIZER
-    if "cider" in tables and bootstrap:
+    if "cider" in tables and n_bootstrap:
         notes.append("CIDEr intervals resample items with document frequencies fixed at the full reference set")
     if notes:
         result["notes"] = notes
@@ -234,8 +235,9 @@ def per_item_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
-                     bootstrap: int = 1000, permutations: int = 10000, seed: int | None = 0,
+                     n_bootstrap: int = 1000, n_permutations: int = 10000, seed: int | None = 0,
                      confidence: float = 0.95, method: str = "bca", cider_df: Any = "corpus",
                      meteor_jar: str | os.PathLike | None = None, meteor_timeout: float = 120.0,
                      names: tuple[str, str] = ("A", "B"), on_missing: str = "error",
@@ -260,8 +262,8 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
     for key, ta in tables_a.items():
         tb = tables_b[key]
-        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_resamples=bootstrap,
-                                  n_permutations=permutations, confidence=confidence, method=method, seed=seed)
+        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_resamples=n_bootstrap,
+                                  n_permutations=n_permutations, confidence=confidence, method=method, seed=seed)
         for j, name in enumerate(ta.names):
             interval, test = pairs[j]
             entry = {names[0]: ta.estimates[j], names[1]: tb.estimates[j],
@@ -269,8 +271,8 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
                      "p_value": test.p_value}
             entry.update(ta.extra)
             result[name] = entry
-    result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(bootstrap),
-                          "n_permutations": int(permutations), "seed": seed, "unit": "items",
+    result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
+                          "n_permutations": int(n_permutations), "seed": seed, "unit": "items",
                           "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
     result["tokenizer"] = TOKENIZER
     if notes:

@@ -121,7 +121,7 @@ def _prediction_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
     return out
 
 
-def _reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
+def reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
     if isinstance(data, dict) and "annotations" in data:
         data = data["annotations"]
     if isinstance(data, dict):
@@ -156,7 +156,7 @@ def _reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
     return out
 
 
-def _materialise(obj: Any, what: str) -> tuple[Any, str]:
+def materialise(obj: Any, what: str) -> tuple[Any, str]:
     if isinstance(obj, (str, os.PathLike)):
         return _load_path(obj), str(obj)
     return obj, f"in-memory {what}"
@@ -171,15 +171,15 @@ def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "er
         if value not in allowed:
             raise VlgapError(f"{name}={value!r}: use one of {', '.join(repr(a) for a in allowed)}")
     report: dict[str, Any] = {}
-    pred_data, pred_src = _materialise(predictions, "predictions")
-    ref_data, ref_src = _materialise(references, "references")
+    pred_data, pred_src = materialise(predictions, "predictions")
+    ref_data, ref_src = materialise(references, "references")
 
     # references, in first-seen order
     refs: dict[str, list[str]] = {}
     ref_id: dict[str, Any] = {}
     no_refs: list[Any] = []
     empty_refs: list[Any] = []
-    for item, cap in _reference_rows(ref_data, ref_src):
+    for item, cap in reference_rows(ref_data, ref_src):
         key = str(item)
         ref_id.setdefault(key, item)
         lst = refs.setdefault(key, [])

@@ -50,10 +50,10 @@ def caption_eval_command(
     if compare is not None:
         if per_item is not None:
             raise VlgapError("--per-item is for a single system; run caption-eval without --compare to write it")
-        result = compare_captions(pred, compare, refs, metrics, bootstrap=bootstrap or 1000,
-                                  permutations=permutations, names=(pred.stem, compare.stem), **common)
+        result = compare_captions(pred, compare, refs, metrics, n_bootstrap=bootstrap or 1000,
+                                  n_permutations=permutations, names=(pred.stem, compare.stem), **common)
     else:
-        result = caption_eval(pred, refs, metrics, bootstrap=bootstrap, per_item=per_item is not None, **common)
+        result = caption_eval(pred, refs, metrics, n_bootstrap=bootstrap, per_item=per_item is not None, **common)
         if per_item is not None:
             atomic_write_text(per_item, per_item_csv(result.pop("per_item")))
     if as_json:

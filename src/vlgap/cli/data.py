@@ -1,4 +1,4 @@
-"""CLI commands for datasets and features: import-*, make-data, extract."""
+"""CLI commands for datasets and features: import, make-data, extract, encoders."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,24 +26,30 @@ def _int_list(text: str, name: str) -> list[int]:
 @app.command("import")
 def import_cmd(
     dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd"),
-    annotations: Path = typer.Argument(..., help="official annotation file"),
+    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see the README)"),
     video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
     out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
     limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
     seed: int = typer.Option(0, help="seed of the random subset"),
-    skip_missing: bool = typer.Option(False, help="drop (and report) annotated videos whose file is missing"),
-    split: Optional[str] = typer.Option(None, help="MSR-VTT only: train | validate | test"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed entries and videos without a file "
+                                  "(each listed in <out>.skipped_items.jsonl and counted in the summary)"),
+    split: Optional[str] = typer.Option(None, help="msrvtt: train | validate | test; vatex: the split the file "
+                                        "holds (train | validation | public_test | private_test); msvd: train | "
+                                        "validate | test of youtube_mapping.txt"),
+    mapping: Optional[Path] = typer.Option(None, help="msvd: youtube_mapping.txt (clip -> vidN), found "
+                                           "automatically beside the annotations or videos"),
+    language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
+    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
-    """Import VATEX, MSR-VTT or MSVD annotations into a manifest."""
-    from vlgap.data import importers
+    """Import VATEX, MSR-VTT or MSVD annotations into a manifest, reporting every skip."""
+    from vlgap.data.importers import import_dataset
 
-    fns = {"vatex": importers.import_vatex, "msrvtt": importers.import_msrvtt, "msvd": importers.import_msvd}
-    key = dataset.lower().replace("-", "")
-    if key not in fns:
-        raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(fns)}")
-    kwargs = {"split": split} if key == "msrvtt" else {}
-    report = fns[key](annotations, video_dir, out, limit=limit, seed=seed, skip_missing=skip_missing, **kwargs)
-    console.print(report.summary(), markup=False, highlight=False)
+    if skip_missing:
+        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap extract`): it skips videos "
+                         "without a file and malformed entries, listing each in <out>.skipped_items.jsonl")
+    report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
+                            split=split, mapping=mapping, language=language)
+    console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command("extract")
@@ -86,16 +92,19 @@ def make_data_cmd(
     n_frames: int = typer.Option(32, help="shapes: frames per video"),
     size: int = typer.Option(128, help="frame height and width in pixels (even)"),
     photo_fraction: float = typer.Option(0.5, help="shapes: share of scenes on real scikit-image photos"),
-    skip_missing: bool = typer.Option(False, help="real: leave out (and list) media whose package is missing"),
+    skip_bad: bool = typer.Option(False, "--skip-bad", help="real: leave out (and list) media whose package is missing"),
+    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
     """Write an embedded dataset: procedural shapes videos, the Test of Time set, or the small real set."""
     from rich.progress import Progress
 
     from vlgap.data import real, shapes, test_of_time
 
+    if skip_missing:
+        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap import` and `vlgap extract`)")
     key = kind.lower().replace("_", "-")
     if key == "real":
-        path = real.write_real_manifest(out, skip_missing=skip_missing)
+        path = real.write_real_manifest(out, skip_missing=skip_bad)
     elif key in ("shapes", "test-of-time"):
         with Progress(console=Console(stderr=True)) as prog:
             task = prog.add_task(f"rendering {key}", total=None)

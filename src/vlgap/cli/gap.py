@@ -25,7 +25,8 @@ def _fmt(x, digits: int = 4) -> str:
 
 @app.command("gap")
 def gap_command(
-    a: Path = typer.Argument(..., help="Set A: array [N, D] (.npy/.npz/.safetensors) or captions (.txt/.jsonl)."),
+    a: Path = typer.Argument(..., help="Set A: features (.npy/.npz/.safetensors/.pt, as `vlgap align` reads them; "
+                                       "one layer, or --layer) or captions (.txt/.jsonl)."),
     b: Path = typer.Argument(..., help="Set B, same kinds as A."),
     kernel: str = typer.Option("rbf", "--kernel", help="rbf (median heuristic) | linear | poly (KID cubic) | cmmd (sigma=10, x1000)."),
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="RBF sigma; default: median heuristic on the pooled sample."),
@@ -41,7 +42,8 @@ def gap_command(
     fd: bool = typer.Option(False, "--fd", help="Also report the Frechet distance between Gaussian fits."),
     fd_bootstrap: int = typer.Option(0, "--fd-bootstrap", help="Bootstrap resamples for an FD interval (0: none)."),
     encoder: str = typer.Option("minilm", "--encoder", help="Text encoder for caption files."),
-    layer: str = typer.Option("-1", "--layer", help="Encoder layer (index or name; default last)."),
+    layer: Optional[str] = typer.Option(None, "--layer", help="Layer (index or name): of the text encoder (default: "
+                                        "last), or of an array file holding several layers (then required)."),
     pooling: Optional[str] = typer.Option(None, "--pooling", help="Text pooling over tokens: mean (default) | last."),
     top_k: int = typer.Option(5, "--top-k", help="Witness items to show per side (captions)."),
     device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda | cuda:1 ..."),
@@ -128,7 +130,7 @@ def compare_command(
     from vlgap.io_utils import to_json
     from vlgap.stats.paired import compare
 
-    result = compare(scores, factorial=factorial, system_a=system_a, system_b=system_b, n_resamples=bootstrap,
+    result = compare(scores, factorial=factorial, system_a=system_a, system_b=system_b, n_bootstrap=bootstrap,
                      n_permutations=permutations, seed=seed)
     if as_json:
         print(to_json(result))

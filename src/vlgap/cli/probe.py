@@ -1,4 +1,4 @@
-"""CLI commands of the alignment probe: align, fit-scaling (then sweep, report, demo)."""
+"""CLI commands of the alignment probe: align (alias layer-search), fit-scaling (then sweep, report, demo)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -25,13 +25,17 @@ def _num(x, digits: int = 4) -> str:
 # align
 # ------------------------------------------------------------------------------------------------
 
-@app.command("align")
 def align_cmd(
-    x: Path = typer.Argument(..., help="features of side X (.safetensors/.npz: layer_000.. [N, D] or features [L, N, D])"),
+    x: Path = typer.Argument(..., help="features of side X: .npy [N, D] or [L, N, D]; .npz/.safetensors (one array, "
+                                       "or one [N, D] per layer, natural name order); platonic-rep .pt ('feats' [N, L, D])"),
     y: Path = typer.Argument(..., help="features of side Y, same items in the same order"),
     k: int = typer.Option(10, "--k", help="neighbours for the k-NN metrics (the paper: 10 for N=1024)"),
-    metric: str = typer.Option("mutual_knn", "--metric", help="mutual_knn | cycle_knn | cknna | cka | unbiased_cka | svcca"),
-    q: Optional[float] = typer.Option(None, "--q", help="clamp outliers at this quantile of |x| first (platonic-rep: 0.95)"),
+    metric: str = typer.Option("mutual_knn", "--metric", help="mutual_knn | cycle_knn | cknna | cka | unbiased_cka | "
+                                                              "svcca | lcs_knn | edit_distance_knn"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="platonic-rep: its feature preparation (one clamp at "
+                                         "the 0.95 quantile of |x| over all of a side's layers, then L2 rows)"),
+    q: Optional[float] = typer.Option(None, "--q", help="clamp outliers at this quantile of |x| first, per layer "
+                                      "(with --preset: the preset's quantile)"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples over items for the best score's interval (0: none)"),
     permutations: int = typer.Option(0, "--permutations", help="permutations of the pairing for a p-value (0: none)"),
     confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
@@ -48,13 +52,18 @@ def align_cmd(
 
     fx, fy = read_layers(x), read_layers(y)
     check_same_items(fx, fy)
-    res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, n_bootstrap=bootstrap,
+    res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, preset=preset, n_bootstrap=bootstrap,
                        n_permutations=permutations, confidence=confidence, interval=interval,
                        seed=seed, device=device)
     if as_json:
         print(to_json(res.to_dict()))
         return
     _print_search(res, x, y)
+
+
+# one command, two names: `align` (as the API's align) and `layer-search` (as the API's layer_search)
+app.command("align")(align_cmd)
+app.command("layer-search", help="Same as `align`: every X layer against every Y layer.")(align_cmd)
 
 
 def _print_search(res, x: Path, y: Path) -> None:
@@ -66,6 +75,9 @@ def _print_search(res, x: Path, y: Path) -> None:
         line += (f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.method}, "
                  f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
+    prep = (f"preset {res.preset} (one clamp at the {res.q:g} quantile of |x| over all layers of a side, then L2 rows)"
+            if res.preset else (f"clamp at the {res.q:g} quantile per layer, then L2 rows" if res.q else "L2 rows"))
+    console.print(f"features: {prep}", highlight=False)
     if res.chance is not None:
         console.print(f"chance (random pairing): {res.chance:.4f}", highlight=False)
     if res.permutation is not None:
@@ -107,7 +119,7 @@ def fit_scaling_cmd(
     from vlgap.io_utils import to_json
     from vlgap.scaling import fit_scaling, read_grid_csv
 
-    fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap=method, confidence=confidence,
+    fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
                       use_intervals=use_intervals, seed=seed)
     if as_json:
         print(to_json(fit.to_dict()))

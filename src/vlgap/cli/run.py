@@ -10,14 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.data import _int_list
+from vlgap.cli.options import int_list
 from vlgap.io_utils import to_json
 
 console = Console()
 
 
 def _print_rows(rows: list[dict]) -> None:
-    table = Table(title="alignment (best layer pair)")
+    presets = {r.get("preset") for r in rows} - {None}
+    table = Table(title="alignment (best layer pair)" + (f", preset {', '.join(sorted(presets))}" if presets else ""))
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
@@ -37,6 +38,7 @@ def sweep_cmd(
     out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable)"),
     k: int = typer.Option(10),
     metric: str = typer.Option("mutual_knn"),
+    preset: Optional[str] = typer.Option(None, help="platonic-rep: its feature preparation (one clamp over all layers)"),
     bootstrap: int = typer.Option(200, help="bootstrap resamples (best pair re-selected in each); 0 = none"),
     permutations: int = typer.Option(200, help="permutations of the pairing for the null; 0 = none"),
     seed: int = typer.Option(0),
@@ -52,8 +54,8 @@ def sweep_cmd(
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
-                      _int_list(n_frames, "--n-frames"), _int_list(n_captions, "--n-captions"), k=k, metric=metric,
-                      bootstrap=bootstrap, permutations=permutations, seed=seed, device=device, dtype=dtype,
+                      int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
+                      bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out)

@@ -25,6 +25,27 @@ def _names(text: str, option: str) -> list[str]:
     return out
 
 
+def _one_value(text: str, option: str) -> int:
+    """--n-frames / --n-captions take a comma list everywhere (as in extract and sweep); these probes
+    run at one value, so the list must hold exactly one."""
+    from vlgap.errors import VlgapError
+
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise VlgapError(f"{option}: expected a positive integer, got {text!r}") from None
+    if len(values) != 1 or values[0] < 1:
+        raise VlgapError(f"{option}: this command runs at one value (a positive integer), got {text!r}")
+    return values[0]
+
+
+def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False):
+    from vlgap.features.source import FeatureOptions, FeatureSource
+
+    return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
+                                        text_pooling=text_pooling, skip_bad=skip_bad))
+
+
 def _ci(ci) -> str:
     return "-" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
 
@@ -51,7 +72,7 @@ def _print_differences(rows: list[dict], title: str, extra: str | None = None) -
 def test_of_time_cmd(
     vision: str = typer.Option(..., help="comma list of vision encoders, e.g. mobilenet_v2,efficientnet_lite0"),
     text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
-    n_frames: int = typer.Option(8, "--n-frames", help="frames per video (n_f)"),
+    n_frames: str = typer.Option("8", "--n-frames", help="frames per video (n_f; one value)"),
     manifest: Optional[Path] = typer.Option(None, help="a Test of Time manifest (default: generate one in the cache)"),
     seed: int = typer.Option(0, help="generator seed (and bootstrap seed)"),
     bootstrap: int = typer.Option(2000, help="group-bootstrap resamples for the nearest-related fractions"),
@@ -64,11 +85,12 @@ def test_of_time_cmd(
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Test of Time: alignment at k = 1, 2, 3 and which related caption each space ranks nearest."""
-    from vlgap.probe.temporal import RELATIONS, run_test_of_time
+    from vlgap.data.test_of_time import RELATIONS
+    from vlgap.probe.test_of_time import run_test_of_time
 
-    res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=n_frames, seed=seed,
-                           manifest=manifest, n_bootstrap=bootstrap, out=out, device=device, dtype=dtype,
-                           image_size=image_size, text_pooling=text_pooling, cache_dir=cache_dir)
+    res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=_one_value(n_frames, "--n-frames"), seed=seed,
+                           manifest=manifest, n_bootstrap=bootstrap, out=out,
+                           features=_features(cache_dir, device, dtype, image_size, text_pooling))
     if as_json:
         print(to_json(res))
         return
@@ -95,8 +117,9 @@ def temporal_cmd(
                                             "frame-order controls) or a reorder JSON (vlgap or VideoComp form)"),
     vision: str = typer.Option(..., help="comma list of vision encoders"),
     text: str = typer.Option(..., help="comma list of text encoders"),
-    n_frames: int = typer.Option(8, "--n-frames", help="frames per video (n_f)"),
-    n_captions: int = typer.Option(1, "--n-captions", help="captions per video for the frame-order controls (n_c)"),
+    n_frames: str = typer.Option("8", "--n-frames", help="frames per video (n_f; one value)"),
+    n_captions: str = typer.Option("1", "--n-captions", help="captions per video for the frame-order controls (n_c; "
+                                                          "one value)"),
     k: int = typer.Option(10, help="neighbours for the frame-order controls"),
     reorder_k: int = typer.Option(5, "--reorder-k", help="neighbours for the reorder probe (the paper: 5)"),
     reorder: bool = typer.Option(True, "--reorder/--no-reorder", help="run the reorder probe"),
@@ -122,21 +145,22 @@ def temporal_cmd(
 ):
     """Reorder probe (positive vs negative captions) and frame-order controls, with paired intervals."""
     from vlgap.errors import VlgapError
-    from vlgap.probe.temporal import FeatureSource, run_frame_order, run_reorder
+    from vlgap.probe.frame_order import run_frame_order
+    from vlgap.probe.reorder import run_reorder
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
-    src = FeatureSource(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
-                        text_pooling=text_pooling, skip_bad=skip_bad)
+    n_f = _one_value(n_frames, "--n-frames")
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
     result = {}
     if reorder:
-        result["reorder"] = run_reorder(source, vis, txt, n_f=n_frames, k=reorder_k, n_bootstrap=bootstrap, seed=seed,
+        result["reorder"] = run_reorder(source, vis, txt, n_f=n_f, k=reorder_k, n_bootstrap=bootstrap, seed=seed,
                                         video_dir=video_dir, video_template=video_template,
                                         types=[t for t in types.split(",") if t], out=out, features=src)
     if frame_order and not is_json:
-        result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_frames, n_c=n_captions, k=k,
+        result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_f, n_c=_one_value(n_captions, "--n-captions"), k=k,
                                                 orders=[o for o in orders.split(",") if o], n_bootstrap=bootstrap,
                                                 seed=seed, image_check_items=image_check, out=out, features=src)
     if as_json:
@@ -161,7 +185,7 @@ def temporal_cmd(
 def cross_vision_cmd(
     manifest: Path = typer.Argument(..., help="dataset manifest (JSONL)"),
     vision: str = typer.Option(..., help="comma list of at least two vision encoders"),
-    n_frames: int = typer.Option(8, "--n-frames"),
+    n_frames: str = typer.Option("8", "--n-frames", help="frames per video (n_f; one value)"),
     k: int = typer.Option(10),
     bootstrap: int = typer.Option(200, help="bootstrap resamples per pair (best pair re-selected in each)"),
     seed: int = typer.Option(0),
@@ -175,9 +199,9 @@ def cross_vision_cmd(
     """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
     from vlgap.probe.cross_model import run_cross_alignment
 
-    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=n_frames, k=k, n_bootstrap=bootstrap,
-                              seed=seed, out=out, device=device, dtype=dtype, image_size=image_size,
-                              cache_dir=cache_dir)
+    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=_one_value(n_frames, "--n-frames"), k=k,
+                              n_bootstrap=bootstrap, seed=seed, out=out,
+                              features=_features(cache_dir, device, dtype, image_size))
     if as_json:
         print(to_json(res))
         return

@@ -34,11 +34,13 @@ import numpy as np
 
 from vlgap.data.shapes import COLOURS, parse_frame_size, write_manifest_lines, write_mp4
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_text
+from vlgap.io_utils import atomic_write_text, cache_root
 
 TOT_COLOURS = ("red", "yellow", "green", "blue", "purple", "white")
 QUADRANTS = {"upper left": (0, 0), "upper right": (0, 1), "bottom left": (1, 0), "bottom right": (1, 1)}
 PLACEMENTS = ("side by side", "one above the other", "diagonal")
+#: the three logically related items of an item (meta keys), in the order used everywhere
+RELATIONS = ("equivalent", "colour_swap", "relation_swap")
 N_FRAMES = 30
 RADIUS = 0.2  # fraction of the side; a quadrant is 0.5 wide, so circles stay inside their quadrant
 
@@ -160,4 +162,13 @@ def generate_test_of_time(out_dir: str | os.PathLike, seed: int = 0, size: int =
         {"generator": "test-of-time", "n_items": len(items), "n_videos": len(videos), "seed": seed,
          "size": size, "fps": fps, "keep_first": keep_first,
          "seconds": round(time.perf_counter() - t0, 3)}, indent=2) + "\n")
+    return manifest
+
+
+def tot_dataset(seed: int = 0, size: int = 128, cache_dir: str | os.PathLike | None = None) -> Path:
+    """Generate the Test of Time set once per (seed, size) under the cache root; reuse it afterwards."""
+    out = cache_root(cache_dir) / "data" / f"test-of-time-s{seed}-{size}px"
+    manifest = out / "manifest.jsonl"
+    if not manifest.is_file():
+        generate_test_of_time(out, seed=seed, size=size)
     return manifest

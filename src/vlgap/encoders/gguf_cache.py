@@ -7,7 +7,6 @@ second. The converted folder appears atomically (written under a temporary name,
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil

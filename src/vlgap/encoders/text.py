@@ -101,7 +101,7 @@ class HFTextEncoder(TextEncoder):
         }
 
 
-def _weights_of_folder(folder: Path) -> dict[str, Any]:
+def weights_of_folder(folder: Path) -> dict[str, Any]:
     from vlgap.encoders.gguf_cache import file_sha256
 
     files = sorted(p for p in folder.iterdir() if p.name in _WEIGHT_FILES or
@@ -142,7 +142,7 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     model.eval().requires_grad_(False).to(dev)
     source: dict[str, Any] = {"source": where, "library": "transformers"}
     if is_local and hash_weights:
-        source.update(_weights_of_folder(folder))
+        source.update(weights_of_folder(folder))
     elif getattr(config, "_commit_hash", None) or revision:
         source["revision"] = getattr(config, "_commit_hash", None) or revision
     source.update(extra_source or {})

@@ -116,9 +116,9 @@ def load_hf_video(src: str, *, name: str | None = None, pooling: str | None = No
                                std=proc.get("image_std", IMAGENET_STD), crop_pct=min(1.0, crop_pct))
     source: dict[str, Any] = {"source": where, "library": "transformers"}
     if folder.is_dir():
-        from vlgap.encoders.text import _weights_of_folder
+        from vlgap.encoders.text import weights_of_folder
 
-        source.update(_weights_of_folder(folder))
+        source.update(weights_of_folder(folder))
     elif getattr(config, "_commit_hash", None) or revision:
         source["revision"] = getattr(config, "_commit_hash", None) or revision
     return HFVideoEncoder(name=name or f"hf-video:{src}", model=model, preprocess=pre, n0=int(n0),

@@ -1,9 +1,18 @@
-"""Read per-layer feature arrays from a file for `vlgap align`: .safetensors or .npz holding
-`layer_000`, `layer_001`, ... each [N, D_l], or one `features` array [L, N, D].
+"""The one reader of feature arrays from files, used by every command that takes arrays (`align`,
+`layer-search`, `gap`, ...). Accepted formats (`ACCEPTED`):
 
-Item ids, when the file carries them (safetensors metadata "ids" as written by the feature store,
-or an npz array `ids`), are returned so that two files can be checked to hold the same items in the
-same order.
+- `.npy`: one array, [N, D] (one layer) or [L, N, D] (L layers).
+- `.npz` and `.safetensors`: either one array ([N, D] or [L, N, D]; an unnamed `np.savez(f, x)`
+  stores it as `arr_0`), or several [N, D] arrays, one per layer, under any names. Layer order is
+  the *natural* sort of the names (digits compared as numbers: `layer_2` < `layer_10`, `h.9` <
+  `h.10`), so vlgap's own `layer_000`, `layer_001`, ... and most exporters' names come out in order.
+  An array named `ids` (npz) or the metadata entry "ids" (safetensors, as the feature store
+  writes it) holds the item ids and is not a layer.
+- `.pt` in platonic-rep's layout (`extract_features.py`): a dict with `feats` [N, L, D] (or a list
+  of [N, D] layers), read with `torch.load(weights_only=True)`, so no code in the file runs.
+
+Half-precision and bfloat16 tensors are read as float32. Every layer must be 2-D with the same N
+and finite; anything else is a one-line error naming the file, the layer and what would be valid.
 """
 from __future__ import annotations
 
@@ -12,12 +21,15 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from vlgap.errors import VlgapError
 
-_LAYER_RE = re.compile(r"^layer_(\d+)$")
+ACCEPTED = (".npy ([N, D] or [L, N, D]), .npz / .safetensors (one array, or one [N, D] array per layer "
+            "under any names, in natural name order), .pt (platonic-rep: a dict with 'feats' [N, L, D])")
+SUFFIXES = (".npy", ".npz", ".safetensors", ".pt")
 
 
 @dataclass
@@ -25,10 +37,28 @@ class LayerArrays:
     layers: list[np.ndarray]
     ids: list[str] | None
     path: Path
+    names: list[str]
 
     @property
     def n(self) -> int:
         return self.layers[0].shape[0]
+
+
+def natural_key(name: str) -> tuple:
+    """Sort key comparing runs of digits as numbers ("layer_2" < "layer_10")."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part)
+                 for part in re.split(r"(\d+)", name) if part)
+
+
+def _to_numpy(t: Any) -> np.ndarray:
+    import torch
+
+    if isinstance(t, torch.Tensor):
+        t = t.detach().cpu()
+        if t.dtype in (torch.bfloat16, torch.float16):
+            t = t.float()  # bfloat16 has no numpy twin; float32 holds both exactly
+        return t.numpy()
+    return np.asarray(t)
 
 
 def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str] | None]:
@@ -39,8 +69,7 @@ def _read_safetensors(path: Path) -> tuple[dict[str, np.ndarray], list[str] | No
         with safe_open(str(path), framework="pt") as f:  # torch reads bf16/fp16 too
             meta = f.metadata() or {}
             for key in f.keys():
-                t = f.get_tensor(key)
-                arrays[key] = (t.float() if t.is_floating_point() else t).numpy()
+                arrays[key] = _to_numpy(f.get_tensor(key))
     except Exception as err:
         raise VlgapError(f"{path}: not a readable .safetensors file ({err})") from err
     ids = None
@@ -62,53 +91,111 @@ def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], list[str] | None]:
     return arrays, None if ids_arr is None else [str(i) for i in ids_arr.tolist()]
 
 
+def _read_npy(path: Path) -> dict[str, np.ndarray]:
+    try:
+        return {"array": np.load(path, allow_pickle=False)}
+    except Exception as err:
+        raise VlgapError(f"{path}: not a readable .npy file ({err})") from err
+
+
+def _read_platonic_pt(path: Path) -> list[tuple[str, np.ndarray]]:
+    import torch
+
+    try:
+        obj = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as err:
+        raise VlgapError(f"{path}: not a readable .pt file with plain tensors ({err})") from err
+    if not isinstance(obj, dict) or "feats" not in obj:
+        found = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
+        raise VlgapError(f"{path}: expected platonic-rep's layout, a dict with 'feats' [N, L, D]; found {found}")
+    feats = obj["feats"]
+    if isinstance(feats, (list, tuple)):
+        return [(f"feats[{i}]", _to_numpy(f)) for i, f in enumerate(feats)]
+    arr = _to_numpy(feats)
+    if arr.ndim != 3:
+        raise VlgapError(f"{path}: 'feats' must be [N items, L layers, D], got shape {arr.shape}")
+    return [(f"feats[:, {i}]", arr[:, i, :]) for i in range(arr.shape[1])]
+
+
+def _split_layers(arrays: dict[str, np.ndarray], path: Path) -> list[tuple[str, np.ndarray]]:
+    if not arrays:
+        raise VlgapError(f"{path}: holds no arrays; accepted: {ACCEPTED}")
+    if len(arrays) == 1:
+        (name, arr), = arrays.items()
+        if arr.ndim == 2:
+            return [(name, arr)]
+        if arr.ndim == 3:
+            return [(f"{name}[{i}]", arr[i]) for i in range(arr.shape[0])]
+        raise VlgapError(f"{path}: {name!r} has shape {arr.shape}; expected [N items, D features] "
+                         "or [L layers, N items, D features]")
+    names = sorted(arrays, key=natural_key)
+    for name in names:
+        if arrays[name].ndim != 2:
+            raise VlgapError(f"{path}: holds {len(names)} arrays, so each must be one layer [N items, D "
+                             f"features]; {name!r} has shape {arrays[name].shape} (store one [L, N, D] "
+                             "array alone, or one [N, D] array per layer)")
+    return [(name, arrays[name]) for name in names]
+
+
 def read_layers(path: str | os.PathLike) -> LayerArrays:
-    """The layers stored in `path`, validated: same N in every layer, finite numbers."""
+    """The layers stored in `path` (any accepted format), validated: 2-D numbers, the same N in
+    every layer, finite."""
     path = Path(path)
     if not path.exists():
         raise VlgapError(f"{path}: no such file")
     suffix = path.suffix.lower()
+    ids = None
     if suffix == ".safetensors":
         arrays, ids = _read_safetensors(path)
+        named = _split_layers(arrays, path)
     elif suffix == ".npz":
         arrays, ids = _read_npz(path)
+        named = _split_layers(arrays, path)
+    elif suffix == ".npy":
+        named = _split_layers(_read_npy(path), path)
+    elif suffix == ".pt":
+        named = _read_platonic_pt(path)
     else:
-        raise VlgapError(f"{path}: unknown feature file type {suffix!r}; use .safetensors or .npz")
+        raise VlgapError(f"{path}: unknown feature file type {suffix!r}; accepted: {ACCEPTED}")
 
-    numbered = {int(m.group(1)): key for key in arrays if (m := _LAYER_RE.match(key))}
-    if numbered and "features" in arrays:
-        raise VlgapError(f"{path}: holds both layer_NNN arrays and 'features'; keep one of the two layouts")
-    if numbered:
-        missing = sorted(set(range(max(numbered) + 1)) - set(numbered))
-        if missing:
-            raise VlgapError(f"{path}: layers must be numbered layer_000 .. layer_{max(numbered):03d} without "
-                             f"gaps; missing {', '.join(f'layer_{i:03d}' for i in missing[:5])}")
-        layers = [arrays[numbered[i]] for i in range(len(numbered))]
-        names = [numbered[i] for i in range(len(numbered))]
-    elif "features" in arrays:
-        feats = arrays["features"]
-        if feats.ndim != 3:
-            raise VlgapError(f"{path}: 'features' must be [L layers, N items, D], got shape {feats.shape}")
-        layers = list(feats)
-        names = [f"features[{i}]" for i in range(len(layers))]
-    else:
-        raise VlgapError(f"{path}: no feature arrays found; expected layer_000, layer_001, ... ([N, D] each) "
-                         f"or one 'features' [L, N, D]; found {sorted(arrays)[:8]}")
-
-    n = layers[0].shape[0] if layers[0].ndim else 0
-    for name, arr in zip(names, layers):
+    names = [n for n, _ in named]
+    layers = [a for _, a in named]
+    n = layers[0].shape[0] if layers and layers[0].ndim else 0
+    for name, arr in named:
         if arr.ndim != 2:
             raise VlgapError(f"{path}: {name} must be [N items, D features], got shape {arr.shape}")
-        if arr.shape[0] != n:
-            raise VlgapError(f"{path}: {name} has {arr.shape[0]} items but {names[0]} has {n}")
         if arr.dtype.kind not in "biuf":
             raise VlgapError(f"{path}: {name} has non-numeric dtype {arr.dtype}")
+        if arr.shape[0] != n:
+            raise VlgapError(f"{path}: {name} has {arr.shape[0]} items but {names[0]} has {n}: every layer "
+                             "must hold the same items")
         bad = ~np.isfinite(arr).all(axis=1)
         if bad.any():
             raise VlgapError(f"{path}: {name} has NaN/Inf in item rows {np.flatnonzero(bad)[:5].tolist()}")
     if ids is not None and len(ids) != n:
         raise VlgapError(f"{path}: {len(ids)} item ids for {n} rows")
-    return LayerArrays(layers, ids, path)
+    return LayerArrays(layers, ids, path, names)
+
+
+def read_array(path: str | os.PathLike, layer: int | str | None = None) -> np.ndarray:
+    """One [N, D] array from `path`: its only layer, or `layer` (index, negative from the end, or
+    name) when it holds several."""
+    la = read_layers(path)
+    if layer is None:
+        if len(la.layers) != 1:
+            raise VlgapError(f"{la.path}: holds {len(la.layers)} layers ({', '.join(la.names[:6])}"
+                             f"{', ...' if len(la.names) > 6 else ''}); choose one with --layer (index or name)")
+        return la.layers[0]
+    if isinstance(layer, str) and layer in la.names:
+        return la.layers[la.names.index(layer)]
+    try:
+        i = int(layer)
+    except ValueError:
+        raise VlgapError(f"{la.path}: no layer {layer!r}; layers are {la.names[:8]} or indices "
+                         f"0..{len(la.layers) - 1}") from None
+    if not -len(la.layers) <= i < len(la.layers):
+        raise VlgapError(f"{la.path}: layer {i} out of range; the file holds {len(la.layers)} layers")
+    return la.layers[i]
 
 
 def check_same_items(a: LayerArrays, b: LayerArrays) -> None:

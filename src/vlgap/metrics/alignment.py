@@ -1,12 +1,16 @@
 """Representation-alignment metrics between two sets of features of the same N items.
 
 Names and definitions follow platonic-rep (Huh et al. 2024, `metrics.AlignmentMetrics`):
-`mutual_knn`, `cycle_knn`, `cknna`, `cka`, `unbiased_cka`, `svcca`. As in platonic-rep's
+`mutual_knn`, `cycle_knn`, `cknna`, `cka`, `unbiased_cka`, `svcca`, and the order-aware
+`lcs_knn`, `edit_distance_knn` (vlgap.metrics.ordinal). As in platonic-rep's
 `compute_score(normalize=True)`, features are optionally clamped at the q-quantile of |x|
-(`remove_outliers`, q=0.95 there; off here unless asked) and rows are L2-normalised before any metric.
+(`remove_outliers`, q=0.95 there; off here unless asked, or `preset="platonic-rep"` in
+`layer_search`/`align`) and rows are L2-normalised before any metric.
 
 Deliberate differences from platonic-rep, each making a score exact and deterministic:
-- neighbour ties are broken by the smaller item index (platonic-rep: unspecified argsort order);
+- neighbour ties are broken by the smaller item index (platonic-rep: unspecified argsort order).
+  This holds for exact ties (equal similarities); two similarities that differ only by rounding
+  may be ordered differently by another BLAS or another block size (vlgap.metrics.knn);
 - `cka`, `unbiased_cka`, `cknna` divide by sqrt(HSIC_xx HSIC_yy) without the +1e-6 (which biases
   small HSIC values: identical spaces then score 1 exactly, up to rounding);
 - `svcca` uses an exact SVD (not the randomised `svd_lowrank`) and exact canonical correlations
@@ -19,21 +23,21 @@ Each metric is an object with per-layer state, so that a layer search computes e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
-from vlgap.metrics.knn import (DENSE_TABLE_BYTES, NeighbourLookup, walk_rows, topk_neighbours,
-                              weighted_neighbours)
-from vlgap.metrics.prepare import (DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare,
-                                   resolve_device)
+from vlgap.metrics.base import (AlignmentMetric, KnnMetric, Neighbours, chance_level, check_k,  # noqa: F401
+                                inverse_permutation)
+from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, walk_rows, weighted_neighbours
+from vlgap.metrics.ordinal import EditDistanceKnn, LcsKnn
+from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare, resolve_device
 
-METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca")
+METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca",
+                                 "lcs_knn", "edit_distance_knn")
 
 #: memory allowed for per-layer Gram matrices in CKA (float64); above it CKA uses feature products
 GRAM_BYTES = 1024 * 2**20
@@ -44,139 +48,7 @@ KEY_BYTES = 64 * 2**20
 TABLES_BYTES = 1024 * 2**20
 
 
-def chance_level(metric: str, n: int, k: int | None) -> float | None:
-    """Expected score when the pairing of X and Y rows is random.
-
-    mutual_knn: k/(N-1), exact (each row's Y-neighbours are then a uniform k-subset of the other
-    N-1 items, so the overlap is hypergeometric with mean k^2/(N-1)). The other metrics have no
-    closed form independent of the data: use the permutation null mean (`n_permutations`).
-    """
-    if metric == "mutual_knn" and k is not None:
-        return k / (n - 1)
-    return None
-
-
-# ------------------------------------------------------------------------------------------------
-# metric engines: per-layer state + pair scores
-# ------------------------------------------------------------------------------------------------
-
-class AlignmentMetric:
-    """Base class. Subclasses define `layer_state` and `pair_scores`; resampling hooks have generic
-    (recompute) defaults that faster subclasses override."""
-
-    name = ""
-    uses_k = False
-
-    def __init__(self, k: int | None = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
-        self.k = k
-        self.chunk_bytes = chunk_bytes
-
-    def plan(self, n: int, n_layers: int) -> None:
-        """Called once before states are built (lets a metric choose a memory strategy)."""
-
-    def check(self, n: int) -> None:
-        """Raise VlgapError if the metric is undefined for N items."""
-
-    def layer_state(self, feats: torch.Tensor, groups: torch.Tensor | None = None) -> Any:
-        raise NotImplementedError
-
-    def pair_scores(self, sx: list, sy: list) -> np.ndarray:
-        """[L_x, L_y] float64 scores."""
-        raise NotImplementedError
-
-    # --- resampling hooks -------------------------------------------------------------------
-    # `feats` arguments below are zero-argument callables returning the prepared layer, so that
-    # paths which do not need the features never materialise them.
-    def resample_state(self, state: Any, feats: Callable[[], torch.Tensor], idx: torch.Tensor) -> Any:
-        """State of the bootstrap resample `feats()[idx]` (idx sorted; repeated = copies)."""
-        return self.layer_state(feats()[idx], groups=idx)
-
-    def permute_state(self, state: Any, feats: Callable[[], torch.Tensor], perm: torch.Tensor) -> Any:
-        """State of `feats()[perm]` (rows re-paired with the other side)."""
-        return self.layer_state(feats()[perm])
-
-    def bootstrap_scores(self, fx: Sequence, fy: Sequence, sx: list, sy: list, weights: np.ndarray) -> np.ndarray:
-        """[B, L_x, L_y] scores on the resamples given by multiplicities `weights` [B, N].
-        fx, fy: the prepared layers (indexable; may prepare on access)."""
-        out = np.empty((weights.shape[0], len(sx), len(sy)))
-        n = weights.shape[1]
-        for b, w in enumerate(weights):
-            idx = torch.from_numpy(np.repeat(np.arange(n), w)).to(_device(sx, fx))
-            rx = [self.resample_state(s, partial(fx.__getitem__, i), idx) for i, s in enumerate(sx)]
-            ry = [self.resample_state(s, partial(fy.__getitem__, i), idx) for i, s in enumerate(sy)]
-            out[b] = self.pair_scores(rx, ry)
-        return out
-
-    def permutation_scores(self, fx: Sequence, fy: Sequence, sx: list, sy: list, perms: np.ndarray) -> np.ndarray:
-        """[P, L_x, L_y] scores with Y's rows shuffled by each permutation in `perms` [P, N]."""
-        out = np.empty((perms.shape[0], len(sx), len(sy)))
-        for p, perm in enumerate(perms):
-            perm_t = torch.from_numpy(perm).to(_device(sx, fx))
-            out[p] = self.pair_scores(sx, [self.permute_state(s, partial(fy.__getitem__, i), perm_t)
-                                           for i, s in enumerate(sy)])
-        return out
-
-
-def _device(states: list, feats: Sequence) -> torch.device:
-    first = states[0]
-    for t in (getattr(first, "ids", None), first if torch.is_tensor(first) else None,
-              first.get("gram") if isinstance(first, dict) else None,
-              first.get("x") if isinstance(first, dict) else None):
-        if torch.is_tensor(t):
-            return t.device
-    return feats[0].device
-
-
-def _check_k(k: int | None, n: int, minimum: int = 1, metric: str = "") -> int:
-    if k is None or int(k) != k or not minimum <= k <= n - 1:
-        raise VlgapError(f"{metric}: k={k!r}: need an integer with {minimum} <= k <= N-1 = {n - 1}")
-    return int(k)
-
-
-def _inverse(perm: torch.Tensor) -> torch.Tensor:
-    """Inverse of each permutation along the last axis."""
-    return torch.argsort(perm, dim=-1)
-
-
-@dataclass
-class _Neighbours:
-    ids: torch.Tensor                 # [N, depth] ranked neighbours
-    sims: torch.Tensor | None = None  # [N, depth] their similarities
-    extra: dict = field(default_factory=dict)
-
-
-class _KnnMetric(AlignmentMetric):
-    uses_k = True
-    keep_sims = False
-
-    def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
-        super().__init__(k, chunk_bytes=chunk_bytes)
-        self.depth = depth  # ranked list length kept per item (>= k; longer for fast bootstraps)
-
-    def check(self, n: int) -> None:
-        _check_k(self.k, n, 2 if self.name == "cknna" else 1, self.name)
-
-    def layer_state(self, feats, groups=None):
-        n = feats.shape[0]
-        depth = self.k if groups is not None or self.depth is None else max(self.k, min(self.depth, n - 1))
-        ids, sims = topk_neighbours(feats, depth, groups=groups, chunk_bytes=self.chunk_bytes)
-        state = _Neighbours(ids, sims if self.keep_sims else None)
-        self._finish_state(state)
-        return state
-
-    def _finish_state(self, state: _Neighbours) -> None:
-        pass
-
-    def permute_state(self, state, feats, perm):
-        # re-pairing only relabels items: no neighbour search needed
-        inv = _inverse(perm)
-        sims = None if state.sims is None else state.sims[perm]
-        new = _Neighbours(inv[state.ids[perm]], sims)
-        self._finish_state(new)
-        return new
-
-
-class MutualKnn(_KnnMetric):
+class MutualKnn(KnnMetric):
     """Mean over items of |kNN_X(i) & kNN_Y(i)| / k (Huh et al. 2024; the paper's A_MkNN).
 
     Bootstrap resamples (see vlgap.metrics.uncertainty): with `bootstrap_neighbours="distinct"`
@@ -230,7 +102,7 @@ class MutualKnn(_KnnMetric):
         for start in range(0, perms.shape[0], batch):
             p = torch.from_numpy(perms[start:start + batch]).to(dev)          # [P, N]
             nb = p.shape[0]
-            inv = _inverse(p)
+            inv = inverse_permutation(p)
             # item i is now paired with Y-row p[i]: its Y-neighbours, named by X-item; the look-up
             # keys are shared by every X layer, so they are built once per batch
             keys = torch.stack([tables[0].keys(rows, torch.gather(inv, 1, ids[p].reshape(nb, -1)).view(nb, n, k))
@@ -276,7 +148,7 @@ class MutualKnn(_KnnMetric):
                 out[start:start + nb, a, :] = tot.cpu().numpy() / (n * k)
         return out
 
-    def _resample_lists(self, state: _Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
+    def _resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
         ids, taken, short = weighted_neighbours(state.ids, w, self.k)
         short &= w > 0
         if bool(short.any()):
@@ -291,7 +163,7 @@ class MutualKnn(_KnnMetric):
         return ids, taken.to(torch.int32)
 
 
-class CycleKnn(_KnnMetric):
+class CycleKnn(KnnMetric):
     """Fraction of items i that are among the X-neighbours of at least one of their Y-neighbours
     (platonic-rep `cycle_knn(feats_A=X, feats_B=Y)`: knn_A[knn_B] contains i)."""
 
@@ -331,7 +203,7 @@ def _sparse_hsic_unbiased(n: int, rows, cols, a, b) -> float:
     return float(value)
 
 
-class Cknna(_KnnMetric):
+class Cknna(KnnMetric):
     """CKNNA (Huh et al. 2024): unbiased-HSIC CKA restricted to mutual k-NN entries,
     HSIC(M*K, M*L) / sqrt(HSIC(M_K*K, M_K*K) HSIC(M_L*L, M_L*L)), M = M_K * M_L."""
 
@@ -339,7 +211,7 @@ class Cknna(_KnnMetric):
     keep_sims = True
 
     def check(self, n):
-        _check_k(self.k, n, 2, self.name)
+        check_k(self.k, n, 2, self.name)
         if n < 4:
             raise VlgapError(f"cknna needs at least 4 items (unbiased HSIC), got N={n}")
 
@@ -502,6 +374,10 @@ def make_metric(metric: str, k: int | None = 10, *, cca_dim: int = 10, depth: in
         return Cka(unbiased=metric == "unbiased_cka", chunk_bytes=chunk_bytes)
     if metric == "svcca":
         return Svcca(cca_dim=cca_dim, chunk_bytes=chunk_bytes)
+    if metric == "lcs_knn":
+        return LcsKnn(k, chunk_bytes=chunk_bytes)
+    if metric == "edit_distance_knn":
+        return EditDistanceKnn(k, chunk_bytes=chunk_bytes)
     raise VlgapError(f"metric={metric!r}: choose one of {', '.join(METRIC_NAMES)}")
 
 
@@ -551,52 +427,13 @@ def svcca(feats_A, feats_B, cca_dim: int = 10, *, q: float | None = None, normal
     return _pair("svcca", feats_A, feats_B, None, q=q, normalize=normalize, device=device, cca_dim=cca_dim)
 
 
-@dataclass
-class AlignResult:
-    """One alignment score with its chance level and sample size (and, when asked, its bootstrap
-    interval and permutation p-value)."""
-
-    metric: str
-    score: float
-    chance: float | None
-    n: int
-    k: int | None
-    ci: list[float] | None = None
-    confidence: float | None = None
-    p_value: float | None = None
-    null_mean: float | None = None
-    n_bootstrap: int = 0
-    n_permutations: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        d = {"metric": self.metric, "score": self.score, "chance": self.chance, "n": self.n, "k": self.k}
-        if self.n_bootstrap:
-            d.update(ci=self.ci, confidence=self.confidence, n_bootstrap=self.n_bootstrap)
-        if self.n_permutations:
-            d.update(p_value=self.p_value, null_mean=self.null_mean, n_permutations=self.n_permutations)
-        return d
+def lcs_knn(feats_A, feats_B, topk: int = 10, *, q: float | None = None, normalize: bool = True,
+            device=None) -> float:
+    """Mean longest common subsequence of the two ranked k-NN lists, in [0, k] (platonic-rep)."""
+    return _pair("lcs_knn", feats_A, feats_B, topk, q=q, normalize=normalize, device=device)
 
 
-def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None, *,
-          cca_dim: int = 10, n_bootstrap: int = 0, n_permutations: int = 0, confidence: float = 0.95,
-          seed: int = 0, device=None) -> AlignResult:
-    """Alignment between X [N, D_x] and Y [N, D_y] (row i of each = the same item).
-
-    Rows are clamped at quantile q (None = off; platonic-rep uses 0.95) and L2-normalised, then
-    `metric` (one of METRIC_NAMES) is computed. `n_bootstrap` > 0 adds a bootstrap interval over
-    items, `n_permutations` > 0 a permutation p-value against shuffled pairing.
-    For several layers per side use `layer_search`.
-    """
-    from vlgap.metrics.layer_search import layer_search  # layer_search builds on this module
-
-    for name, arr in (("X", X), ("Y", Y)):
-        ndim = arr.ndim if hasattr(arr, "ndim") else np.asarray(arr).ndim
-        if ndim != 2:
-            raise VlgapError(f"{name}: align takes one [N, D] array per side, got {ndim}-D; "
-                             "for per-layer features use vlgap.layer_search")
-    res = layer_search([X], [Y], k=k, metric=metric, q=q, cca_dim=cca_dim, n_bootstrap=n_bootstrap,
-                       n_permutations=n_permutations, confidence=confidence, seed=seed, device=device)
-    return AlignResult(metric=metric, score=res.best_score, chance=res.chance, n=res.n, k=res.k,
-                       ci=res.ci, confidence=res.confidence if n_bootstrap else None,
-                       p_value=res.p_value, null_mean=res.null_mean,
-                       n_bootstrap=n_bootstrap, n_permutations=n_permutations)
+def edit_distance_knn(feats_A, feats_B, topk: int = 10, *, q: float | None = None, normalize: bool = True,
+                      device=None) -> float:
+    """1 - mean edit distance / k of the two ranked k-NN lists, in [0, 1] (platonic-rep)."""
+    return _pair("edit_distance_knn", feats_A, feats_B, topk, q=q, normalize=normalize, device=device)

@@ -6,10 +6,14 @@ smaller index j. Self (and, in a bootstrap resample, every copy of the same orig
 neighbour. Similarities are computed in row blocks of at most `chunk_bytes`, so memory is O(N k) for
 the lists plus one block, and N = 100,000 fits on one machine.
 
-Rounding: when one block holds every row (N^2 * 12 bytes <= chunk_bytes, e.g. N <= 4,700 by default)
-the similarities are bitwise those of the full matrix `X @ X.T`; with several blocks BLAS may round a
-similarity differently in the last bit, which can only reorder neighbours whose similarities tie to
-within one ulp.
+Exact ties (equal similarities, e.g. duplicated rows or small-integer-valued features whose
+products are exact) always go to the smaller index, on any machine, for any block size.
+Rounding: a similarity is one inner product, but its last bit depends on the BLAS, the CPU's vector
+width and the block shape (one block holds every row when N^2 * 12 bytes <= chunk_bytes, e.g. N <=
+4,700 by default). Two similarities that differ only by such rounding (near-ties within a few ulp)
+may therefore be ordered differently on another machine or with another `chunk_bytes`; scores
+built on them can then differ by one neighbour. Tests compare across code paths with a tolerance on
+data checked to hold no near-ties, and test the tie rule itself on exact ties.
 """
 from __future__ import annotations
 

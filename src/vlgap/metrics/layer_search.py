@@ -3,7 +3,13 @@
 Each layer's state (neighbour lists, Gram matrix, SVD basis) is computed once, never once per pair;
 for mutual k-NN that is O(N k) memory per layer (chunked top-k), and a pair costs O(N k) look-ups.
 `precompute_layers` exposes the states so that a sweep can reuse one side's layers across many
-cells (e.g. the vision layers at one n_f against the text layers at every n_c).
+cells (e.g. the vision layers at one n_f against the text layers at every n_c). `align` is the
+one-layer-per-side case.
+
+Feature preparation: rows are L2-normalised per layer; `q` clamps each layer at its own q-quantile
+threshold; `preset="platonic-rep"` applies platonic-rep's `prepare_features` (ONE threshold at the
+0.95 quantile of |x| over all of a side's layers together, every layer clamped to it) before the
+per-layer normalisation, exactly as its `compute_score` pipeline. The preset is recorded in results.
 """
 from __future__ import annotations
 
@@ -15,8 +21,10 @@ import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
-from vlgap.metrics.alignment import AlignmentMetric, chance_level, make_metric
-from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_layers, prepare, resolve_device
+from vlgap.keywords import renamed_keywords
+from vlgap.metrics.alignment import make_metric
+from vlgap.metrics.base import AlignmentMetric, chance_level
+from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_layers, clamp_threshold, prepare, resolve_device
 from vlgap.metrics.uncertainty import (BootstrapSummary, IntervalMethod, PermutationSummary,
                                        bootstrap_best_pair, bootstrap_depth, permutation_best_pair)
 
@@ -29,10 +37,12 @@ class PreparedLayers(Sequence):
     without a fast resampling path) prepare one layer at a time.
     """
 
-    def __init__(self, raw: list[torch.Tensor], q: float | None, name: str = "X"):
+    def __init__(self, raw: list[torch.Tensor], q: float | None, name: str = "X",
+                 threshold: torch.Tensor | None = None):
         self.raw = raw
         self.q = q
         self.name = name
+        self.threshold = threshold  # one clamp for every layer (preset), else per layer from q
 
     def __len__(self) -> int:
         return len(self.raw)
@@ -40,7 +50,20 @@ class PreparedLayers(Sequence):
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        return prepare(self.raw[i], self.q, name=f"{self.name}[{i}]")
+        return prepare(self.raw[i], self.q, name=f"{self.name}[{i}]", threshold=self.threshold)
+
+
+#: feature-preparation presets: name -> default clamp quantile (one threshold over all layers)
+PRESETS = {"platonic-rep": 0.95}
+
+
+def preset_quantile(preset: str | None, q: float | None) -> float | None:
+    """The clamp quantile a preset implies (an explicit `q` overrides the preset's 0.95)."""
+    if preset is None:
+        return q
+    if preset not in PRESETS:
+        raise VlgapError(f"preset={preset!r}: use one of {', '.join(PRESETS)} or None (no preset)")
+    return PRESETS[preset] if q is None else q
 
 
 @dataclass
@@ -54,6 +77,7 @@ class LayerStates:
     feats: PreparedLayers = field(repr=False)
     states: list[Any] = field(repr=False)
     engine: AlignmentMetric = field(repr=False)
+    preset: str | None = None
 
     @property
     def n(self) -> int:
@@ -65,25 +89,30 @@ class LayerStates:
 
 
 def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: float | None = None,
-                      cca_dim: int = 10, n_layers_total: int | None = None, for_bootstrap: bool = True,
-                      device=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES, name: str = "X") -> LayerStates:
+                      preset: str | None = None, cca_dim: int = 10, n_layers_total: int | None = None,
+                      for_bootstrap: bool = True, device=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+                      name: str = "X") -> LayerStates:
     """Prepare one side (list of [N, D_l] arrays or one [L, N, D] array) for `layer_search`.
 
     for_bootstrap keeps a deeper neighbour ranking (mutual k-NN), which makes later bootstraps
     fast; it costs a little memory (N x (4k+32) indices per layer). n_layers_total: layers on
     both sides (lets CKA decide whether Gram matrices fit in memory; default: twice this side).
     The input arrays are referenced, not copied (float32/float64 on the chosen device).
+    preset="platonic-rep": one clamp threshold over all these layers together (see module doc).
     """
+    q = preset_quantile(preset, q)
     dev = resolve_device(device, xs[0] if isinstance(xs, (list, tuple)) and xs else xs)
     # finiteness is checked while preparing each layer (prepare reuses the row norms for it)
-    feats = PreparedLayers(as_layers(xs, name, dev, check_finite=False), q, name)
+    raw = as_layers(xs, name, dev, check_finite=False)
+    threshold = clamp_threshold(raw, q, chunk_bytes=chunk_bytes) if preset is not None else None
+    feats = PreparedLayers(raw, q, name, threshold)
     n = feats.raw[0].shape[0]
     depth = bootstrap_depth(k, n) if (for_bootstrap and metric == "mutual_knn" and k) else None
     engine = make_metric(metric, k, cca_dim=cca_dim, depth=depth, chunk_bytes=chunk_bytes)
     engine.check(n)
     engine.plan(n, n_layers_total or 2 * len(feats))
     states = [engine.layer_state(feats[i]) for i in range(len(feats))]
-    return LayerStates(metric, k if engine.uses_k else None, q, cca_dim, feats, states, engine)
+    return LayerStates(metric, k if engine.uses_k else None, q, cca_dim, feats, states, engine, preset)
 
 
 @dataclass
@@ -102,6 +131,7 @@ class LayerSearchResult:
     seed: int | None
     bootstrap: BootstrapSummary | None = None
     permutation: PermutationSummary | None = None
+    preset: str | None = None
 
     @property
     def best(self) -> dict[str, Any]:
@@ -132,6 +162,7 @@ class LayerSearchResult:
             "n": self.n,
             "k": self.k,
             "q": self.q,
+            "preset": self.preset,
         }
         if self.bootstrap is not None:
             d["ci"] = self.ci
@@ -160,6 +191,7 @@ def _n_layers(obj) -> int:
     return obj.shape[0] if getattr(obj, "ndim", 2) == 3 else 1
 
 
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def layer_search(
     xs,
     ys,
@@ -167,6 +199,7 @@ def layer_search(
     metric: str = "mutual_knn",
     *,
     q: float | None = None,
+    preset: str | None = None,
     cca_dim: int = 10,
     n_bootstrap: int = 0,
     n_permutations: int = 0,
@@ -180,22 +213,28 @@ def layer_search(
 
     xs, ys: lists of [N, D_l] arrays (numpy or torch), one [L, N, D] array, or `LayerStates` from
     `precompute_layers` (row i of every layer is the same item). k: neighbours for the k-NN
-    metrics. q: outlier clamp quantile (None = off; platonic-rep uses 0.95).
+    metrics. q: outlier clamp quantile, each layer its own threshold (None = off).
+    preset="platonic-rep": platonic-rep's `prepare_features` + `compute_score` conventions (one clamp
+    threshold at the 0.95 quantile of |x| over all of a side's layers, then per-layer L2
+    normalisation); `q` then overrides only the quantile.
     n_bootstrap > 0: interval over items for the best pair's score, the best pair re-selected in
     every resample; `interval` = "basic" (default), "percentile" or "simultaneous" (see
     vlgap.metrics.uncertainty for what each covers).
     n_permutations > 0: p-value of the best score against randomly re-paired rows (max over pairs).
     Ties for the best score go to the first pair in row-major order.
     """
-    kw = dict(k=k, metric=metric, q=q, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
+    q = preset_quantile(preset, q)
+    kw = dict(k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
               device=device, chunk_bytes=chunk_bytes)
     lx, ly = _n_layers(xs), _n_layers(ys)
     sx = _side(xs, ly, "X", **kw)
     sy = _side(ys, lx, "Y", **kw)
     for side, label in ((sx, "X"), (sy, "Y")):
-        if side.metric != metric or (side.engine.uses_k and side.k != k) or side.q != q:
-            raise VlgapError(f"{label} was precomputed for metric={side.metric!r}, k={side.k}, q={side.q}; "
-                             f"this search asks metric={metric!r}, k={k}, q={q}")
+        if (side.metric != metric or (side.engine.uses_k and side.k != k) or side.q != q
+                or side.preset != preset):
+            raise VlgapError(f"{label} was precomputed for metric={side.metric!r}, k={side.k}, q={side.q}, "
+                             f"preset={side.preset!r}; this search asks metric={metric!r}, k={k}, q={q}, "
+                             f"preset={preset!r}")
     if sx.n != sy.n:
         raise VlgapError(f"X has {sx.n} items but Y has {sy.n}: row i of X and of Y must be the same item")
     engine = sx.engine
@@ -207,7 +246,7 @@ def layer_search(
     best = float(scores[x_layer, y_layer])
     result = LayerSearchResult(metric=metric, scores=scores, best_score=best, x_layer=x_layer,
                                y_layer=y_layer, n=sx.n, k=sx.k, chance=chance_level(metric, sx.n, sx.k),
-                               q=q, seed=seed)
+                               q=q, seed=seed, preset=preset)
     if n_bootstrap:
         for side, label in ((sx, "X"), (sy, "Y")):
             if metric == "mutual_knn" and side.states[0].ids.shape[1] < bootstrap_depth(k, side.n):
@@ -220,3 +259,57 @@ def layer_search(
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                    observed=best, n_permutations=n_permutations, seed=seed)
     return result
+
+
+@dataclass
+class AlignResult:
+    """One alignment score with its chance level and sample size (and, when asked, its bootstrap
+    interval and permutation p-value)."""
+
+    metric: str
+    score: float
+    chance: float | None
+    n: int
+    k: int | None
+    ci: list[float] | None = None
+    confidence: float | None = None
+    p_value: float | None = None
+    null_mean: float | None = None
+    n_bootstrap: int = 0
+    n_permutations: int = 0
+    preset: str | None = None
+    q: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {"metric": self.metric, "score": self.score, "chance": self.chance, "n": self.n, "k": self.k,
+             "q": self.q, "preset": self.preset}
+        if self.n_bootstrap:
+            d.update(ci=self.ci, confidence=self.confidence, n_bootstrap=self.n_bootstrap)
+        if self.n_permutations:
+            d.update(p_value=self.p_value, null_mean=self.null_mean, n_permutations=self.n_permutations)
+        return d
+
+
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
+def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None, *,
+          preset: str | None = None, cca_dim: int = 10, n_bootstrap: int = 0, n_permutations: int = 0,
+          confidence: float = 0.95, seed: int = 0, device=None) -> AlignResult:
+    """Alignment between X [N, D_x] and Y [N, D_y] (row i of each = the same item).
+
+    Rows are clamped at quantile q (None = off; `preset="platonic-rep"`: 0.95, as platonic-rep)
+    and L2-normalised, then `metric` (one of METRIC_NAMES) is computed. `n_bootstrap` > 0 adds a
+    bootstrap interval over items, `n_permutations` > 0 a permutation p-value against shuffled
+    pairing. For several layers per side use `layer_search`.
+    """
+    for name, arr in (("X", X), ("Y", Y)):
+        ndim = arr.ndim if hasattr(arr, "ndim") else np.asarray(arr).ndim
+        if ndim != 2:
+            raise VlgapError(f"{name}: align takes one [N, D] array per side, got {ndim}-D; "
+                             "for per-layer features use vlgap.layer_search")
+    res = layer_search([X], [Y], k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim,
+                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, confidence=confidence,
+                       seed=seed, device=device)
+    return AlignResult(metric=metric, score=res.best_score, chance=res.chance, n=res.n, k=res.k,
+                       ci=res.ci, confidence=res.confidence if n_bootstrap else None,
+                       p_value=res.p_value, null_mean=res.null_mean,
+                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, preset=preset, q=res.q)

@@ -4,7 +4,9 @@ device, optionally outlier-clamped (platonic-rep's `remove_outliers`), rows L2-n
 platonic-rep (`measure_alignment.prepare_features` + `compute_score(normalize=True)`) clamps the raw
 features at the q-quantile of |x| and then L2-normalises every row before any metric; `align` and
 `layer_search` do the same, with the clamp off unless `q` is given (a coordinate-wise clamp is not
-rotation invariant, so it is opt-in).
+rotation invariant, so it is opt-in). With `q` alone each layer gets its own threshold; the
+`platonic-rep` preset takes ONE threshold over all of a model's layers together, as platonic-rep
+does with its [N, L, D] feature files (`prepare_features`).
 """
 from __future__ import annotations
 
@@ -87,29 +89,61 @@ def as_layers(xs: Any, name: str, device: torch.device, *, check_finite: bool = 
     return layers
 
 
-def remove_outliers(feats: torch.Tensor, q: float | None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES
-                    ) -> torch.Tensor:
-    """Clamp to [-t, t], t = mean over rows of the q-quantile of |row| (platonic-rep, exact=False).
-
-    q=None or q=1 returns the features unchanged. Quantiles use linear interpolation like
-    torch.quantile, computed by sorting row blocks (torch.quantile refuses tensors above 2^24 values).
-    """
-    if q is None or q == 1:
-        return feats
+def _check_q(q: float) -> None:
     if not 0.0 < q < 1.0:
         raise VlgapError(f"q={q!r}: the outlier quantile must be in (0, 1], e.g. 0.95 (platonic-rep), or None")
-    n, d = feats.shape
+
+
+def clamp_threshold(layers: Sequence[torch.Tensor], q: float | None, *, exact: bool = False,
+                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> torch.Tensor | None:
+    """platonic-rep's `remove_outliers` threshold t over `layers` taken together (one [N, D_l] or
+    several with the same N; platonic-rep passes one model's [N, L, D] at once).
+
+    exact=False (platonic-rep's default): t = mean over items of the q-quantile of |x| over all of
+    that item's values in every layer (linear interpolation, as torch.quantile). exact=True
+    (platonic-rep `--precise`): the value at index int(q * numel) of all |x| sorted ascending.
+    q=None or q=1: no clamp (None). Quantiles are taken by sorting row blocks of at most
+    `chunk_bytes`, since torch.quantile refuses tensors above 2^24 values.
+    """
+    if q is None or q == 1:
+        return None
+    _check_q(q)
+    dtype = layers[0].dtype
+    if exact:
+        flat = torch.cat([layer.reshape(-1).abs() for layer in layers])
+        return torch.kthvalue(flat, int(q * flat.numel()) + 1).values.to(dtype)
+    n = layers[0].shape[0]
+    d = sum(layer.shape[1] for layer in layers)
     pos = q * (d - 1)
     lo_i, frac = int(np.floor(pos)), pos - np.floor(pos)
     hi_i = min(lo_i + 1, d - 1)
     rows = max(1, chunk_bytes // (8 * d))
-    total = torch.zeros((), dtype=torch.float64, device=feats.device)
+    total = torch.zeros((), dtype=torch.float64, device=layers[0].device)
     for start in range(0, n, rows):
-        s = feats[start:start + rows].abs().sort(dim=1).values
-        qv = s[:, lo_i] + (s[:, hi_i] - s[:, lo_i]) * frac
+        block = torch.cat([layer[start:start + rows] for layer in layers], dim=1) if len(layers) > 1 \
+            else layers[0][start:start + rows]
+        srt = block.abs().sort(dim=1).values
+        qv = srt[:, lo_i] + (srt[:, hi_i] - srt[:, lo_i]) * frac
         total += qv.double().sum()
-    thr = (total / n).to(feats.dtype)
-    return feats.clamp(-thr, thr)
+    return (total / n).to(dtype)
+
+
+def remove_outliers(feats: torch.Tensor, q: float | None, *, exact: bool = False,
+                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> torch.Tensor:
+    """Clamp to [-t, t], t = `clamp_threshold([feats], q, exact=exact)` (platonic-rep).
+
+    q=None or q=1 returns the features unchanged."""
+    thr = clamp_threshold([feats], q, exact=exact, chunk_bytes=chunk_bytes)
+    return feats if thr is None else feats.clamp(-thr, thr)
+
+
+def prepare_features(layers: Sequence[torch.Tensor], q: float | None = 0.95, *, exact: bool = False
+                     ) -> list[torch.Tensor]:
+    """platonic-rep's `prepare_features` for one model: ONE clamp threshold from all its layers
+    together (`clamp_threshold`), every layer clamped to [-t, t]. Rows are L2-normalised later, per
+    layer, as in its `compute_score(normalize=True)` (`prepare`)."""
+    thr = clamp_threshold(list(layers), q, exact=exact)
+    return list(layers) if thr is None else [layer.clamp(-thr, thr) for layer in layers]
 
 
 def l2_normalize(feats: torch.Tensor) -> torch.Tensor:
@@ -118,13 +152,15 @@ def l2_normalize(feats: torch.Tensor) -> torch.Tensor:
 
 
 def prepare(feats: torch.Tensor, q: float | None = None, normalize: bool = True,
-            name: str | None = None) -> torch.Tensor:
-    """Clamp (q) and L2-normalise rows. With `name`, also check that the rows are finite (reusing
-    the row norms, one pass less than a separate check) and name the layer in the error."""
-    if name is not None and (q is not None or not normalize):
+            name: str | None = None, *, threshold: torch.Tensor | None = None) -> torch.Tensor:
+    """Clamp (at this layer's q-quantile threshold, or at a given `threshold`, e.g. one shared by
+    all of a model's layers) and L2-normalise rows. With `name`, also check that the rows are finite
+    (reusing the row norms, one pass less than a separate check) and name the layer in the error."""
+    clamps = q is not None or threshold is not None
+    if name is not None and (clamps or not normalize):
         _check_finite(feats, feats.sum(dim=1), name)  # the clamp would hide an Inf
         name = None
-    feats = remove_outliers(feats, q)
+    feats = feats.clamp(-threshold, threshold) if threshold is not None else remove_outliers(feats, q)
     if not normalize:
         return feats
     # the arithmetic of torch.nn.functional.normalize, with the norms kept for the check

@@ -49,7 +49,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.metrics.alignment import AlignmentMetric
+from vlgap.metrics.base import AlignmentMetric
 from vlgap.stats.resampling import percentile_interval, permutation_p_value
 
 IntervalMethod = Literal["basic", "percentile", "simultaneous"]

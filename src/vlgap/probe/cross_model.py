@@ -13,8 +13,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vlgap.data.manifest import read_manifest
 from vlgap.errors import VlgapError
+from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, layer_name, moved_keywords
 from vlgap.io_utils import atomic_write_json
+from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
 
 
 @dataclass
@@ -141,28 +144,23 @@ def heatmap_figure(res: CrossAlignment, title: str = ""):
 
 
 def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8, k: int = 10,
-                        n_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0, cache_dir=None,
-                        device: str = "cpu", dtype: str = "float32", image_size: int | None = None,
-                        encoders: dict[str, Any] | None = None, progress: bool = True, out: str | Path | None = None,
-                        features=None) -> dict[str, Any]:
+                        n_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
+                        features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None,
+                        **kwargs) -> dict[str, Any]:
     """Vision x vision matrix on a manifest (features from the cache or extracted at n_f frames).
     With `out`, writes out/temporal/cross_vision.json and the report section with its heatmap."""
-    from vlgap.data.manifest import read_manifest
-    from vlgap.probe.temporal import FeatureSource, _common
-
+    moved_keywords("run_cross_alignment", kwargs, {"bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
-    src = features or FeatureSource(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
-                                    encoders=encoders, progress=progress)
+    src = FeatureSource.of(features)
     man = read_manifest(manifest)
     sets = {v: src.vision(man, v, n_f) for v in encoders_names}
-    ids = _common(list(sets.values()), man.ids)
+    ids = common_ids(list(sets.values()), man.ids)
     res = cross_alignment({v: fs.subset(ids).layers for v, fs in sets.items()}, k=k, n_bootstrap=n_bootstrap,
                           confidence=confidence, seed=seed)
-    layer_names = {v: fs.record.get("encoder", {}).get("layer_names") or [] for v, fs in sets.items()}
     d = res.to_dict()
     d.update({"manifest": str(man.path), "n_f": n_f, "layer_names": {
-        key: [layer_names[a][la] if la < len(layer_names[a]) else la, layer_names[b][lb] if lb < len(layer_names[b]) else lb]
-        for key, (la, lb) in res.layers.items() for a, b in [key.split("|")]},
+        key: [layer_name(sets[a], la), layer_name(sets[b], lb)] for key, (la, lb) in res.layers.items()
+        for a, b in [key.split("|")]},
         "seconds": round(time.perf_counter() - t0, 1)})
     if out is not None:
         write_cross_section(res, d, out)
@@ -170,8 +168,6 @@ def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8
 
 
 def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | Path) -> Path:
-    from vlgap.probe.report import Raw as _Raw, fmt_ci, html_table, save_figure, write_section
-
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "temporal" / "cross_vision.json", d)
     figs = [save_figure(heatmap_figure(res), run_dir, "figures/cross_vision_heatmap.png")]
@@ -180,8 +176,8 @@ def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | P
         a, b = key.split("|")
         i, j = res.names.index(a), res.names.index(b)
         ci = None if not np.isfinite(res.ci_lo[i, j]) else [res.ci_lo[i, j], res.ci_hi[i, j]]
-        rows.append([a, b, res.n, res.scores[i, j], _Raw(fmt_ci(ci)), res.chance,
-                     _Raw(html.escape(f"{la} / {lb}"))])
+        rows.append([a, b, res.n, res.scores[i, j], Raw(fmt_ci(ci)), res.chance,
+                     Raw(html.escape(f"{la} / {lb}"))])
     body = (f"<p>Mutual k-NN (k = {res.k}) between every pair of vision encoders on the same {res.n} videos "
             f"(n_f = {d.get('n_f')}), best layer pair, {res.n_bootstrap} bootstrap resamples over videos (best pair "
             "re-selected in each). Rows and columns follow average-linkage clustering of 1 - alignment; "

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from vlgap.errors import VlgapError
-from vlgap.features.store import cache_root
 from vlgap.probe.sweep import SweepConfig, run_sweep
 from vlgap.progress import stderr_console
 
@@ -64,14 +63,10 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
 
 def shapes_manifest(cfg: DemoConfig) -> Path:
     """Generate the shapes dataset once per (n, seed, frames, size) in the cache; reuse it afterwards."""
-    from vlgap.data.shapes import generate_shapes
+    from vlgap.data.shapes import cached_shapes_manifest
 
-    out = cache_root(cfg.cache_dir) / "data" / f"shapes-n{cfg.n_videos}-s{cfg.seed}-f{cfg.n_frames_per_video}-{cfg.video_size}px"
-    manifest = out / "manifest.jsonl"
-    if not manifest.is_file():
-        stderr_console.print(f"generating {cfg.n_videos} shapes videos into {out}")
-        generate_shapes(out, cfg.n_videos, seed=cfg.seed, n_frames=cfg.n_frames_per_video, size=cfg.video_size)
-    return manifest
+    return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir,
+                                  log=stderr_console.print)
 
 
 def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
@@ -84,10 +79,7 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
                             dtype=cfg.dtype, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
     result = run_sweep(sweep_cfg, cfg.out, progress=progress)
     if cfg.temporal:
-        try:
-            from vlgap.probe.temporal import run_temporal_sections
-        except ImportError:
-            run_temporal_sections = None
-        if run_temporal_sections is not None:
-            run_temporal_sections(cfg, result, progress=progress)
+        from vlgap.probe.temporal import run_temporal_sections
+
+        run_temporal_sections(cfg, result, progress=progress)
     return write_report(cfg.out)

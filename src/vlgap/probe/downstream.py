@@ -357,7 +357,7 @@ def downstream_figure(res: DownstreamResult):
 
 
 def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path:
-    from vlgap.probe.report import Raw as _Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "temporal" / "downstream.json", res.to_dict())
@@ -366,10 +366,10 @@ def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         lofo = t.get("lofo")
-        rows.append([t["task"], t["n"], pe["r"], _Raw(fmt_ci(pe["ci"])), _Raw(f"{pe['p']:.3g}"),
-                     _Raw(f"{pe['p_holm']:.3g}"), sp["rho"], _Raw(fmt_ci(sp["ci"])), _Raw(f"{sp['p_holm']:.3g}"),
+        rows.append([t["task"], t["n"], pe["r"], Raw(fmt_ci(pe["ci"])), Raw(f"{pe['p']:.3g}"),
+                     Raw(f"{pe['p_holm']:.3g}"), sp["rho"], Raw(fmt_ci(sp["ci"])), Raw(f"{sp['p_holm']:.3g}"),
                      lo.get("rmse", float("nan")), lo.get("baseline_rmse", float("nan")), lo.get("q2", float("nan")),
-                     lofo["q2"] if lofo else _Raw("-")])
+                     lofo["q2"] if lofo else Raw("-")])
     conf = f"{res.confidence:.0%}"
     body = (f"<p>{len(res.models)} models, {len(res.tasks)} tasks. Pearson r with a Fisher-z {conf} interval; "
             f"Spearman rho with a percentile bootstrap interval over models ({res.n_bootstrap} resamples) and a "

@@ -20,6 +20,7 @@ import numpy as np
 from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
+from vlgap.features.source import layer_names
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
@@ -51,6 +52,8 @@ class SweepConfig:
     skip_bad: bool = False
     cache_dir: str | None = None
     fit: bool = True
+    #: feature preparation (vlgap.metrics.layer_search.PRESETS), e.g. "platonic-rep"; None: L2 only
+    preset: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -65,13 +68,13 @@ class SweepResult:
 
 
 def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, bootstrap: int, permutations: int,
-               seed: int, device: str = "cpu") -> dict[str, Any]:
+               seed: int, device: str = "cpu", preset: str | None = None) -> dict[str, Any]:
     """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
     from vlgap.metrics.layer_search import layer_search
 
     # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
     res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=bootstrap, n_permutations=permutations, seed=seed,
-                       device=device)
+                       device=device, preset=preset)
     nan = float("nan")
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
@@ -132,7 +135,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     def side(modality: str, name: str, value: int):
         """Neighbour lists of every layer of one feature set, computed once for all cells that use it."""
         fs = (vis if modality == "v" else txt)[name].features[value].subset(ids)
-        return fs, precompute_layers(fs.layers, k=cfg.k, metric=cfg.metric, device=cfg.device,
+        return fs, precompute_layers(fs.layers, k=cfg.k, metric=cfg.metric, device=cfg.device, preset=cfg.preset,
                                      for_bootstrap=cfg.bootstrap > 0, name=f"{name} {modality}={value}")
 
     with progress_bar(progress) as prog:
@@ -140,20 +143,20 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
         for ci, (v, t, nf, nc) in enumerate(cells):
             name = matrix_name(v, t, nf, nc)[:-4]
             cell_path = cells_dir / f"{name}.json"
-            if cell_path.is_file():
-                rows.append(json.loads(cell_path.read_text()))
+            done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
+            if done is not None and done.get("preset") == cfg.preset:  # a cell of another preset is redone
+                rows.append(done)
                 prog.advance(task)
                 continue
             xs_fs, xs_state = side("v", v, nf)
             ys_fs, ys_state = side("t", t, nc)
             res = score_cell(xs_state, ys_state, k=cfg.k, metric=cfg.metric, bootstrap=cfg.bootstrap,
-                             permutations=cfg.permutations, seed=cfg.seed + ci, device=cfg.device)
+                             permutations=cfg.permutations, seed=cfg.seed + ci, device=cfg.device, preset=cfg.preset)
             buf = io.BytesIO()
             np.save(buf, res.pop("matrix"))
             atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
-            x_names = xs_fs.record.get("encoder", {}).get("layer_names") or []
-            y_names = ys_fs.record.get("encoder", {}).get("layer_names") or []
-            row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric,
+            x_names, y_names = layer_names(xs_fs), layer_names(ys_fs)
+            row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
                    "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
                    "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
             atomic_write_json(cell_path, row)

@@ -16,18 +16,20 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.stats.resampling import bootstrap_ci, sign_flip_test
 
 EFFECTS = ("main_a", "main_b", "interaction")
 
 
+@renamed_keywords(n_resamples="n_bootstrap")
 def factorial_effects(
     y00: Any,
     y01: Any,
     y10: Any,
     y11: Any,
     *,
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
     method: str = "bca",
@@ -56,16 +58,16 @@ def factorial_effects(
         "interaction": (c["11"] - c["10"]) - (c["01"] - c["00"]),
     }
     out: dict[str, Any] = {"n_items": int(n[0]), "confidence": confidence, "ci_method": method,
-                           "n_resamples": n_resamples}
+                           "n_bootstrap": n_bootstrap}
     out["cells"] = {}
     for k, (key, arr) in enumerate(cells.items()):
-        iv = bootstrap_ci(arr, "mean", n_resamples=n_resamples, confidence=confidence, method=method,
+        iv = bootstrap_ci(arr, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method,
                           seed=None if seed is None else seed + k)
         out["cells"][key] = {"mean": iv.estimate, "ci": iv.ci}
     for k, name in enumerate(EFFECTS):
         d = contrasts[name]
         sub_seed = None if seed is None else seed + 10 + k
-        iv = bootstrap_ci(d, "mean", n_resamples=n_resamples, confidence=confidence, method=method, seed=sub_seed)
+        iv = bootstrap_ci(d, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=sub_seed)
         test = sign_flip_test(d, n_permutations=n_permutations, seed=sub_seed)
         out[name] = {"estimate": iv.estimate, "ci": iv.ci, "p_value": test.p_value,
                      "n_permutations": test.n_permutations, "exact": test.exact}

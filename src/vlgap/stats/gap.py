@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.stats.inputs import ItemSet, load_item_set
 from vlgap.stats.mmd import mmd_test
 from vlgap.stats.witness import top_witnesses, witness_values
@@ -69,11 +70,11 @@ class GapResult:
                 f"p = {self.p_value:.3g} ({size})")
 
 
-def _as_item_set(x: Any, side: str) -> ItemSet:
+def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
     if isinstance(x, ItemSet):
         return x
     if isinstance(x, (str, Path)):
-        return load_item_set(x)
+        return load_item_set(x, layer)
     if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
         return ItemSet(f"<{side} captions>", texts=list(x))
     if isinstance(x, torch.Tensor):
@@ -81,6 +82,7 @@ def _as_item_set(x: Any, side: str) -> ItemSet:
     return ItemSet(f"<{side} array>", array=np.asarray(x))
 
 
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def gap(
     a: Any,
     b: Any,
@@ -102,7 +104,7 @@ def gap(
     witness: bool | None = None,
     top_k: int = 5,
     encoder: Any = "minilm",
-    layer: int | str = -1,
+    layer: int | str | None = None,
     pooling: str | None = None,
     batch_size: int = 64,
     device: Any = None,
@@ -113,13 +115,14 @@ def gap(
 
     a, b: arrays [N, D] (numpy or torch), lists of captions, or paths (.npy/.npz/.safetensors,
     .txt one caption per line, .jsonl with "caption"). Captions are embedded with `encoder`
-    (registry name, default "minilm", or a loaded TextEncoder) at `layer` (default last).
+    (registry name, default "minilm", or a loaded TextEncoder) at `layer` (default: its last); an
+    array file holding several layers (vlgap.features.arrays) needs `layer` (index or name).
     length_match: subsample caption sets to a common length histogram first (captions only).
     witness: list the `top_k` most characteristic items per side (default: on for captions).
     Returns a GapResult; `.to_dict()` has keys mmd2_unbiased, mmd2_biased, p_value, ci, n_a, n_b,
     kernel, bandwidth, and c2st / fd / witness / length_match when computed.
     """
-    set_a, set_b = _as_item_set(a, "A"), _as_item_set(b, "B")
+    set_a, set_b = _as_item_set(a, "A", layer), _as_item_set(b, "B", layer)
     labels_a = labels_b = None
     match_summary = None
     keep_a = keep_b = None  # original item indices after length matching
@@ -157,7 +160,7 @@ def gap(
             if text_encoder is None:
                 text_encoder = load_text_encoder(encoder, device=device or "cpu", pooling=pooling) \
                     if isinstance(encoder, str) else encoder
-            emb = embed_texts(s.texts, text_encoder, layer=layer, batch_size=batch_size)
+            emb = embed_texts(s.texts, text_encoder, layer=-1 if layer is None else layer, batch_size=batch_size)
             embedding = emb.to_dict() | {"n_truncated": getattr(text_encoder, "n_truncated", None)}
             arrays.append(emb.array)
         else:

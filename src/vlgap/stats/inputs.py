@@ -1,6 +1,7 @@
 """File adapters for the gap and compare commands: item sets from arrays or caption files, score tables.
 
-Arrays: .npy, .npz holding exactly one array, .safetensors holding exactly one tensor, each [N, D].
+Arrays: every format of `vlgap.features.arrays` (.npy, .npz, .safetensors, platonic-rep .pt); a
+file holding several layers needs a layer chosen (`layer=`, `--layer`).
 Captions: .txt (one caption per line) or .jsonl / .ndjson (one object per line with a "caption"
 string). Nothing is dropped silently: an empty caption line is an error naming its line number.
 (This is the only module of `vlgap.stats` that touches files; the statistics stay pure.)
@@ -16,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
-
-ARRAY_SUFFIXES = (".npy", ".npz", ".safetensors")
+from vlgap.features.arrays import SUFFIXES as ARRAY_SUFFIXES
+from vlgap.features.arrays import read_array
 TEXT_SUFFIXES = (".txt", ".text")
 JSONL_SUFFIXES = (".jsonl", ".ndjson")
 
@@ -38,38 +39,9 @@ class ItemSet:
         return len(self.texts) if self.texts is not None else int(self.array.shape[0])
 
 
-def _check_2d(arr: np.ndarray, path: Path, what: str) -> np.ndarray:
-    if arr.ndim != 2:
-        raise VlgapError(f"{path}: {what} has shape {arr.shape}; expected [N items, D features]")
-    if arr.dtype.kind not in "biuf":
-        raise VlgapError(f"{path}: {what} has dtype {arr.dtype}; expected numbers")
-    return arr
-
-
-def load_array(path: str | Path) -> np.ndarray:
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".npy":
-        return _check_2d(np.load(path, allow_pickle=False), path, "the array")
-    if suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            names = list(data.files)
-            if len(names) != 1:
-                raise VlgapError(f"{path}: holds {len(names)} arrays {names[:10]}; expected exactly one [N, D] array")
-            return _check_2d(data[names[0]], path, f"array {names[0]!r}")
-    if suffix == ".safetensors":
-        from safetensors.torch import load_file
-
-        tensors = load_file(str(path))
-        if len(tensors) != 1:
-            raise VlgapError(f"{path}: holds {len(tensors)} tensors {sorted(tensors)[:10]}; expected exactly one [N, D] tensor")
-        name, tensor = next(iter(tensors.items()))
-        import torch
-
-        if tensor.dtype in (torch.bfloat16, torch.float16):
-            tensor = tensor.float()  # bfloat16 has no numpy twin; float32 holds both exactly
-        return _check_2d(tensor.numpy(), path, f"tensor {name!r}")
-    raise VlgapError(f"{path}: unsupported array format {suffix!r}; use one of {', '.join(ARRAY_SUFFIXES)}")
+def load_array(path: str | Path, layer: int | str | None = None) -> np.ndarray:
+    """One [N, D] array from a feature file (`vlgap.features.arrays.read_array`)."""
+    return read_array(path, layer)
 
 
 def load_captions(path: str | Path) -> list[str]:
@@ -104,14 +76,15 @@ def load_captions(path: str | Path) -> list[str]:
     return captions
 
 
-def load_item_set(path: str | Path) -> ItemSet:
-    """Read an item set, deciding by extension whether it holds embeddings or captions."""
+def load_item_set(path: str | Path, layer: int | str | None = None) -> ItemSet:
+    """Read an item set, deciding by extension whether it holds embeddings or captions (`layer`
+    picks one layer of an array file that holds several)."""
     path = Path(path)
     if not path.exists():
         raise VlgapError(f"{path}: no such file")
     suffix = path.suffix.lower()
     if suffix in ARRAY_SUFFIXES:
-        return ItemSet(str(path), array=load_array(path))
+        return ItemSet(str(path), array=load_array(path, layer))
     if suffix in TEXT_SUFFIXES + JSONL_SUFFIXES:
         return ItemSet(str(path), texts=load_captions(path))
     raise VlgapError(f"{path}: unknown input type {suffix!r}; use arrays ({', '.join(ARRAY_SUFFIXES)}) or "

@@ -18,15 +18,17 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.stats.resampling import bootstrap_ci, paired_bootstrap, sign_flip_test
 
 
+@renamed_keywords(n_resamples="n_bootstrap")
 def paired_comparison(
     scores_a: Any,
     scores_b: Any,
     *,
     names: tuple[str, str] = ("A", "B"),
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
     method: str = "bca",
@@ -43,10 +45,10 @@ def paired_comparison(
             raise VlgapError(f"system {name!r} has NaN or Inf scores at item index {bad[:5].tolist()}")
     if a.size < 2:
         raise VlgapError(f"a paired comparison needs at least 2 items, got {a.size}")
-    diff_iv = paired_bootstrap(a, b, n_resamples=n_resamples, confidence=confidence, method=method, seed=seed)
+    diff_iv = paired_bootstrap(a, b, n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
     test = sign_flip_test(a - b, n_permutations=n_permutations, seed=seed)
-    iv_a = bootstrap_ci(a, "mean", n_resamples=n_resamples, confidence=confidence, method=method, seed=seed)
-    iv_b = bootstrap_ci(b, "mean", n_resamples=n_resamples, confidence=confidence, method=method, seed=seed)
+    iv_a = bootstrap_ci(a, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
+    iv_b = bootstrap_ci(b, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
     return {
         "system_a": names[0],
         "system_b": names[1],
@@ -64,7 +66,7 @@ def paired_comparison(
         "ties": int(np.sum(a == b)),
         "confidence": confidence,
         "ci_method": method,
-        "n_resamples": n_resamples,
+        "n_bootstrap": n_bootstrap,
         "n_permutations": test.n_permutations,
     }
 
@@ -118,6 +120,7 @@ def paired_from_rows(
     return paired_comparison(a, b, names=(system_a, system_b), **kwargs)
 
 
+@renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations")
 def compare(
     scores: Any,
     scores_b: Any = None,
@@ -127,7 +130,7 @@ def compare(
     system_b: str | None = None,
     levels_a: Sequence[str] | None = None,
     levels_b: Sequence[str] | None = None,
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
     method: str = "bca",
@@ -139,7 +142,7 @@ def compare(
     scores: a CSV path, a list of row dicts, or (with `scores_b`) the per-item scores of system A.
     Every estimate comes with its number of items, a bootstrap interval and a p-value.
     """
-    opts = dict(n_resamples=n_resamples, n_permutations=n_permutations, confidence=confidence,
+    opts = dict(n_bootstrap=n_bootstrap, n_permutations=n_permutations, confidence=confidence,
                 method=method, seed=seed)
     if scores_b is not None:
         if factorial:

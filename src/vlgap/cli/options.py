@@ -1,0 +1,31 @@
+"""Option parsing shared by every CLI command, so that one flag name means one type everywhere.
+
+Rules (the CLI's vocabulary):
+- `--bootstrap N` / `--permutations N`: resample counts (the API's `n_bootstrap` / `n_permutations`).
+- `--n-frames` and `--n-captions`: the number of frames sampled per video (n_f) and of captions
+  joined per item (n_c), always a comma list of integers; a single number is a list of one.
+  Commands that run at one value accept a list of exactly one.
+- `--preset platonic-rep`: platonic-rep's feature preparation (vlgap.metrics.layer_search.PRESETS).
+"""
+from __future__ import annotations
+
+from vlgap.errors import VlgapError
+
+
+def int_list(text: str, name: str) -> list[int]:
+    """"1,2,4,8" -> [1, 2, 4, 8]; a one-line error naming the flag otherwise."""
+    try:
+        vals = [int(x) for x in str(text).replace(" ", "").split(",") if x]
+    except ValueError:
+        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
+    if not vals:
+        raise VlgapError(f"{name} is empty")
+    return vals
+
+
+def one_int(text: str, name: str) -> int:
+    """A comma list holding exactly one integer (for commands that run at one value)."""
+    vals = int_list(text, name)
+    if len(vals) != 1:
+        raise VlgapError(f"{name} {text!r}: this command runs at one value; give one number, e.g. {vals[0]}")
+    return vals[0]

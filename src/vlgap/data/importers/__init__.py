@@ -1,0 +1,48 @@
+"""Importers from official annotation files into a vlgap manifest: VATEX, MSR-VTT, MSVD.
+
+Each format module (vatex.py, msrvtt.py, msvd.py) documents the layouts it accepts; a file in no
+known layout is refused, naming the accepted ones. Shared rules (common.py):
+
+- Videos are looked up in `video_dir` by id with any common suffix (preference .mp4 .webm .mkv .avi
+  .mov ...; a frame folder last; the summary says which was taken when several exist). Paths are
+  recorded as given: a symlink keeps its own name, not its target's.
+- Malformed entries (missing key, wrong type, duplicate id) and annotated videos without a file are a
+  one-line error naming the first, unless `skip_bad`: then each is skipped.
+- Empty or null captions are dropped; an item left with no caption is skipped (or an error without
+  `skip_bad`). Every skipped item and dropped caption is written to `<manifest>.skipped_items.jsonl`
+  (one JSON object per line: kind, id, where, reason) and counted in the summary.
+- `split` selects a split where the format defines one (MSR-VTT: the videos' field; VATEX: the
+  official file name; MSVD: youtube_mapping.txt numbering) and is refused otherwise.
+- `limit`/`seed` draw a uniform random subset of the usable items (the paper samples 1024 VATEX
+  videos) in a stable order; a limit above the usable count writes all and says so.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from vlgap.data.importers.common import ImportReport
+from vlgap.data.importers.msrvtt import import_msrvtt
+from vlgap.data.importers.msvd import import_msvd
+from vlgap.data.importers.vatex import import_vatex
+from vlgap.errors import VlgapError
+
+IMPORTERS = {"vatex": import_vatex, "msrvtt": import_msrvtt, "msvd": import_msvd}
+
+__all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_msrvtt", "import_msvd", "import_vatex"]
+
+
+def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path, out: str | Path,
+                   limit: int | None = None, seed: int = 0, skip_bad: bool = False, split: str | None = None,
+                   mapping: str | Path | None = None, language: str | None = None) -> ImportReport:
+    """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd). Options that the
+    format does not have (`mapping`, `language`: MSVD only) are refused, never ignored."""
+    key = dataset.lower().replace("-", "").replace("_", "")
+    if key not in IMPORTERS:
+        raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(IMPORTERS)}")
+    extra: dict = {}
+    for name, value in (("mapping", mapping), ("language", language)):
+        if value is not None:
+            if key != "msvd":
+                raise VlgapError(f"--{name} is for msvd only; {key} has no such option")
+            extra[name] = value
+    return IMPORTERS[key](annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad, split=split, **extra)

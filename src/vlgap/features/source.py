@@ -1,0 +1,139 @@
+"""Features for the probes by (manifest, encoder, n_f or n_c, frame order): from the cache first, else
+extracted with an encoder that is loaded at most once per name and only if something is missing.
+`FeatureOptions` holds the extraction settings every probe shares (one object instead of the same
+keyword arguments repeated on every probe)."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from vlgap.errors import VlgapError
+
+
+@dataclass(frozen=True)
+class FeatureOptions:
+    """How features are extracted and cached; part of the cache key where it changes the features
+    (dtype, image_size, text_pooling), so two probes with the same options share cached features."""
+
+    cache_dir: str | Path | None = None  # default: $VLGAP_CACHE or ~/.cache/vlgap
+    device: str = "cpu"
+    dtype: str = "float32"
+    image_size: int | None = None  # vision input side (None: the encoder's default)
+    text_pooling: str | None = None  # mean (default) | last
+    batch_size: int = 32
+    workers: int = 2  # video decoding threads
+    skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
+    progress: bool = True
+
+
+#: FeatureOptions field names: old probe keywords with these names now go into the options object
+FEATURE_OPTION_NAMES = tuple(f.name for f in fields(FeatureOptions))
+
+
+class LazyEncoder:
+    """Stands in for an encoder in `extract`; loads the real one on first attribute access."""
+
+    def __init__(self, loader):
+        self._loader, self._obj = loader, None
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._obj is None:
+            self._obj = self._loader()
+        return getattr(self._obj, name)
+
+
+class FeatureSource:
+    """Features by (manifest, encoder, n_f or n_c, frame order): from the cache, else extracted with an
+    encoder that is loaded once per name (or taken from `encoders`, name -> loaded encoder)."""
+
+    def __init__(self, options: FeatureOptions | None = None, *, encoders: dict[str, Any] | None = None):
+        if options is not None and not isinstance(options, FeatureOptions):
+            raise VlgapError(f"options must be a FeatureOptions, got {type(options).__name__}")
+        self.options = options or FeatureOptions()
+        self.encoders: dict[str, Any] = dict(encoders or {})
+
+    @classmethod
+    def of(cls, features: "FeatureSource | FeatureOptions | None") -> "FeatureSource":
+        """A FeatureSource from what a probe was given: a source (shared, keeps loaded encoders), options,
+        or None (defaults)."""
+        if isinstance(features, FeatureSource):
+            return features
+        if features is None or isinstance(features, FeatureOptions):
+            return cls(features)
+        raise VlgapError(f"features must be a FeatureSource or FeatureOptions, got {type(features).__name__}")
+
+    @property
+    def cache_dir(self):
+        return self.options.cache_dir
+
+    def _encoder(self, name: str, vision: bool):
+        if name not in self.encoders:
+            o = self.options
+
+            def load():
+                from vlgap.encoders.registry import get_encoder
+
+                return get_encoder(name, device=o.device, dtype=o.dtype, pooling=None if vision else o.text_pooling,
+                                   image_size=o.image_size if vision else None)
+            self.encoders[name] = LazyEncoder(load)
+        return self.encoders[name]
+
+    def _common(self) -> dict[str, Any]:
+        o = self.options
+        return dict(cache_dir=o.cache_dir, device=o.device, dtype=o.dtype, skip_bad=o.skip_bad,
+                    batch_size=o.batch_size, workers=o.workers, progress=o.progress)
+
+    def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None):
+        from vlgap.features.extract import extract
+
+        res = extract(man, name, n_frames=[n_f], image_size=self.options.image_size, frame_order=frame_order,
+                      shard=shard, loaded_encoder=self._encoder(name, True), **self._common())
+        return res.features[n_f]
+
+    def text(self, man, name: str, n_c: int = 1):
+        from vlgap.features.extract import extract
+
+        res = extract(man, name, n_captions=[n_c], pooling=self.options.text_pooling,
+                      loaded_encoder=self._encoder(name, False), **self._common())
+        return res.features[n_c]
+
+    def is_cached(self, man, name: str, param: str, value: int) -> bool:
+        from vlgap.features.extract import encoder_key
+        from vlgap.features.store import Entry, FeatureKey
+        from vlgap.io_utils import cache_root
+
+        o = self.options
+        key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
+                                     o.image_size if param == "n_f" else None), man.fingerprint(), param, value)
+        return Entry(key, cache_root(o.cache_dir)).is_complete()
+
+
+def layer_names(fs) -> list[str]:
+    """The encoder's layer names recorded with a FeatureSet (empty when the record has none)."""
+    return list(fs.record.get("encoder", {}).get("layer_names") or [])
+
+
+def layer_name(fs, i: int) -> str:
+    """Name of layer i of a FeatureSet (its index as text when the record has no names)."""
+    names = layer_names(fs)
+    return names[i] if i < len(names) else str(i)
+
+
+def common_ids(sets: list, ids: list[str]) -> list[str]:
+    """The ids (in the order of `ids`) that every FeatureSet in `sets` holds (unreadable items dropped)."""
+    keep = set(ids)
+    for fs in sets:
+        keep &= set(fs.ids)
+    return [i for i in ids if i in keep]
+
+
+def moved_keywords(where: str, kwargs: dict[str, Any], renamed: dict[str, str] | None = None) -> None:
+    """Clear errors for probe keywords that moved into FeatureOptions (or were renamed)."""
+    from vlgap.errors import reject_renamed_keywords
+
+    moved = {name: f"an option of features=FeatureOptions({name}=...)" for name in FEATURE_OPTION_NAMES}
+    moved["encoders"] = "given through features=FeatureSource(options, encoders={...})"
+    reject_renamed_keywords(where, kwargs, {**moved, **(renamed or {})})
