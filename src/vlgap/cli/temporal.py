@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -23,20 +24,6 @@ def _names(text: str, option: str) -> list[str]:
     if not out:
         raise VlgapError(f"{option}: give at least one encoder name (comma list)")
     return out
-
-
-def _one_value(text: str, option: str) -> int:
-    """--n-frames / --n-captions take a comma list everywhere (as in extract and sweep); these probes
-    run at one value, so the list must hold exactly one."""
-    from vlgap.errors import VlgapError
-
-    try:
-        values = [int(v) for v in str(text).split(",") if v.strip()]
-    except ValueError:
-        raise VlgapError(f"{option}: expected a positive integer, got {text!r}") from None
-    if len(values) != 1 or values[0] < 1:
-        raise VlgapError(f"{option}: this command runs at one value (a positive integer), got {text!r}")
-    return values[0]
 
 
 def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False):
@@ -88,8 +75,8 @@ def test_of_time_cmd(
     from vlgap.data.test_of_time import RELATIONS
     from vlgap.probe.test_of_time import run_test_of_time
 
-    res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=_one_value(n_frames, "--n-frames"), seed=seed,
-                           manifest=manifest, n_bootstrap=bootstrap, out=out,
+    res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
+                           seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out,
                            features=_features(cache_dir, device, dtype, image_size, text_pooling))
     if as_json:
         print(to_json(res))
@@ -149,7 +136,7 @@ def temporal_cmd(
     from vlgap.probe.reorder import run_reorder
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
-    n_f = _one_value(n_frames, "--n-frames")
+    n_f = one_int(n_frames, "--n-frames")
     src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
@@ -160,8 +147,8 @@ def temporal_cmd(
                                         video_dir=video_dir, video_template=video_template,
                                         types=[t for t in types.split(",") if t], out=out, features=src)
     if frame_order and not is_json:
-        result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_f, n_c=_one_value(n_captions, "--n-captions"), k=k,
-                                                orders=[o for o in orders.split(",") if o], n_bootstrap=bootstrap,
+        result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_f, n_c=one_int(n_captions, "--n-captions"),
+                                                k=k, orders=[o for o in orders.split(",") if o], n_bootstrap=bootstrap,
                                                 seed=seed, image_check_items=image_check, out=out, features=src)
     if as_json:
         print(to_json(result))
@@ -199,7 +186,7 @@ def cross_vision_cmd(
     """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
     from vlgap.probe.cross_model import run_cross_alignment
 
-    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=_one_value(n_frames, "--n-frames"), k=k,
+    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=one_int(n_frames, "--n-frames"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
                               features=_features(cache_dir, device, dtype, image_size))
     if as_json:

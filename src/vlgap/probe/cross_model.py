@@ -15,7 +15,7 @@ import numpy as np
 
 from vlgap.data.manifest import read_manifest
 from vlgap.errors import VlgapError
-from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, layer_name, moved_keywords
+from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
 from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
 
@@ -143,13 +143,12 @@ def heatmap_figure(res: CrossAlignment, title: str = ""):
     return fig
 
 
+@feature_options_moved()
 def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8, k: int = 10,
                         n_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
-                        features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None,
-                        **kwargs) -> dict[str, Any]:
+                        features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """Vision x vision matrix on a manifest (features from the cache or extracted at n_f frames).
     With `out`, writes out/temporal/cross_vision.json and the report section with its heatmap."""
-    moved_keywords("run_cross_alignment", kwargs, {"bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest)

@@ -16,7 +16,7 @@ import numpy as np
 
 from vlgap.data.manifest import read_manifest
 from vlgap.errors import VlgapError
-from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, layer_name, moved_keywords
+from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, frame_order_difference
 from vlgap.probe.figures import paired_difference_figure
@@ -31,11 +31,11 @@ def _max_rel_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
     return out
 
 
+@feature_options_moved()
 def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[str], *, n_f: int = 8, n_c: int = 1,
                     k: int = 10, orders: Sequence[str] = ("reversed", "shuffled"), n_bootstrap: int = 1000,
                     confidence: float = 0.95, seed: int = 0, image_check_items: int | None = None,
-                    features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None,
-                    **kwargs) -> dict[str, Any]:
+                    features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """Frame-order controls: for every vision x text encoder and every control order, alignment with
     ordered frames minus alignment with the control, with a paired bootstrap interval.
 
@@ -43,7 +43,6 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     construction) extract the controls only for about this many videos and check that they equal the
     ordered features; the difference is then exactly 0 and is reported as such. None: extract the
     controls for every video whatever the encoder."""
-    moved_keywords("run_frame_order", kwargs, {"bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest)

@@ -12,21 +12,20 @@ from typing import Any
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.reorder import caption_manifest, read_reorder_json, reorder_triples
-from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, layer_name, moved_keywords
+from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, negative_sides, owner_rows, prepared_layers, reorder_from_sides
 from vlgap.probe.figures import paired_difference_figure
 from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
 
 
+@feature_options_moved()
 def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], *, n_f: int = 8, k: int = 5,
                 n_bootstrap: int = 1000, confidence: float = 0.95, seed: int = 0, video_dir=None,
                 types: Sequence[str] = ("reorder",), video_template: str = "{video_id}.mp4",
-                features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None,
-                **kwargs) -> dict[str, Any]:
+                features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """Reorder probe for every vision x text encoder. `source`: a manifest (.jsonl) whose items carry
     meta.reorder (shapes), or a reorder JSON file (`read_reorder_json`: vlgap or VideoComp form)."""
-    moved_keywords("run_reorder", kwargs, {"bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
     vision, text = list(vision), list(text)
     src = FeatureSource.of(features)

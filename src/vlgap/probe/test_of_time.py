@@ -15,7 +15,7 @@ import numpy as np
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.test_of_time import PLACEMENTS, RELATIONS, tot_dataset
 from vlgap.errors import VlgapError
-from vlgap.features.source import FeatureOptions, FeatureSource, layer_names, moved_keywords
+from vlgap.features.source import FeatureOptions, FeatureSource, feature_options_moved, layer_names
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.ties import cosine_similarities, group_fraction_ci, nearest_related, tot_alignment_from_sims
 from vlgap.probe.figures import pyplot
@@ -78,16 +78,15 @@ def analyse_test_of_time(items, vision: dict[str, list[np.ndarray]], text: dict[
             "views": {v: int(len(i)) for v, i in views.items()}, "confidence": confidence}
 
 
+@feature_options_moved(source="features")
 def run_test_of_time(vision: Sequence[str], text: Sequence[str], *, n_f: int = 8, ks: Sequence[int] = (1, 2, 3),
                      seed: int = 0, size: int = 128, manifest: str | Path | None = None, n_bootstrap: int = 2000,
                      confidence: float = 0.95, features: FeatureSource | FeatureOptions | None = None,
-                     out: str | Path | None = None, **kwargs) -> dict[str, Any]:
+                     out: str | Path | None = None) -> dict[str, Any]:
     """Test of Time probe for every vision x text encoder (generates the set in the cache unless
     `manifest` is given). Vision features are extracted once per distinct video and text features once
     per distinct caption, then given to every item that shares them. With `out`, writes
     out/temporal/test_of_time.json and the report section."""
-    moved_keywords("run_test_of_time", kwargs, {"source": "features (a FeatureSource or FeatureOptions)",
-                                                "bootstrap": "n_bootstrap"})
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest or tot_dataset(seed, size, src.cache_dir))
