@@ -124,8 +124,6 @@ def train_generator(x: np.ndarray, attrs: Sequence[dict[str, Any]], seed: int, *
 def spec_of_prediction(pred: dict[str, Any]) -> S.SceneSpec:
     """The predicted scene: the main object at the centre with the predicted events in order (an event the
     scene cannot perform, e.g. a second appear, is left out), predicted background and camera."""
-    from dataclasses import replace
-
     obj = S.SceneObject(shape=pred["shape"], colour=pred["colour"], size=pred["size"], x=0.5, y=0.5)
     kinds = [k for k in pred["event_order"] if k != "none"]
     events: list[S.Event] = []
@@ -139,16 +137,9 @@ def spec_of_prediction(pred: dict[str, Any]) -> S.SceneSpec:
             events.append(ev)
         except VlgapError:
             continue
-    spec = S.SceneSpec(background=pred["background"], objects=(obj,), events=tuple(events))
-    if hasattr(spec, "camera"):
-        spec = replace(spec, camera=pred["camera"])
-    return spec
+    return S.SceneSpec(background=pred["background"], objects=(obj,), events=tuple(events), camera=pred["camera"])
 
 
 def render_prediction(pred: dict[str, Any], n_frames: int = 16, size: int = 64) -> np.ndarray:
     """Draw the predicted scene as a video (uint8 [T, H, W, 3]) in the predicted style."""
-    spec = spec_of_prediction(pred)
-    try:
-        return S.render(spec, n_frames=n_frames, size=size, style=pred["style"])
-    except TypeError:  # a shapes world without render styles
-        return S.render(spec, n_frames, size)
+    return S.render(spec_of_prediction(pred), n_frames=n_frames, size=size, style=pred["style"])

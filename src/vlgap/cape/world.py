@@ -25,18 +25,16 @@ from vlgap.data import shapes as S
 from vlgap.errors import VlgapError
 
 INPUT_KINDS = ("concise", "detailed", "user")
-CAMERAS: tuple[str, ...] = tuple(getattr(S, "CAMERAS", ("static", "pan left", "pan right", "zoom in", "zoom out")))
-STYLES: tuple[str, ...] = tuple(getattr(S, "STYLES", ("synthetic", "real")))
-CAMERA_DESCRIPTIONS: dict[str, str] = dict(getattr(S, "CAMERA_DESCRIPTIONS", {
-    "static": "static camera", "pan left": "camera pans left", "pan right": "camera pans right",
-    "zoom in": "camera zooms in", "zoom out": "camera zooms out"}))
-STYLE_DESCRIPTIONS: dict[str, str] = dict(getattr(S, "STYLE_DESCRIPTIONS", {
-    "synthetic": "flat synthetic graphics", "real": "photographic look with texture and noise"}))
+CAMERAS: tuple[str, ...] = tuple(S.CAMERAS)
+STYLES: tuple[str, ...] = tuple(S.STYLES)
+# the captioner's short phrases: the first clause of the shapes world's own descriptions
+CAMERA_DESCRIPTIONS = {c: S.CAMERA_DESCRIPTIONS[c].split(",")[0].strip() for c in CAMERAS}
+STYLE_DESCRIPTIONS = {s: S.STYLE_DESCRIPTIONS[s].split(":")[0].strip() for s in STYLES}
 EVENT_SLOTS = 2  # the generator predicts the kinds of the first two events in time order
 
 
 def camera_of(spec: S.SceneSpec) -> str:
-    return getattr(spec, "camera", "static")
+    return spec.camera
 
 
 @dataclass(frozen=True)
@@ -56,10 +54,7 @@ def sample_videos(n: int, seed: int, camera_fraction: float = 0.6, offset: int =
     out = []
     for i in range(offset, offset + n):
         rng = S.item_rng(seed, i)
-        try:
-            spec = S.sample_spec(rng, camera_fraction=camera_fraction)
-        except TypeError:  # a shapes world without camera behaviour
-            spec = S.sample_spec(rng)
+        spec = S.sample_spec(rng, camera_fraction=camera_fraction)
         style = STYLES[int(rng.integers(len(STYLES)))]
         out.append(Video(id=f"v{seed}_{i:05d}", spec=spec, style=style, seed=int(rng.integers(2**31 - 1))))
     return out
@@ -108,6 +103,10 @@ def _event_text(spec: S.SceneSpec, i: int) -> str:
     return f"{who} {_VERB[e.kind]}"
 
 
+def _join(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
 def target_of(video: Video) -> SixPart:
     """The captioner-written six-part target of a video (fixed phrasing, every scored fact stated)."""
     spec = video.spec
@@ -116,7 +115,7 @@ def target_of(video: Video) -> SixPart:
     events = [_event_text(spec, i) for i in order]
     story = events[0] + "".join(f", then {t}" for t in events[1:]) if events else "nothing changes"
     others = [f"a {x.colour} {x.shape}" for x in spec.objects[1:]]
-    with_others = f" together with {S._join(others)}" if others else ""
+    with_others = f" together with {_join(others)}" if others else ""
     cam = CAMERA_DESCRIPTIONS[camera_of(spec)]
     return SixPart(
         short_caption=f"A {o.colour} {o.shape} on {_bg_phrase(spec.background)}.",
@@ -134,7 +133,7 @@ def dense_source_of(video: Video) -> str:
     summary and layout captions, then camera and style sentences."""
     caps = S.write_captions(video.spec, video.seed)
     cam = CAMERA_DESCRIPTIONS[camera_of(video.spec)]
-    return f"{caps[9]} {caps[4]} Shot with a {cam}, in {STYLE_DESCRIPTIONS[video.style]}."
+    return f"{caps[9]} {caps[4]} Camera: {cam}. Look: {STYLE_DESCRIPTIONS[video.style]}."
 
 
 # ------------------------------------------------------------------------------------------------
@@ -151,7 +150,7 @@ _USER_CAM = {"static": ("camera not moving", "still shot", "fixed cam"),
              "pan left": ("pan left", "camera panning left"), "pan right": ("pan right", "camera panning right"),
              "zoom in": ("zoom in", "zooming in"), "zoom out": ("zoom out", "zooming out")}
 _USER_STYLE = {"synthetic": ("cartoon look", "flat graphics", "clean vector style"),
-               "real": ("realistic", "photo-real look", "grainy real footage")}
+               "real": ("realistic", "shaky handheld look", "grainy real footage")}
 _USER_BG = {"astronaut": "astronaut pic", "chelsea": "cat photo", "coffee": "coffee cup photo",
             "rocket": "rocket photo", "horse": "horse picture", "camera": "cameraman photo",
             "motorcycle": "motorbike photo", "hubble_deep_field": "space galaxies", "moon": "moon surface",
@@ -222,7 +221,7 @@ def detailed_input(video: Video) -> str:
     steps = [_event_text(spec, i) for i in spec.time_order()]
     seq = " Sequence: " + "; next ".join(steps) + "." if steps else ""
     return (f"Objects: {objs}. Setting: {_bg_phrase(spec.background)}.{seq} "
-            f"The {CAMERA_DESCRIPTIONS[camera_of(spec)]}; rendered as {STYLE_DESCRIPTIONS[video.style]}.")
+            f"Camera: {CAMERA_DESCRIPTIONS[camera_of(spec)]}; rendered as {STYLE_DESCRIPTIONS[video.style]}.")
 
 
 def inputs_of(video: Video) -> dict[str, str]:
