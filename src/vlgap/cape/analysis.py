@@ -9,17 +9,11 @@ paper claims; the main effect of A is "PE captions are better training text" wha
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from vlgap.errors import VlgapError
-
-
-def _resample_kw(fn, n_bootstrap: int) -> dict[str, int]:
-    params = inspect.signature(fn).parameters
-    return {"n_bootstrap": n_bootstrap} if "n_bootstrap" in params else {"n_resamples": n_bootstrap}
 
 
 def cell_scores(scores: Mapping[tuple[str, str, int], Sequence[float]], train: str, infer: str) -> np.ndarray:
@@ -44,8 +38,7 @@ def two_by_two(scores: Mapping[tuple[str, str, int], Sequence[float]], *, high: 
 
     y = {(a, b): cell_scores(scores, a, b) for a in (low, high) for b in (low, high)}
     fx = factorial_effects(y[(low, low)], y[(low, high)], y[(high, low)], y[(high, high)],
-                           n_permutations=n_permutations, seed=seed,
-                           **_resample_kw(factorial_effects, n_bootstrap))
+                           n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed)
     cells = []
     for (a, b), key in zip([(low, low), (low, high), (high, low), (high, high)], ("00", "01", "10", "11")):
         seeds = sorted(s for (t, i, s) in scores if t == a and i == b)
@@ -62,14 +55,13 @@ def two_by_two(scores: Mapping[tuple[str, str, int], Sequence[float]], *, high: 
     }
     out["third_operator"] = None
     if third is not None and any(t == third for (t, _i, _s) in scores):
-        kw = _resample_kw(paired_comparison, n_bootstrap)
         contrasts = {}
         ref = y[(high, high)]
         for infer in (high, third):
             if any(t == third and i == infer for (t, i, _s) in scores):
                 c = paired_comparison(cell_scores(scores, third, infer), ref,
                                       names=(f"{third}/{infer}", f"{high}/{high}"),
-                                      n_permutations=n_permutations, seed=seed, **kw)
+                                      n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed)
                 c["estimate"] = c["difference"]
                 contrasts[f"{third}/{infer} - {high}/{high}"] = c
                 cells.append({"train": third, "infer": infer, "mean": c["mean_a"], "ci": c["ci_a"],

@@ -38,7 +38,7 @@ class CapeConfig:
     # per token on these shared CPUs); any other LM via rewriter_model="gemma3_270m" or an HF id/folder
     rewriter_model: str = "smollm2"
     n_sft_videos: int = 40  # x 3 input kinds = SFT pairs
-    sft_steps: int = 12
+    sft_steps: int = 16
     sft_batch: int = 8
     sft_lr: float = 2e-3
     lora_r: int = 16
@@ -185,12 +185,22 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         res = {}
         for label, (a, b) in pairs_.items():
             log(f"MMD^2 {label}")
-            g = gap(a, b, length_match=True, n_permutations=cfg.gap_permutations, n_bootstrap=cfg.gap_bootstrap,
-                    seed=cfg.seed, top_k=2)
+            kw = dict(n_permutations=cfg.gap_permutations, n_bootstrap=cfg.gap_bootstrap, seed=cfg.seed, top_k=2)
+            g, note = None, None
+            for width in ("auto", 8, 16):  # sets of very different lengths need wider bins to share any
+                try:
+                    g = gap(a, b, length_match=True, bin_width=width, **kw)
+                    break
+                except VlgapError as err:
+                    note = str(err)
+            if g is None:  # said in the report, never silent
+                g = gap(a, b, length_match=False, **kw)
             d = g.to_dict()
             res[label] = {k: d.get(k) for k in ("mmd2_unbiased", "p_value", "ci", "n_a", "n_b", "length_match",
                                                    "witness")}
             res[label]["verdict"] = g.verdict()
+            if d.get("length_match") is None:
+                res[label]["length_match_failed"] = note
         return res
 
     t0 = time.perf_counter()
