@@ -62,7 +62,7 @@ class CapeConfig:
 
 PRESETS = {
     "full": CapeConfig(),
-    "demo": CapeConfig(n_sft_videos=12, sft_steps=4, n_train_videos=12, n_test=12, generator_seeds=(0,),
+    "demo": CapeConfig(n_sft_videos=8, sft_steps=4, n_train_videos=14, n_test=12, generator_seeds=(0,),
                        n_bootstrap=1000, n_permutations=1000, gap_permutations=200, gap_bootstrap=200),
 }
 
