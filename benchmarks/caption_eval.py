@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import resource
 import sys
 import time
 from pathlib import Path
@@ -35,6 +36,13 @@ def _pycoco_inputs(refs, preds):
     return gts, res
 
 
+def _cpu_s() -> float:
+    """CPU seconds of this process and its finished children (the Java tokenizer): on a shared
+    machine this is the work done, whatever share of the cores the run got."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def bench_python_metrics(refs, preds):
     from pycocoevalcap.bleu.bleu import Bleu
     from pycocoevalcap.cider.cider import Cider
@@ -42,28 +50,28 @@ def bench_python_metrics(refs, preds):
     from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
 
     gts_raw, res_raw = _pycoco_inputs(refs, preds)
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     gts = PTBTokenizer().tokenize(gts_raw)
     res = PTBTokenizer().tokenize(res_raw)
     t_tok = time.perf_counter() - t0
     bleu, _ = Bleu(4).compute_score(gts, res, verbose=0)
     rouge, _ = Rouge().compute_score(gts, res)
     cider, _ = Cider().compute_score(gts, res)
-    t_ref = time.perf_counter() - t0
+    t_ref, c_ref = time.perf_counter() - t0, _cpu_s() - c0
     ref_scores = list(bleu) + [rouge, cider]
 
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     data = load_captions(preds, refs)
     tokenized = tokenize_data(data)
     t_tok_v = time.perf_counter() - t0
     tables = score_items(data, ["bleu", "rouge", "cider"], tokenized=tokenized)
-    t_vl = time.perf_counter() - t0
+    t_vl, c_vl = time.perf_counter() - t0, _cpu_s() - c0
     ours = tables["bleu"].estimates + tables["rouge"].estimates + tables["cider"].estimates
     err = float(np.max(np.abs(np.array(ours) - np.array(ref_scores))))
     if err > 1e-9:
         raise SystemExit(f"numbers differ from pycocoevalcap by {err:.3g}: not a valid benchmark")
-    return {"pycocoevalcap_s": t_ref, "pycocoevalcap_tokenize_s": t_tok,
-            "vlgap_s": t_vl, "vlgap_tokenize_s": t_tok_v, "max_abs_diff": err,
+    return {"pycocoevalcap_s": t_ref, "pycocoevalcap_tokenize_s": t_tok, "pycocoevalcap_cpu_s": c_ref,
+            "vlgap_s": t_vl, "vlgap_tokenize_s": t_tok_v, "vlgap_cpu_s": c_vl, "max_abs_diff": err,
             "scores": dict(zip(["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "ROUGE-L", "CIDEr"], ours)),
             "data": data, "tokenized": tokenized, "pycoco_tokens": (gts, res)}
 
@@ -110,6 +118,9 @@ def main() -> None:
               f"vlgap {run['vlgap_s']:.2f} s -> {ratio:.1f}x faster (tokenize alone: {run['pycocoevalcap_tokenize_s']:.2f} s vs "
               f"{run['vlgap_tokenize_s']:.2f} s); "
               f"max |diff| {run['max_abs_diff']:.1e}; CIDEr {run['scores']['CIDEr']:.4f}, BLEU-4 {run['scores']['BLEU-4']:.4f}")
+        print(f"[{name}]   CPU time (Java included): pycocoevalcap {run['pycocoevalcap_cpu_s']:.2f} s, "
+              f"vlgap {run['vlgap_cpu_s']:.2f} s -> {run['pycocoevalcap_cpu_s'] / run['vlgap_cpu_s']:.1f}x; "
+              f"load average at the end {os.getloadavg()[0]:.1f}")
         if not args.no_meteor:
             m = bench_meteor(run)
             print(f"[{name}] METEOR (same jar): pycocoevalcap {m['pycocoevalcap_s']:.2f} s, vlgap cold {m['vlgap_cold_s']:.2f} s "

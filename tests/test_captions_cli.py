@@ -79,7 +79,7 @@ def test_api_old_keyword_spellings_name_the_new_ones():
     from vlgap.errors import VlgapError
 
     preds, refs = {"1": "a dog runs"}, {"1": ["a dog is running"]}
-    with pytest.raises(VlgapError, match="bootstrap= is now n_bootstrap="):
+    with pytest.raises(VlgapError, match="'bootstrap' is now n_bootstrap"):
         caption_eval(preds, refs, ["bleu"], bootstrap=10)
-    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+    with pytest.raises(VlgapError, match="'permutations' is now n_permutations"):
         compare_captions(preds, preds, refs, ["bleu"], permutations=10)

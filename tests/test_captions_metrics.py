@@ -130,6 +130,52 @@ def test_rouge_uses_best_precision_and_best_recall_separately():
     assert rouge_l("", ["a"]) == 0.0
 
 
+def test_sort_based_distinct_and_group_max_equal_numpy_references():
+    from vlgap.captions.ngrams import distinct, group_max
+
+    rng = np.random.default_rng(3)
+    for size, high in [(0, 5), (1, 5), (1000, 20), (5000, 10 ** 12)]:
+        keys = rng.integers(0, high, size).astype(np.int64)
+        values = rng.integers(0, 7, size).astype(np.int64)
+        u, c = np.unique(keys, return_counts=True)
+        got_u, got_c = distinct(keys, counts=True)
+        assert np.array_equal(got_u, u) and np.array_equal(got_c, c)
+        assert np.array_equal(distinct(keys), u)
+        k, v = group_max(keys, values)  # high = 10**12: key * 8 still fits, one sort
+        assert np.array_equal(k, u)
+        assert np.array_equal(v, [values[keys == x].max() for x in u])
+    # keys too large to pack with the value: the lexsort path
+    keys = np.array([2 ** 61, 5, 2 ** 61, 5, 7], dtype=np.int64)
+    k, v = group_max(keys, np.array([1, 9, 4, 2, 0], dtype=np.int64))
+    assert k.tolist() == [5, 7, 2 ** 61] and v.tolist() == [9, 0, 4]
+
+
+def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
+    from vlgap.captions import ngrams
+
+    rng = random.Random(4)
+    docs = [" ".join(rng.choice("a b c d e f g h".split()) for _ in range(rng.randint(0, 12))) for _ in range(300)]
+    fast = ngrams.index_ngrams(docs, 4)
+    monkeypatch.setattr(ngrams, "_RADIX", 4)  # more documents and words than a "16-bit" radix sort takes
+    slow = ngrams.index_ngrams(docs, 4)
+    for a, b in zip(fast.orders, slow.orders):
+        assert a.n_grams == b.n_grams
+        for name in ("doc", "gram", "count"):
+            assert np.array_equal(getattr(a, name), getattr(b, name))
+    assert [fast.gram_tuples(k) for k in range(1, 5)] == [slow.gram_tuples(k) for k in range(1, 5)]
+    # against plain counting
+    for k in range(1, 5):
+        c = fast.orders[k - 1]
+        names = fast.gram_tuples(k)
+        got = {(int(d), names[int(g)]): int(n) for d, g, n in zip(c.doc, c.gram, c.count)}
+        want = {}
+        for d, doc in enumerate(docs):
+            toks = doc.split()
+            for i in range(len(toks) - k + 1):
+                want[(d, tuple(toks[i:i + k]))] = want.get((d, tuple(toks[i:i + k])), 0) + 1
+        assert got == want
+
+
 def test_bleu_by_hand():
     # hypothesis 4 tokens; references of 3 and 5 tokens: both 1 away, the shorter (3) is chosen
     stats = bleu_statistics(["the cat sat down"], [["the cat sat", "a cat sat on mat"]])

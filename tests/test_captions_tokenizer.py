@@ -7,13 +7,14 @@ strings, tokenised once per session.
 from __future__ import annotations
 
 import json
+import random
 import shutil
 import sys
 from pathlib import Path
 
 import pytest
 
-from vlgap.captions import ptb_tokenize as ptb
+from vlgap.captions import _ptb_rules, ptb_tokenize as ptb
 from vlgap.captions.ptb_tokenize import lex, ptb_tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "captions"
@@ -171,7 +172,7 @@ def _full_scan(text: str) -> list[str]:
     out, pos = [], 0
     while pos < len(text):
         best_len, best_rule, best_body = 0, None, 0
-        for rule in ptb._rules():
+        for rule in _ptb_rules.rules():
             mt = rule.pattern.match(text, pos)
             if mt is not None and mt.end() - pos > best_len:
                 best_len, best_rule, best_body = mt.end() - pos, rule, mt.end("b") - pos
@@ -184,9 +185,9 @@ def _full_scan(text: str) -> list[str]:
 
 def test_greedy_rules_give_the_longest_match():
     """Rules matched without POSIX mode must still give the leftmost-longest match."""
-    rules = [r for r in ptb._rules() if r.greedy_is_longest and not r.fixed]
-    assert {r.name for r in rules} == set(ptb._GREEDY_IS_LONGEST)
-    for line in make_fuzz_lines(300, seed=5):
+    rules = [r for r in _ptb_rules.rules() if r.greedy_is_longest and not r.fixed]
+    assert {r.name for r in rules} == set(_ptb_rules.GREEDY_IS_LONGEST)
+    for line in make_fuzz_lines(300, seed=5) + make_boundary_lines(200, seed=5):
         text = ptb._to_utf16_units(line)
         for pos in range(len(text)):
             for rule in rules:
@@ -234,3 +235,104 @@ def test_live_fuzz_tokens_identical(jar_tokens):
     ours = ptb_tokenize(fuzz)
     mismatches = [(fuzz[i], fz[i][0], ours[i]) for i in range(len(fuzz)) if fz[i][0] != ours[i]]
     assert not mismatches, mismatches[:3]
+
+
+# -- the chunk path (memoised per-chunk outputs) against the whole-line scan ------------------------
+
+# pieces that make matches cross blanks (fractions, phone numbers, spaced ellipses, abbreviations
+# before sentence starters, SGML with attributes) or that need the blank run before them
+BOUNDARY_PIECES = [
+    "3", "1/2", "12", "34", "567", "1234", "(555)", "123-4567", "555", "+1", "++44", "5", "1990", "0",
+    ".", ". .", "..", "...", ".\xa0.", "No.", "no.", "Fig.", "U.S.", "U.S", "I.", "A.", "a.", "The", "It",
+    "She", "Mr.", "etc.", "p.m.", "Inc.", "Jan.", "e.g.", "vs.", "<a", 'href="x">', "<b>", "</b>", "<!x",
+    "y>", "&lt;", "a", "dog", "dog's", "isn't", "gonna", "cannot", '"', "'", "''", "`", "(", ")", "-",
+    "--", ":)", ";-)", "2nd", "\xbd", "\u03a3\u039f\u03a3", "\U0001f600", "\xa0", "\u2000", "\u3000",
+    "\xad", "x@y.com", "www.x.com", "photo.jpg", "c++", "#tag", "@u", "$5", "US$", "\xa3", "\u2014",
+    "\u2026", "'s", "n't", "'90s", "1-2", "1/2/2003", "\u0663", "\u0663/\u0664", "Ph.D.", "\x85", "=)",
+]
+BOUNDARY_SEPARATORS = [" "] * 6 + ["  ", "\t", " \xa0", "\xa0 ", "\xa0", "\u2000", "", " \u3000 ", " . ", "\t\t"]
+
+
+def make_boundary_lines(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        pieces = [rng.choice(BOUNDARY_PIECES) for _ in range(rng.randint(0, 10))]
+        seps = [rng.choice(BOUNDARY_SEPARATORS) for _ in range(len(pieces) + 1)]
+        line = "".join(s + p for s, p in zip(seps, pieces))
+        out.append(line + (seps[-1] if rng.random() < 0.2 else ""))
+    return out
+
+
+def _whole_line_reference(captions: list[str]) -> list[str]:
+    lines = [ptb._clean(c) for c in captions]
+    return [ptb._tokenize_line_plain(line, ctx) for line, ctx in zip(lines, ptb._following_text(lines))]
+
+
+def _assert_chunk_path_agrees(captions: list[str]) -> None:
+    expected = _whole_line_reference(captions)
+    ptb._clear_memos()
+    cold = ptb_tokenize(captions)   # every memo entry computed here
+    warm = ptb_tokenize(captions)   # every chunk read from the memos
+    bad = [(c, e, g) for c, e, g in zip(captions, expected, cold) if e != g]
+    assert not bad, bad[:3]
+    assert warm == expected
+
+
+def test_chunk_path_agrees_with_whole_line_scan_on_corpus():
+    refs, preds = make_corpus(2000, 5, seed=0)
+    keys = list(refs)
+    _assert_chunk_path_agrees([c for k in keys for c in refs[k]])
+    _assert_chunk_path_agrees([preds[k] for k in keys])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_chunk_path_agrees_with_whole_line_scan_on_random_boundaries(seed):
+    """Property test (fixed seeds): random lines built to make matches cross blanks, and the same
+    lines in another order (every chunk then meets other followers and other next lines)."""
+    lines = make_boundary_lines(1500, seed)
+    _assert_chunk_path_agrees(lines)
+    random.Random(seed).shuffle(lines)
+    _assert_chunk_path_agrees(lines)
+    _assert_chunk_path_agrees(make_fuzz_lines(1000, seed=100 + seed))
+
+
+def test_chunk_entries_mark_what_crosses_a_blank():
+    ptb._clear_memos()
+    assert ptb._chunk_entry("dog", " ") == "dog"
+    assert ptb._chunk_entry("\xa0dog's", " ") == "dog 's"          # after a blank: the run takes \xa0
+    assert ptb._chunk_entry("No.", " ") is False                   # "No. 5" reads on
+    assert ptb._chunk_entry("surfboard.", "\n") == "surfboard"     # no abbreviation: the line end is enough
+    assert ptb._chunk_entry("Inc.", "\n") is False                 # "Inc.\nThe" reads the next line
+    assert ptb._chunk_entry("<a", " ") is False                    # SGML attributes follow blanks
+    three = ptb._chunk_entry("3", " ")                             # "3 1/2": only if a digit follows
+    assert isinstance(three, tuple) and three[0] == "3" and "1" in three[1] and "a" not in three[1]
+    dot = ptb._chunk_entry("dog.", " ")                            # "dog. . .": only if a period follows
+    assert isinstance(dot, tuple) and dot[0] == "dog" and "." in dot[1]
+    assert ptb_tokenize(["a 3 1/2 b", "a 3 b", "dog. . . x", "dog. x"]) == ["a 3\xa01/2 b", "a 3 b", "dog x", "dog x"]
+    assert not ptb._can_pair("(555)", "123")                       # "(555) 123 4567" crosses two blanks
+    assert ptb._can_pair("No.", "5")
+
+
+@pytest.mark.java
+@needs_java
+def test_live_boundary_tokens_identical():
+    pytest.importorskip("pycocoevalcap")
+    from pycocoevalcap.tokenizer.ptbtokenizer import PTBTokenizer
+
+    lines = [line for line in make_boundary_lines(3000, seed=7) if line.strip()]
+    jar = PTBTokenizer().tokenize({i: [{"caption": c}] for i, c in enumerate(lines)})
+    ptb._clear_memos()
+    ours = ptb_tokenize(lines)
+    mismatches = [(lines[i], jar[i][0], ours[i]) for i in range(len(lines)) if jar[i][0] != ours[i]]
+    assert not mismatches, mismatches[:3]
+
+
+def test_first_character_tables_equal_the_parsed_tests():
+    """A rule's bisection table of first characters says what a scan of its parsed tests says."""
+    from re import _parser as sre_parse
+
+    chars = [chr(c) for c in range(0, 0x10000, 41)] + list("aZ09.,;:!?()[]{}<>\"'`-_/\\@#$%^&*+=~|\xa0\xad\x85")
+    for rule in _ptb_rules.rules():
+        tests = _ptb_rules._first_chars(sre_parse.parse(rule.source))
+        assert [ch in rule.first for ch in chars] == [_ptb_rules._starts(tests, ch) for ch in chars], rule.name

@@ -168,3 +168,16 @@ def test_align_reads_npy_and_platonic_pt_with_preset(tmp_path, files):
     out = runner.invoke(app, ["align", str(tmp_path / "x.pt"), str(tmp_path / "y.pt"), "--k", "5",
                               "--preset", "platonic-rep"])
     assert out.exit_code == 0 and "preset platonic-rep" in out.stdout
+
+
+def test_count_list_options_one_rule():
+    from vlgap.cli.options import int_list, one_int
+
+    assert int_list("1, 2,4,8", "--n-frames") == [1, 2, 4, 8] and int_list("8", "--n-frames") == [8]
+    assert one_int("8", "--n-frames") == 8
+    with pytest.raises(VlgapError, match="--n-frames '1,2': this command runs at one value"):
+        one_int("1,2", "--n-frames")
+    with pytest.raises(VlgapError, match="positive"):
+        int_list("0,2", "--n-captions")
+    with pytest.raises(VlgapError, match="comma-separated"):
+        int_list("a", "--n-captions")

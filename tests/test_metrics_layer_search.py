@@ -226,7 +226,7 @@ def test_preset_errors_and_precomputed_sides():
 
 def test_old_keyword_spellings_name_the_new_ones():
     xs, ys = layers(7)
-    with pytest.raises(VlgapError, match="bootstrap= is now n_bootstrap="):
+    with pytest.raises(VlgapError, match="'bootstrap' is now n_bootstrap"):
         layer_search(xs, ys, bootstrap=10)
-    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+    with pytest.raises(VlgapError, match="'permutations' is now n_permutations"):
         align(xs[0], ys[0], permutations=10)

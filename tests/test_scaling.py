@@ -120,5 +120,5 @@ def test_read_grid_csv(tmp_path):
 
 
 def test_old_bootstrap_keyword_names_the_new_one():
-    with pytest.raises(VlgapError, match="bootstrap= is now bootstrap_method="):
+    with pytest.raises(VlgapError, match="'bootstrap' is now bootstrap_method"):
         fit_scaling(grid(), n_bootstrap=0, bootstrap="case")

@@ -101,8 +101,8 @@ def test_bad_tables_name_the_item():
 
 def test_old_keyword_spellings_name_the_new_ones():
     rows = [{"item": i, "system": s, "score": i} for i in range(3) for s in "xy"]
-    with pytest.raises(VlgapError, match="n_resamples= is now n_bootstrap="):
+    with pytest.raises(VlgapError, match="'n_resamples' is now n_bootstrap"):
         compare(rows, n_resamples=100)
-    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+    with pytest.raises(VlgapError, match="'permutations' is now n_permutations"):
         compare(rows, permutations=100)
     assert compare(rows, n_bootstrap=20, n_permutations=20)["n_bootstrap"] == 20

@@ -284,7 +284,7 @@ def test_minilm_embeds_captions():
 
 def test_old_keyword_spellings_name_the_new_ones():
     a, b = np.zeros((5, 2)), np.ones((5, 2))
-    with pytest.raises(VlgapError, match="permutations= is now n_permutations="):
+    with pytest.raises(VlgapError, match="'permutations' is now n_permutations"):
         gap(a, b, kernel="rbf", permutations=1000, bootstrap=1000)
-    with pytest.raises(VlgapError, match="bootstrap= is now n_bootstrap="):
+    with pytest.raises(VlgapError, match="'bootstrap' is now n_bootstrap"):
         gap(a, b, bootstrap=1000)

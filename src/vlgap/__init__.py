@@ -26,6 +26,7 @@ _API = {
     "import_msvd": "vlgap.data.importers:import_msvd",
     "extract": "vlgap.features.extract:extract",
     "load_features": "vlgap.features.extract:load_features",
+    "pool_frames": "vlgap.features.temporal_pooling:pool_frames",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
     "list_encoders": "vlgap.encoders.registry:list_encoders",
     "generate_shapes": "vlgap.data.shapes:generate_shapes",

@@ -10,8 +10,10 @@ log grid of (alpha, beta) with bounded linear least squares at each point (varia
 the best few are refined jointly with scipy.optimize.least_squares (trust-region, bounds
 C >= 0 and 1e-3 <= exponents <= 10).
 
-Identifiability: with exponents free, the frame term needs 3 distinct n_f and the caption term
-3 distinct n_c (a 3 x 3 grid, 9 cells, 4 residual degrees of freedom, is the smallest grid that
+Identifiability: every fit says which parameters the grid does not pin down (`identification`:
+an estimate at a bound, a bootstrap interval reaching a bound, an exponent whose term is zero or
+confounded), and the report and CLI print those as "not identified". With exponents free, the
+frame term needs 3 distinct n_f and the caption term 3 distinct n_c (a 3 x 3 grid, 9 cells, 4 residual degrees of freedom, is the smallest grid that
 identifies all five parameters); the held-out check needs one more value of each (4 x 4).
 """
 from __future__ import annotations
@@ -30,6 +32,12 @@ from vlgap.keywords import renamed_keywords
 
 PARAM_NAMES = ("S_inf", "C_f", "C_c", "alpha", "beta")
 EXPONENT_BOUNDS = (1e-3, 10.0)
+#: allowed range of each parameter of the law (the fit is bounded there)
+PARAM_BOUNDS = {"S_inf": (-math.inf, math.inf), "C_f": (0.0, math.inf), "C_c": (0.0, math.inf),
+                "alpha": EXPONENT_BOUNDS, "beta": EXPONENT_BOUNDS}
+#: a value within this fraction of a nonzero bound is "at" it (1e-6 of the score range for a zero bound)
+BOUND_RTOL = 0.01
+HELDOUT_TOO_FEW = "too few cells below the largest n_f, n_c to hold out"
 MIN_DISTINCT = 3
 MIN_CELLS = 6
 _START_GRID = np.geomspace(0.05, 5.0, 12)
@@ -246,6 +254,67 @@ def _information(rss: float, n: int, p: int) -> dict[str, float]:
     return {"aic": aic, "aicc": aicc, "bic": bic}
 
 
+def _near(value: float, bound: float, atol: float) -> bool:
+    if not math.isfinite(bound) or not math.isfinite(value):
+        return False
+    return abs(value - bound) <= (BOUND_RTOL * abs(bound) if bound != 0 else atol)
+
+
+def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]] | None = None,
+                   score_range: float = 1.0) -> dict[str, dict[str, Any]]:
+    """Which fitted parameters the grid pins down. A parameter is *not identified* when
+
+    1. its estimate is at a bound of its allowed range (`PARAM_BOUNDS`; "at" = within `BOUND_RTOL`
+       = 1 % of a nonzero bound, or within 1e-6 x the score range of a zero bound): the optimum lies
+       outside what the law allows, so the number printed is the bound, not an estimate;
+    2. its bootstrap interval reaches a bound (same tolerance): the data do not exclude the bound,
+       so one end of the interval is set by the fit's limits, not by the data (for C_f, C_c: the
+       term may be absent);
+    3. it has no effect: an exponent whose coefficient C is at 0 (n^-alpha multiplies nothing); or
+       it is confounded: when an exponent sits at its lower bound the term is ~C (1 - alpha log n),
+       so S_inf and that C trade off and only their difference is determined (S_inf also when only
+       the exponent's interval reaches its lower bound: then it does so in part of the refits).
+
+    Returns {name: {"identified", "at_bound" ("lower" | "upper" | None), "bounds" ([lo, hi], None
+    for no bound), "why" (None when identified)}}.
+    """
+    atol = 1e-6 * (score_range if score_range > 0 else 1.0)
+    ci = param_ci or {}
+    out: dict[str, dict[str, Any]] = {}
+    for name in PARAM_NAMES:
+        lo, hi = PARAM_BOUNDS[name]
+        v = params[name]
+        at = "lower" if _near(v, lo, atol) else "upper" if _near(v, hi, atol) else None
+        why = None
+        if at:
+            why = f"at its {at} bound {lo if at == 'lower' else hi:g}"
+            if name in ("C_f", "C_c") and at == "lower":
+                why += ": the score does not improve with this budget on this grid"
+        else:
+            c = [float(x) for x in (ci.get(name) or []) if x is not None and math.isfinite(float(x))]
+            if len(c) == 2:
+                reach = [b for b in (lo, hi) if any(_near(x, b, atol) for x in c)]
+                if len(reach) == 2:
+                    why = f"its interval spans the whole allowed range [{lo:g}, {hi:g}]"
+                elif reach:
+                    why = f"its interval reaches the bound {reach[0]:g}"
+        out[name] = {"identified": why is None, "at_bound": at,
+                     "bounds": [b if math.isfinite(b) else None for b in (lo, hi)], "why": why}
+    for ex, coef in (("alpha", "C_f"), ("beta", "C_c")):
+        ex_ci = [float(x) for x in (ci.get(ex) or []) if x is not None and math.isfinite(float(x))]
+        if out[coef]["at_bound"] == "lower":  # the term is absent: its exponent is arbitrary
+            out[ex].update(identified=False, why=f"no effect: {coef} = 0")
+        elif out[ex]["at_bound"] == "lower":
+            for name in ("S_inf", coef):
+                if out[name]["identified"]:
+                    out[name].update(identified=False,
+                                     why=f"confounded: with {ex} at its lower bound only S_inf - {coef} is determined")
+        if ex_ci and _near(min(ex_ci), EXPONENT_BOUNDS[0], atol) and out["S_inf"]["identified"]:
+            out["S_inf"].update(identified=False, why=f"confounded with {coef} in part of the bootstrap refits "
+                                                      f"({ex}'s interval reaches its lower bound)")
+    return out
+
+
 @dataclass
 class ScalingFit:
     """Fitted law with intervals, held-out check and model comparison (see `to_dict`)."""
@@ -261,6 +330,7 @@ class ScalingFit:
     bootstrap: dict[str, Any]
     weighted: bool
     warnings: list[str] = field(default_factory=list)
+    identification: dict[str, dict[str, Any]] = field(default_factory=dict)
     n_f_values: list[float] = field(default_factory=list)
     n_c_values: list[float] = field(default_factory=list)
     param_samples: np.ndarray | None = field(default=None, repr=False)
@@ -280,11 +350,18 @@ class ScalingFit:
         a = (1 - c) / 2
         return np.quantile(preds, a, axis=0), np.quantile(preds, 1 - a, axis=0)
 
+    @property
+    def not_identified(self) -> list[str]:
+        """Names of the parameters the grid does not pin down (see `identification`)."""
+        return [k for k, v in self.identification.items() if not v["identified"]]
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "model": self.formula,
             "params": self.params,
             "param_ci": self.param_ci,
+            "identification": self.identification,
+            "not_identified": self.not_identified,
             "r2": self.r2,
             "rmse": self.rmse,
             "n_cells": self.n_cells,
@@ -306,10 +383,13 @@ class ScalingFit:
 def _heldout(model: _Model, nf, nc, y, sw) -> dict[str, Any]:
     test = (nf == nf.max()) | (nc == nc.max())
     train = ~test
-    if len(np.unique(nf[train])) < MIN_DISTINCT or len(np.unique(nc[train])) < MIN_DISTINCT \
-            or train.sum() < max(MIN_CELLS, model.n_params + 1):
-        return {"skipped": "needs >= 4 distinct n_f and >= 4 distinct n_c (4 x 4 grid) so that the cells "
-                           "below the largest budgets still identify the law"}
+    d_f, d_c, cells = len(np.unique(nf[train])), len(np.unique(nc[train])), int(train.sum())
+    need_cells = max(MIN_CELLS, model.n_params + 1)
+    if d_f < MIN_DISTINCT or d_c < MIN_DISTINCT or cells < need_cells:
+        return {"skipped": f"{HELDOUT_TOO_FEW}: the cells with n_f < {nf.max():g} and n_c < {nc.max():g} hold "
+                           f"{d_f} distinct n_f, {d_c} distinct n_c, {cells} cells; the law needs >= {MIN_DISTINCT}, "
+                           f">= {MIN_DISTINCT} and >= {need_cells} (a 4 x 4 grid)",
+                "reason": HELDOUT_TOO_FEW}
     params, _ = _fit_model(model, nf[train], nc[train], y[train], sw[train])
     pred = model.predict(params, nf[test], nc[test])
     err = np.abs(pred - y[test])
@@ -325,7 +405,8 @@ def _heldout(model: _Model, nf, nc, y, sw) -> dict[str, Any]:
     }
 
 
-def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int | None):
+def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int | None,
+               progress: Callable[[int, int], None] | None = None):
     """Parameter samples by residual bootstrap (refit on fitted + resampled residuals) or case
     bootstrap (refit on cells drawn with replacement). Returns (samples, n_failed)."""
     rng = np.random.default_rng([0x5CA1E, 0 if seed is None else int(seed)])
@@ -335,7 +416,9 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
     std_res = (y - fitted) * sw
     std_res = (std_res - std_res.mean()) * math.sqrt(n / max(1, n - SATURATING.n_params))
     samples, failed = [], 0
-    for _ in range(n_resamples):
+    for i in range(n_resamples):
+        if progress is not None:
+            progress(i, n_resamples)
         if method == "residual":
             yb = fitted + rng.choice(std_res, size=n, replace=True) / sw
             nfb, ncb, swb = nf, nc, sw
@@ -353,6 +436,8 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
             failed += 1
             continue
         samples.append(pb)
+    if progress is not None:
+        progress(n_resamples, n_resamples)
     return np.array(samples).reshape(-1, SATURATING.n_params), failed
 
 
@@ -365,6 +450,7 @@ def fit_scaling(
     confidence: float = 0.95,
     use_intervals: bool = True,
     seed: int | None = 0,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ScalingFit:
     """Fit score(n_f, n_c) = S_inf - (C_f n_f^-alpha + C_c n_c^-beta) to a grid of cells.
 
@@ -372,6 +458,13 @@ def fit_scaling(
     score_lo, score_hi: each cell's interval at `confidence`; with `use_intervals` the fit is then
     weighted by 1/sigma^2). n_bootstrap: parameter intervals from `bootstrap_method` = "residual"
     (default; resample the fit's residuals) or "case" (resample cells). Reproducible by `seed`.
+    progress: called as progress(refits done, n_bootstrap) during the bootstrap (it prints nothing
+    itself; `vlgap.progress.counter` turns it into a bar).
+
+    The result flags each parameter the grid does not pin down (`ScalingFit.identification`,
+    `.not_identified`; rules in `identification`): e.g. beta at its upper bound 10 when the score
+    jumps from n_c = 1 to 2 and stays flat. `heldout` holds the held-out cells and errors, or
+    "skipped" with the reason when the grid is too small to hold cells out (below 4 x 4).
     """
     if not 0 < confidence < 1:
         raise VlgapError(f"confidence={confidence!r}: must be in (0, 1), e.g. 0.95")
@@ -388,30 +481,28 @@ def fit_scaling(
     params, rss = _fit_model(SATURATING, nf, nc, y, sw)
     pred = SATURATING.predict(params, nf, nc)
     n = y.size
-    warnings = []
-    for name, value, (lo, hi) in zip(("alpha", "beta"), params[3:], [EXPONENT_BOUNDS] * 2):
-        if value <= lo * 1.01 or value >= hi * 0.99:
-            warnings.append(f"{name} = {value:.3g} is at its bound [{lo:g}, {hi:g}]: the law does not pin it down")
-    for name, value in zip(("C_f", "C_c"), params[1:3]):
-        if value <= 1e-12:
-            warnings.append(f"{name} = 0: the score does not improve with this budget on this grid")
 
     samples = np.empty((0, SATURATING.n_params))
     failed = 0
     if n_bootstrap:
-        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap_method, int(n_bootstrap), seed)
+        samples, failed = _bootstrap(nf, nc, y, sw, params, bootstrap_method, int(n_bootstrap), seed, progress)
     a = (1 - confidence) / 2
     param_ci = ({k: [float(v) for v in np.quantile(samples[:, i], [a, 1 - a])] for i, k in enumerate(PARAM_NAMES)}
                 if len(samples) else {k: [float("nan"), float("nan")] for k in PARAM_NAMES})
+    named = dict(zip(PARAM_NAMES, map(float, params)))
+    ident = identification(named, param_ci if len(samples) else None, float(np.ptp(y)))
+    warnings = [f"{k} = {(0.0 if v['at_bound'] == 'lower' and k in ('C_f', 'C_c') else named[k]):.3g} is not "
+                f"identified: {v['why']}" for k, v in ident.items() if not v["identified"]]
 
     alternatives: dict[str, dict[str, Any]] = {}
+    helds: dict[str, dict[str, Any]] = {}
     for model in MODELS:
         if model is SATURATING:
             p_m, rss_m, pred_m = params, rss, pred
         else:
             p_m, rss_m = _fit_model(model, nf, nc, y, sw)
             pred_m = model.predict(p_m, nf, nc)
-        held = _heldout(model, nf, nc, y, sw)
+        held = helds[model.name] = _heldout(model, nf, nc, y, sw)
         alternatives[model.name] = {
             "formula": model.formula,
             "params": dict(zip(model.param_names, map(float, p_m))),
@@ -421,24 +512,26 @@ def fit_scaling(
             **_information(rss_m, n, model.n_params),
             "heldout_mean_abs_error": held.get("mean_abs_error"),
             "heldout_max_abs_error": held.get("max_abs_error"),
+            "heldout_skipped": held.get("reason"),   # why there is no held-out error, when there is none
         }
     best_by = {crit: min(alternatives, key=lambda m: alternatives[m][crit]) for crit in ("aic", "aicc", "bic")}
     if all(alternatives[m]["heldout_mean_abs_error"] is not None for m in alternatives):
         best_by["heldout"] = min(alternatives, key=lambda m: alternatives[m]["heldout_mean_abs_error"])
 
     return ScalingFit(
-        params=dict(zip(PARAM_NAMES, map(float, params))),
+        params=named,
         param_ci=param_ci,
         r2=_r2(y, pred),
         rmse=float(np.sqrt(np.mean((y - pred) ** 2))),
         n_cells=n,
-        heldout=_heldout(SATURATING, nf, nc, y, sw),
+        heldout=helds[SATURATING.name],
         alternatives=alternatives,
         best_by=best_by,
         bootstrap={"method": bootstrap_method, "n_resamples": int(n_bootstrap), "n_failed": failed,
                    "confidence": confidence, "seed": seed},
         weighted=sigma is not None,
         warnings=warnings,
+        identification=ident,
         n_f_values=sorted(map(float, np.unique(nf))),
         n_c_values=sorted(map(float, np.unique(nc))),
         param_samples=samples,

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, index_ngrams, lookup, reference_layout
+from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, lookup, reference_layout
 from vlgap.captions.io import coco_pairs
 from vlgap.errors import VlgapError
 
@@ -53,7 +53,7 @@ def _df_of_order(index: NgramIndex, k: int, item_of_doc: np.ndarray) -> np.ndarr
     """Number of distinct items holding each gram id of order k (over the documents given)."""
     c = index.orders[k - 1]
     g = max(1, c.n_grams)
-    pairs = np.unique(item_of_doc[c.doc] * g + c.gram)
+    pairs = distinct(item_of_doc[c.doc] * g + c.gram)
     return np.bincount(pairs % g, minlength=c.n_grams).astype(float)
 
 
@@ -84,7 +84,7 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
         c = index.orders[k - 1]
         if df is None:
             is_ref_doc = c.doc < n_refs
-            dfk = np.bincount(np.unique(item_of_ref[c.doc[is_ref_doc]] * max(1, c.n_grams) + c.gram[is_ref_doc])
+            dfk = np.bincount(distinct(item_of_ref[c.doc[is_ref_doc]] * max(1, c.n_grams) + c.gram[is_ref_doc])
                               % max(1, c.n_grams), minlength=c.n_grams).astype(float)
         else:
             dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)

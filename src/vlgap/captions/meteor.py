@@ -155,13 +155,20 @@ class MeteorJar:
 
     def _exchange(self, lines: list[str], n_answers: int) -> list[str]:
         """Send lines (in a writer thread, so a full pipe cannot deadlock us) and read answers."""
-        if not self._alive():
+        fresh = not self._alive()
+        if fresh:
             self._start()
         payload = "".join(line + "\n" for line in lines).encode("utf-8")
         errors: list = []
         writer = threading.Thread(target=self._write_all, args=(payload, errors), daemon=True)
         writer.start()
-        answers = [self._read() for _ in range(n_answers)]
+        answers = []
+        if fresh:  # the JVM loads its paraphrase tables before the first answer: 5-30 s of silence
+            from vlgap.progress import step
+
+            with step("starting METEOR 1.5 (Java, loads its paraphrase tables once per process)"):
+                answers.append(self._read())
+        answers += [self._read() for _ in range(n_answers - len(answers))]
         writer.join(timeout=self.timeout)
         return answers
 

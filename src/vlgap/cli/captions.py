@@ -10,11 +10,9 @@ from vlgap.cli._app import app  # noqa: F401
 
 
 def _fmt(x, digits: int = 4) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return str(x)
+    from vlgap.formatting import interval, number  # one number format for every summary
+
+    return interval(x, digits) if isinstance(x, (list, tuple)) else number(x, digits)
 
 
 @app.command("caption-eval")

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import TEMPORAL_POOLING_HELP
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -63,6 +64,7 @@ def extract_cmd(
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
     pooling: Optional[str] = typer.Option(None, help="text: mean (default) | last; vision ViTs: mean | cls"),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
     skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary)"),
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
@@ -77,7 +79,7 @@ def extract_cmd(
         n_frames=_int_list(n_frames, "--n-frames") if n_frames else None,
         n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
-        shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
+        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)

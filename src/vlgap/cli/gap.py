@@ -14,13 +14,9 @@ KERNELS = ("rbf", "linear", "poly", "cmmd")
 
 
 def _fmt(x, digits: int = 4) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, (list, tuple)):
-        return "[" + ", ".join(_fmt(v, digits) for v in x) + "]"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return str(x)
+    from vlgap.formatting import interval, number  # one number format for every summary
+
+    return interval(x, digits) if isinstance(x, (list, tuple)) else number(x, digits)
 
 
 @app.command("gap")

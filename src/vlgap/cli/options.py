@@ -6,6 +6,8 @@ Rules (the CLI's vocabulary):
   joined per item (n_c), always a comma list of integers; a single number is a list of one.
   Commands that run at one value accept a list of exactly one.
 - `--preset platonic-rep`: platonic-rep's feature preparation (vlgap.metrics.layer_search.PRESETS).
+- `--temporal-pooling MODE`: how an image encoder's per-frame embeddings become one video vector
+  (vlgap.features.temporal_pooling): mean (default) | segments:S | meandiff.
 """
 from __future__ import annotations
 
@@ -13,13 +15,16 @@ from vlgap.errors import VlgapError
 
 
 def int_list(text: str, name: str) -> list[int]:
-    """"1,2,4,8" -> [1, 2, 4, 8]; a one-line error naming the flag otherwise."""
+    """"1,2,4,8" -> [1, 2, 4, 8] (positive integers); a one-line error naming the flag otherwise."""
     try:
         vals = [int(x) for x in str(text).replace(" ", "").split(",") if x]
     except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
+        raise VlgapError(f"{name} must be a comma-separated list of positive integers, e.g. 1,2,4,8; "
+                         f"got {text!r}") from None
     if not vals:
         raise VlgapError(f"{name} is empty")
+    if min(vals) < 1:
+        raise VlgapError(f"{name} {text!r}: every value must be a positive integer")
     return vals
 
 
@@ -29,3 +34,7 @@ def one_int(text: str, name: str) -> int:
     if len(vals) != 1:
         raise VlgapError(f"{name} {text!r}: this command runs at one value; give one number, e.g. {vals[0]}")
     return vals[0]
+
+
+TEMPORAL_POOLING_HELP = ("image encoders on video: mean (default, order-blind) | segments:S (S contiguous "
+                         "segments of the sampled frames, each averaged, concatenated) | meandiff (mean, last - first)")

@@ -13,14 +13,6 @@ from vlgap.cli._app import app
 console = Console()
 
 
-def _num(x, digits: int = 4) -> str:
-    if x is None:
-        return "-"
-    if isinstance(x, float):
-        return f"{x:.{digits}g}"
-    return str(x)
-
-
 # ------------------------------------------------------------------------------------------------
 # align
 # ------------------------------------------------------------------------------------------------
@@ -119,8 +111,11 @@ def fit_scaling_cmd(
     from vlgap.io_utils import to_json
     from vlgap.scaling import fit_scaling, read_grid_csv
 
-    fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
-                      use_intervals=use_intervals, seed=seed)
+    from vlgap.progress import counter
+
+    with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:
+        fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
+                          use_intervals=use_intervals, seed=seed, progress=lambda done, total: report(done))
     if as_json:
         print(to_json(fit.to_dict()))
         return
@@ -128,34 +123,12 @@ def fit_scaling_cmd(
 
 
 def _print_fit(fit, grid: Path) -> None:
-    console.print(f"[bold]{fit.formula}[/]  {grid.name}: {fit.n_cells} cells, "
-                  f"n_f in {fit.n_f_values}, n_c in {fit.n_c_values}" + ("  (weighted)" if fit.weighted else ""),
-                  highlight=False)
-    table = Table(title=f"parameters ({fit.bootstrap['confidence']:.0%} {fit.bootstrap['method']} bootstrap, "
-                        f"{fit.bootstrap['n_resamples']} refits)")
-    for col in ("parameter", "estimate", "low", "high"):
-        table.add_column(col, justify="right")
-    for name, value in fit.params.items():
-        lo, hi = fit.param_ci[name]
-        table.add_row(name, _num(value), _num(lo), _num(hi))
-    console.print(table)
-    console.print(f"R^2 = {fit.r2:.4f}, RMSE = {fit.rmse:.4g}", highlight=False)
-    held = fit.heldout
-    if "skipped" in held:
-        console.print(f"held-out check skipped: {held['skipped']}", highlight=False)
-    else:
-        console.print(f"held-out check (fit on {held['train']}, {held['n_train']} cells; predict {held['n_test']}): "
-                      f"mean |error| {held['mean_abs_error']:.4g}, max {held['max_abs_error']:.4g}", highlight=False)
-    alt = Table(title="model comparison")
-    for col in ("model", "params", "R^2", "AICc", "BIC", "held-out MAE"):
-        alt.add_column(col, justify="right")
-    for name, a in fit.alternatives.items():
-        alt.add_row(name, str(a["n_params"]), _num(a["r2"]), _num(a["aicc"], 5), _num(a["bic"], 5),
-                    _num(a["heldout_mean_abs_error"]))
-    console.print(alt)
-    console.print("best by " + ", ".join(f"{k}: {v}" for k, v in fit.best_by.items()), highlight=False)
-    for w in fit.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    from vlgap.probe.report import fit_console
+
+    console.print(f"{grid.name}: {fit.n_cells} cells, n_f in {fit.n_f_values}, n_c in {fit.n_c_values}"
+                  + ("  (weighted)" if fit.weighted else ""), highlight=False)
+    for part in fit_console(fit.to_dict()):
+        console.print(part, highlight=False)
 
 
 

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import int_list
+from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
+from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -22,10 +23,17 @@ def _print_rows(rows: list[dict]) -> None:
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
-        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), f"{r['score']:.3f}",
-                      f"[{r['ci_lo']:.3f}, {r['ci_hi']:.3f}]", f"{r['p_value']:.3g}", f"{r['x_layer']},{r['y_layer']}",
-                      str(r["n"]), f"{r['chance']:.3f}")
+        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), number(r["score"]),
+                      interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
+                      f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
     console.print(table)
+
+
+def _print_fits(fits: dict[str, dict]) -> None:
+    from vlgap.probe.report import fit_console_line
+
+    for pair, fit in fits.items():
+        console.print("law " + fit_console_line(fit, pair.replace("|", " x ")), highlight=False)
 
 
 @app.command("sweep")
@@ -46,6 +54,7 @@ def sweep_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
@@ -56,13 +65,15 @@ def sweep_cmd(
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
-                      image_size=image_size, text_pooling=text_pooling, skip_bad=skip_bad,
+                      image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
+                      skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out)
     if as_json:
         print(to_json({"rows": res.rows, "scaling": res.fits}))
     else:
         _print_rows(res.rows)
+        _print_fits(res.fits)
         console.print(f"tables in {out}/sweep.csv and {out}/sweep.json; `vlgap report {out}` draws them")
 
 
@@ -80,6 +91,7 @@ def demo_cmd(
     out: Optional[str] = typer.Option(None, help="run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help="number of shapes videos (default 256)"),
     device: Optional[str] = typer.Option(None),
+    temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     quiet: bool = typer.Option(False, help="no progress bars"),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
@@ -88,8 +100,11 @@ def demo_cmd(
     from vlgap.probe.demo import load_config, run_demo
 
     t0 = time.perf_counter()
-    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device})
+    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
+                               "temporal_pooling": temporal_pooling})
     report = run_demo(cfg, progress=not quiet)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)
+    scaling = Path(cfg.out) / "scaling.json"
+    _print_fits(json.loads(scaling.read_text()) if scaling.is_file() else {})
     console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import one_int
+from vlgap.cli.options import TEMPORAL_POOLING_HELP, one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -26,15 +26,30 @@ def _names(text: str, option: str) -> list[str]:
     return out
 
 
-def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False):
+def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean"):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
-                                        text_pooling=text_pooling, skip_bad=skip_bad))
+                                        text_pooling=text_pooling, skip_bad=skip_bad,
+                                        temporal_pooling=temporal_pooling))
 
 
 def _ci(ci) -> str:
-    return "-" if not ci else f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+    from vlgap.formatting import interval  # one number format for every summary
+
+    return interval(ci, 4)
+
+
+def _p(p) -> str:
+    from vlgap.formatting import number
+
+    return number(p)
+
+
+def _loo(loo: dict, key: str, nd: int) -> str:
+    from vlgap.formatting import not_available, number
+
+    return number(loo[key], nd) if loo.get(key) is not None else not_available("no leave-one-out fit")
 
 
 def _after(out: Optional[Path]) -> None:
@@ -45,13 +60,15 @@ def _after(out: Optional[Path]) -> None:
 
 def _print_differences(rows: list[dict], title: str, extra: str | None = None) -> None:
     table = Table(title=title)
-    cols = ["vision", "text"] + ([extra] if extra else []) + ["N", "A", "B", "A - B", "95% CI", "layers"]
+    cols = ["vision", "text"] + ([extra] if extra else []) + ["N", "A", "B", "A - B", "95% CI", "p", "layers"]
     for c in cols:
         table.add_column(c)
     for r in rows:
         table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
                       f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
-                      f"{r['difference']:+.4f}", _ci(r["ci"]), f"{r['x_layer_name']} / {r['y_layer_name']}")
+                      f"{r['difference']:+.4f}", _ci(r["ci"]),
+                      _p(r.get("p_value")),
+                      f"{r['x_layer_name']} / {r['y_layer_name']}")
     console.print(table)
 
 
@@ -68,6 +85,7 @@ def test_of_time_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -75,9 +93,9 @@ def test_of_time_cmd(
     from vlgap.data.test_of_time import RELATIONS
     from vlgap.probe.test_of_time import run_test_of_time
 
+    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
-                           seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out,
-                           features=_features(cache_dir, device, dtype, image_size, text_pooling))
+                           seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out, features=features)
     if as_json:
         print(to_json(res))
         return
@@ -126,6 +144,7 @@ def temporal_cmd(
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -137,7 +156,7 @@ def temporal_cmd(
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = one_int(n_frames, "--n-frames")
-    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad)
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
@@ -180,6 +199,7 @@ def cross_vision_cmd(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
+    temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
@@ -188,7 +208,8 @@ def cross_vision_cmd(
 
     res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=one_int(n_frames, "--n-frames"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
-                              features=_features(cache_dir, device, dtype, image_size))
+                              features=_features(cache_dir, device, dtype, image_size,
+                                                 temporal_pooling=temporal_pooling))
     if as_json:
         print(to_json(res))
         return
@@ -230,8 +251,8 @@ def downstream_cmd(
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
-                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", f"{lo.get('rmse', float('nan')):.4g}",
-                      f"{lo.get('baseline_rmse', float('nan')):.4g}", f"{lo.get('q2', float('nan')):.3f}")
+                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
+                      _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     console.print(table)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)

@@ -7,6 +7,8 @@ second. The converted folder appears atomically (written under a temporary name,
 """
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
 import os
 import shutil
@@ -18,6 +20,7 @@ from typing import Any, Callable
 
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json
+from vlgap.progress import Stages, say
 
 MARKER = "vlgap_gguf.json"
 _HASH_INDEX = "file_sha256.json"
@@ -87,10 +90,55 @@ def read_marker(folder: str | os.PathLike) -> dict[str, Any]:
     return json.loads((Path(folder) / MARKER).read_text())
 
 
-def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
-    """Dequantise a GGUF through transformers' GGUF loader and save model + tokenizer as safetensors."""
+Progress = Callable[..., None]  # progress(stage, done=None, total=None), see vlgap.progress.Stages
+
+
+def _quiet(stage: str, done: int | None = None, total: int | None = None) -> None:
+    pass
+
+
+@contextlib.contextmanager
+def _tensor_progress(progress: Progress):
+    """Route the per-tensor loop of transformers' GGUF loader (a bare tqdm) to `progress`: one
+    "dequantising" stage advanced per tensor. Without that loop (another transformers) nothing changes."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as loader
+    except ImportError:  # pragma: no cover - transformers without GGUF support fails later, clearly
+        yield
+        return
+    original = getattr(loader, "tqdm", None)
+    if original is None:  # pragma: no cover
+        yield
+        return
+
+    def tracked(iterable, *args, **kwargs):
+        try:
+            total = len(iterable)
+        except TypeError:
+            total = None
+        progress("dequantising GGUF tensors", 0, total)
+        for i, item in enumerate(iterable, 1):
+            yield item
+            progress("dequantising GGUF tensors", i, total)
+
+    with _patch_lock:
+        loader.tqdm = tracked
+        try:
+            yield
+        finally:
+            loader.tqdm = original
+
+
+_patch_lock = threading.Lock()
+
+
+def convert_gguf(gguf_path: Path, out_dir: Path, progress: Progress = _quiet) -> dict[str, Any]:
+    """Dequantise a GGUF through transformers' GGUF loader and save model + tokenizer as safetensors.
+    `progress(stage, done, total)` hears each stage (tokenizer, model, tensors dequantised, writing)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vlgap.encoders._common import quiet_transformers
 
     kwargs: dict[str, Any] = {"gguf_file": gguf_path.name, "dtype": torch.float32}
     try:  # transformers >= 5 can keep GGUF blocks packed; a plain dense model is what we save
@@ -100,12 +148,17 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
     except ImportError:
         pass
     try:
-        tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
+        with quiet_transformers():
+            progress("reading the tokenizer from the GGUF")
+            tok = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+            progress("reading the GGUF metadata and building the model")
+            with _tensor_progress(progress):
+                model = AutoModelForCausalLM.from_pretrained(str(gguf_path.parent), **kwargs)
     except Exception as err:
         raise VlgapError(f"transformers could not load GGUF file {str(gguf_path)!r}: {type(err).__name__}: {err}. "
                          "It needs the 'gguf' and 'accelerate' packages and an architecture transformers' "
                          "GGUF loader supports (llama, mistral, qwen2, gemma3, ...)") from None
+    progress(f"writing float32 safetensors ({sum(p.numel() for p in model.parameters()) * 4 / 1e6:.0f} MB)")
     # the weights are plain tensors now: drop the quantizer so save_pretrained writes a normal checkpoint
     model.hf_quantizer = None
     for obj in (model, model.config):
@@ -115,8 +168,9 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> dict[str, Any]:
                     delattr(obj, attr)
                 except AttributeError:
                     pass
-    model.save_pretrained(str(out_dir), safe_serialization=True)
-    tok.save_pretrained(str(out_dir))
+    with quiet_transformers():
+        model.save_pretrained(str(out_dir), safe_serialization=True)
+        tok.save_pretrained(str(out_dir))
     return {"architecture": type(model).__name__, "model_type": model.config.model_type,
             "n_parameters": int(sum(p.numel() for p in model.parameters()))}
 
@@ -137,12 +191,14 @@ def _remove_stale_temporaries(folder: Path) -> None:
 
 def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str | None = None,
                      fetch: Callable[[Path], Path] | None = None,
-                     convert: Callable[[Path, Path], dict[str, Any]] = convert_gguf,
-                     log: Callable[[str], None] | None = None) -> Path:
+                     convert: Callable[..., dict[str, Any]] = convert_gguf,
+                     progress: bool = True) -> Path:
     """Folder of the converted model for a GGUF file, converting it first if needed.
 
     Either `gguf_path` is given, or `sha256` (known in advance) plus `fetch(tmp_dir) -> gguf path`, which
-    materialises the file only when no conversion exists yet (used for Gemma, assembled from chunks)."""
+    materialises the file only when no conversion exists yet (used for Gemma, assembled from chunks).
+    `convert(gguf, out_dir[, progress=])` does the work; the one-time conversion says on stderr what it
+    is doing (each stage, tensors dequantised so far) unless `progress` is False."""
     if gguf_path is not None:
         gguf_path = Path(gguf_path).expanduser()
         if not gguf_path.is_file():
@@ -159,15 +215,22 @@ def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str 
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     fetched_dir: Path | None = None
     try:
-        if gguf_path is None:
-            fetched_dir = Path(tempfile.mkdtemp(dir=final.parent, prefix=".fetch.", suffix=".tmp"))
-            gguf_path = Path(fetch(fetched_dir))
-            if _hash_file(gguf_path) != sha256:  # a temporary file: not worth an index entry
-                raise VlgapError(f"GGUF file {str(gguf_path)!r} does not have the expected sha256 {sha256}")
-        if log:
-            log(f"converting {gguf_path.name} to safetensors in {final} (once; 30-90 s)")
-        t0 = time.perf_counter()
-        info = convert(gguf_path, tmp)
+        with Stages(progress, unit="tensors") as stages:
+            if gguf_path is None:
+                fetched_dir = Path(tempfile.mkdtemp(dir=final.parent, prefix=".fetch.", suffix=".tmp"))
+                stages(f"assembling the GGUF file (sha256 {sha256[:12]}...)")
+                gguf_path = Path(fetch(fetched_dir))
+                if _hash_file(gguf_path) != sha256:  # a temporary file: not worth an index entry
+                    raise VlgapError(f"GGUF file {str(gguf_path)!r} does not have the expected sha256 {sha256}")
+                stages.close()
+            if progress:
+                say(f"converting {gguf_path.name} ({gguf_path.stat().st_size / 1e6:.0f} MB) to safetensors in "
+                    f"{final} (once; 30-90 s on a CPU)")
+            t0 = time.perf_counter()
+            takes_progress = "progress" in inspect.signature(convert).parameters
+            info = convert(gguf_path, tmp, progress=stages) if takes_progress else convert(gguf_path, tmp)
+        if progress:
+            say(f"converted {gguf_path.name} in {time.perf_counter() - t0:.0f} s; later loads read the safetensors")
         meta = {"gguf_sha256": sha256, "gguf_file": str(gguf_path.resolve()), "gguf_name": gguf_path.name,
                 "gguf_size": gguf_path.stat().st_size, "converted_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                 "conversion_seconds": round(time.perf_counter() - t0, 1), "dtype": "float32", **(info or {})}

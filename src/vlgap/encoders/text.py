@@ -158,7 +158,7 @@ def load_gguf_text(gguf: str | Path | None = None, *, name: str | None = None, s
     require("accelerate", "accelerate", for_what="loading a GGUF model")
     from vlgap.encoders import gguf_cache
 
-    folder = gguf_cache.ensure_converted(gguf, sha256=sha256, fetch=fetch, log=_log)
+    folder = gguf_cache.ensure_converted(gguf, sha256=sha256, fetch=fetch)
     meta = gguf_cache.read_marker(folder)
     source = {"gguf_file": str(Path(gguf).expanduser().resolve()) if gguf else meta.get("gguf_name"),
               "gguf_sha256": meta["gguf_sha256"], "converted_folder": str(folder),
@@ -168,9 +168,3 @@ def load_gguf_text(gguf: str | Path | None = None, *, name: str | None = None, s
                        max_length=max_length, hash_weights=False)  # identified by the GGUF's sha256
     enc.source = {**enc.source, **source}
     return enc
-
-
-def _log(msg: str) -> None:
-    import sys
-
-    print(f"vlgap: {msg}", file=sys.stderr, flush=True)

@@ -1,9 +1,10 @@
 """Extraction: dataset items -> per-layer features in the cache, for several n_f (or n_c) at once.
 
 Vision: decode (background threads) -> sample n_f frames -> encoder.preprocess -> every layer.
-Image encoders ("image on video") encode each distinct sampled frame once and average the per-frame
-vectors for each n_f, so a sweep over n_f costs the union of frames, not the sum. Video encoders run
-clips of n0 frames (n_f / n0 sub-clips, averaged).
+Image encoders ("image on video") encode each distinct sampled frame once and pool the per-frame
+vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
+features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
+run clips of n0 frames (n_f / n0 sub-clips, averaged).
 Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
 
 Work is done in chunks of items; each finished chunk is written atomically, so a killed run resumes
@@ -28,8 +29,11 @@ from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclip
 from vlgap.data.video import count_frames, read_frames
 from vlgap.errors import BadItemError, VlgapError
 from vlgap.features.store import Entry, FeatureKey, FeatureSet, cache_root, load_entry
+from vlgap.features.temporal_pooling import describe as describe_pooling
+from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
+from vlgap.features.temporal_pooling import pool_frames
 from vlgap.io_utils import atomic_write_text
-from vlgap.progress import progress_bar, stderr_console
+from vlgap.progress import progress_bar, stderr_console, step
 
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
@@ -79,11 +83,15 @@ FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
-                frame_order: str = "ordered") -> dict:
-    """The part of an encoder spec that changes the numbers (device does not, within float tolerance)."""
+                frame_order: str = "ordered", temporal_pooling: str | None = None) -> dict:
+    """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
+    Options at their defaults are left out, so adding an option never invalidates existing caches."""
     key: dict[str, Any] = {"name": name, "dtype": dtype}
     if frame_order != "ordered":
         key["frame_order"] = frame_order
+    temporal_pooling = parse_temporal_pooling(temporal_pooling)
+    if temporal_pooling != "mean":
+        key["temporal_pooling"] = temporal_pooling
     if pooling:
         key["pooling"] = pooling
     if image_size:
@@ -119,6 +127,7 @@ def extract(
     image_size: int | None = None,
     shard: str | tuple[int, int] | None = None,
     frame_order: str = "ordered",
+    temporal_pooling: str | None = None,
     skip_bad: bool = False,
     batch_size: int = 32,
     workers: int = 2,
@@ -130,8 +139,12 @@ def extract(
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
 
     frame_order: "ordered" (the paper), or a control: "reversed" or "shuffled" (a fixed random order per
-    item, seeded by its id) applied to the sampled frames before sub-clips are formed."""
+    item, seeded by its id) applied to the sampled frames before sub-clips are formed.
+    temporal_pooling: how an image encoder's per-frame embeddings become one vector
+    (`vlgap.features.temporal_pooling`): "mean" (default), "segments:S" or "meandiff". Video and text
+    encoders take "mean" only (a video encoder's sub-clips are always averaged)."""
     t0 = time.perf_counter()
+    temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     if (n_frames is None) == (n_captions is None):
         raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder)")
@@ -143,12 +156,14 @@ def extract(
         raise VlgapError(f"frame_order must be one of {FRAME_ORDERS}, got {frame_order!r}")
     if frame_order != "ordered" and param != "n_f":
         raise VlgapError("frame_order applies to vision encoders (n_frames) only")
+    if temporal_pooling != "mean" and param != "n_f":
+        raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to vision encoders (n_frames) only")
     shard_t = parse_shard(shard)
     items = man.items[shard_slice(len(man.items), shard_t)]
     if not items:
         raise VlgapError(f"shard {shard_t[0]}/{shard_t[1]} of {len(man.items)} items is empty")
     root = cache_root(cache_dir)
-    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -176,12 +191,16 @@ def extract(
             opts["pooling"] = pooling
         if image_size:
             opts["image_size"] = image_size
-        enc = get_encoder(encoder, device=device, dtype=dtype, **opts)
+        with step(f"loading encoder {encoder}", enabled=progress):
+            enc = get_encoder(encoder, device=device, dtype=dtype, **opts)
     if (param == "n_f") != (enc.modality == "vision"):
         raise VlgapError(
             f"encoder {encoder!r} is a {enc.modality} encoder: use "
             + ("--n-frames" if enc.modality == "vision" else "--n-captions")
         )
+    if temporal_pooling != "mean" and getattr(enc, "kind", "image") == "video":
+        raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to image encoders; {encoder!r} is a video "
+                         "encoder (its sub-clips are averaged): use 'mean'")
     base_record = {
         "vlgap_record_version": 1,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -197,7 +216,7 @@ def extract(
         "versions": _versions(),
     }
     if param == "n_f":
-        runner = _VisionRunner(enc, pending, batch_size, workers, skip_bad, frame_order)
+        runner = _VisionRunner(enc, pending, batch_size, workers, skip_bad, frame_order, temporal_pooling)
     else:
         runner = _TextRunner(enc, pending, batch_size, skip_bad)
     chunk_items = runner.chunk_items()
@@ -238,20 +257,21 @@ def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
 
 def load_features(manifest: str | Path | Manifest, encoder: str, param: str, value: int, *,
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
-                  image_size: int | None = None, frame_order: str = "ordered") -> FeatureSet:
+                  image_size: int | None = None, frame_order: str = "ordered",
+                  temporal_pooling: str | None = None) -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed)."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order), man.fingerprint(), param,
-                     int(value))
+    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling),
+                     man.fingerprint(), param, int(value))
     return load_entry(key, cache_dir)
 
 
 # --------------------------------------------------------------------------------------------------
 class _VisionRunner:
     def __init__(self, enc, values: list[int], batch_size: int, workers: int, skip_bad: bool,
-                 frame_order: str = "ordered"):
+                 frame_order: str = "ordered", temporal_pooling: str = "mean"):
         self.enc, self.values, self.batch_size, self.skip_bad = enc, values, batch_size, skip_bad
-        self.frame_order = frame_order
+        self.frame_order, self.temporal_pooling = frame_order, temporal_pooling
         self.workers = max(1, workers)
         self.n0 = int(getattr(enc, "native_clip_len", 1) or 1)
         self.is_video = getattr(enc, "kind", "image") == "video"
@@ -268,7 +288,8 @@ class _VisionRunner:
         return {"sampling": {
             "policy": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
             "n_f": v, "n0": self.n0, "frame_order": self.frame_order,
-            "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else "mean over per-frame embeddings"),
+            "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else describe_pooling(self.temporal_pooling)),
+            "temporal_pooling": self.temporal_pooling,
             "frame_indices": self.frame_log[v],
         }}
 
@@ -358,7 +379,9 @@ class _VisionRunner:
         for v in self.values:
             layers = []
             for f in feats:
-                rows = [f[offsets[k] + torch.as_tensor(p[1][v])].mean(0) for k, p in enumerate(prepared)]
+                # frames in sampled order (after any frame-order control); "mean" is f[...].mean(0)
+                rows = [pool_frames(f[offsets[k] + torch.as_tensor(p[1][v])], self.temporal_pooling)
+                        for k, p in enumerate(prepared)]
                 layers.append(torch.stack(rows).numpy().astype(np.float32))
             out[v] = layers
         return out

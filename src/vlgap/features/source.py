@@ -16,17 +16,26 @@ from vlgap.errors import VlgapError
 @dataclass(frozen=True)
 class FeatureOptions:
     """How features are extracted and cached; part of the cache key where it changes the features
-    (dtype, image_size, text_pooling), so two probes with the same options share cached features."""
+    (dtype, image_size, text_pooling, temporal_pooling), so two probes with the same options share
+    cached features."""
 
     cache_dir: str | Path | None = None  # default: $VLGAP_CACHE or ~/.cache/vlgap
     device: str = "cpu"
     dtype: str = "float32"
     image_size: int | None = None  # vision input side (None: the encoder's default)
     text_pooling: str | None = None  # mean (default) | last
+    #: image encoders on video: mean (default) | segments:S | meandiff (vlgap.features.temporal_pooling)
+    temporal_pooling: str = "mean"
     batch_size: int = 32
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
     progress: bool = True
+
+    def __post_init__(self):
+        from vlgap.features.temporal_pooling import parse_mode
+
+        # a bad mode fails here, before any model loads; the canonical spelling is what gets recorded
+        object.__setattr__(self, "temporal_pooling", parse_mode(self.temporal_pooling))
 
 
 #: FeatureOptions field names: old probe keywords with these names now go into the options object
@@ -92,7 +101,8 @@ class FeatureSource:
         from vlgap.features.extract import extract
 
         res = extract(man, name, n_frames=[n_f], image_size=self.options.image_size, frame_order=frame_order,
-                      shard=shard, loaded_encoder=self._encoder(name, True), **self._common())
+                      temporal_pooling=self.options.temporal_pooling, shard=shard,
+                      loaded_encoder=self._encoder(name, True), **self._common())
         return res.features[n_f]
 
     def text(self, man, name: str, n_c: int = 1):
@@ -109,7 +119,9 @@ class FeatureSource:
 
         o = self.options
         key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
-                                     o.image_size if param == "n_f" else None), man.fingerprint(), param, value)
+                                     o.image_size if param == "n_f" else None,
+                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None),
+                         man.fingerprint(), param, value)
         return Entry(key, cache_root(o.cache_dir)).is_complete()
 
 

@@ -193,6 +193,15 @@ def _centred_interval(estimate: float, samples: np.ndarray, confidence: float) -
     return [float(estimate + lo), float(estimate + hi)]
 
 
+def _centred_p_value(estimate: float, samples: np.ndarray) -> float:
+    """Two-sided p-value for "difference = 0" that inverts `_centred_interval`: the interval at level
+    1 - alpha excludes 0 about when p < alpha. The bootstrap deviations stand in for the null
+    distribution; (1 + count) / (B + 1) keeps p > 0 and at 1 for an exact zero difference."""
+    dev = np.asarray(samples, dtype=np.float64) - np.mean(samples)
+    tail = min(int(np.sum(dev <= -estimate)), int(np.sum(dev >= -estimate)))
+    return float(min(1.0, 2 * (1 + tail) / (len(dev) + 1)))
+
+
 @dataclass
 class PairedDifference:
     """Alignment in condition A and B on the same N items, and A - B with a paired bootstrap interval."""
@@ -215,6 +224,8 @@ class PairedDifference:
     n_bootstrap: int
     confidence: float
     seed: int
+    #: two-sided bootstrap p-value for A - B = 0, consistent with `ci` (None without resamples)
+    p_value: float | None = None
     method: str = ("paired bootstrap over items, neighbours recomputed in every resample; percentile "
                    "interval re-centred on the observed value; layer pair fixed (best mean of A and B)")
     scores_a: np.ndarray | None = field(default=None, repr=False)
@@ -264,6 +275,7 @@ def compare_conditions(a: KnnCondition, b: KnnCondition, *, n_items: int, k: int
         res.ci_a = _centred_interval(score_a, boot_a, confidence)
         res.ci_b = _centred_interval(score_b, boot_b, confidence)
         res.se = float(np.std(d, ddof=1)) if len(d) > 1 else None
+        res.p_value = _centred_p_value(diff, d)
         res.samples = d
     return res
 

@@ -7,6 +7,7 @@ from options or a TOML config (see `DemoConfig` fields).
 """
 from __future__ import annotations
 
+import contextlib
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from vlgap.errors import VlgapError
 from vlgap.probe.sweep import SweepConfig, run_sweep
-from vlgap.progress import stderr_console
+from vlgap.progress import counter, say
 
 
 @dataclass
@@ -32,6 +33,8 @@ class DemoConfig:
     bootstrap: int = 200
     permutations: int = 200
     image_size: int | None = 160
+    #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
+    temporal_pooling: str = "mean"
     device: str = "cpu"
     dtype: str = "float32"
     temporal: bool = True
@@ -58,6 +61,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
     for k, v in data.items():
         setattr(cfg, k, v)
+    from vlgap.features.temporal_pooling import parse_mode
+
+    cfg.temporal_pooling = parse_mode(cfg.temporal_pooling)
     return cfg
 
 
@@ -65,8 +71,16 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
     """Generate the shapes dataset once per (n, seed, frames, size) in the cache; reuse it afterwards."""
     from vlgap.data.shapes import cached_shapes_manifest
 
-    return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir,
-                                  log=stderr_console.print)
+    with contextlib.ExitStack() as stack:
+        bar: list = []
+
+        def report(done: int, total: int) -> None:  # the bar opens only if videos are actually rendered
+            if not bar:
+                bar.append(stack.enter_context(counter("rendering shapes videos", total, unit="videos")))
+            bar[0](done)
+
+        return cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size,
+                                      cfg.cache_dir, log=say, progress=report)
 
 
 def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
@@ -76,10 +90,11 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             bootstrap=cfg.bootstrap, permutations=cfg.permutations, seed=cfg.seed, device=cfg.device,
-                            dtype=cfg.dtype, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
+                            dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
+                            cache_dir=cfg.cache_dir)
     result = run_sweep(sweep_cfg, cfg.out, progress=progress)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections
 
         run_temporal_sections(cfg, result, progress=progress)
-    return write_report(cfg.out)
+    return write_report(cfg.out, progress=progress)

@@ -2,11 +2,18 @@
 ordered frames, each difference with a paired bootstrap interval
 (`vlgap.metrics.conditions.frame_order_difference`).
 
-Image encoders that average per-frame embeddings are order-invariant by construction: their
-reversed or shuffled features equal the ordered ones up to float rounding, so every frame-order
-difference is exactly 0 for them. The report says so instead of implying a measured null effect."""
+Image encoders that average per-frame embeddings (temporal pooling "mean", the default) are
+order-invariant by construction: their reversed or shuffled features equal the ordered ones up to float
+rounding, so every frame-order difference is exactly 0 for them. The report says so instead of implying
+a measured null effect. With a pooling that keeps time (FeatureOptions(temporal_pooling="segments:4" or
+"meandiff"), `vlgap.features.temporal_pooling`) the controls are extracted in full and measured. Even
+then, reversing every video is one fixed permutation (segments:S with S dividing n_f) or sign flip
+(meandiff) of the coordinates for all videos alike: it keeps every cosine similarity, so a k-NN
+alignment with reversed frames still equals the ordered one up to rounding. Shuffled frames (another
+order per video) are the control such a pooling can fail."""
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +27,7 @@ from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, fea
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, frame_order_difference
 from vlgap.probe.figures import paired_difference_figure
-from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
+from vlgap.probe.report import Raw, fmt, fmt_ci, fmt_or_na, html_table, save_figure, write_section
 
 
 def _max_rel_diff(a: list[np.ndarray], b: list[np.ndarray]) -> float:
@@ -42,13 +49,15 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     image_check_items: for image encoders (per-frame embeddings averaged, order-invariant by
     construction) extract the controls only for about this many videos and check that they equal the
     ordered features; the difference is then exactly 0 and is reported as such. None: extract the
-    controls for every video whatever the encoder."""
+    controls for every video whatever the encoder. The check is skipped when the options' temporal
+    pooling keeps time (not "mean"): the controls then differ by design and are extracted in full."""
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest)
     for o in orders:
         if o not in ("reversed", "shuffled"):
             raise VlgapError(f"frame order control {o!r}: use 'reversed' or 'shuffled'")
+    pooling = src.options.temporal_pooling
     ordered = {v: src.vision(man, v, n_f) for v in vision}
     txt = {t: src.text(man, t, n_c) for t in text}
     ids = common_ids(list(ordered.values()) + list(txt.values()), man.ids)
@@ -60,7 +69,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
         kind = base.record.get("encoder", {}).get("kind", "unknown")
         for oi, order in enumerate(orders):
             check = {"vision": v, "order": order, "kind": kind}
-            if image_check_items and kind == "image":
+            if image_check_items and kind == "image" and pooling == "mean":
                 n_shards = max(1, len(man) // int(image_check_items))
                 part = src.vision(man, v, n_f, frame_order=order, shard=(0, n_shards))
                 rel = _max_rel_diff(part.layers, ordered[v].subset(part.ids).layers)
@@ -82,6 +91,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
                              "x_layer_name": layer_name(base, d.x_layer), "y_layer_name": layer_name(txt[t], d.y_layer)})
     res = {"manifest": str(man.path), "n": len(ids), "n_f": n_f, "n_c": n_c, "k": k, "orders": list(orders),
            "rows": rows, "checks": checks, "confidence": confidence, "image_check_items": image_check_items,
+           "temporal_pooling": pooling,
            "seconds": round(time.perf_counter() - t0, 1)}
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "frame_order.json", res)
@@ -97,9 +107,10 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                              "ordered - control (paired bootstrap 95% CI)", label_b="control (reversed / shuffled)")
     figs = [save_figure(fig, run_dir, "figures/frame_order.png")]
     table = html_table(["vision", "text", "control", "encoder kind", "N", "ordered", "95% CI", "control", "95% CI",
-                        "ordered - control", "95% CI", "note"],
+                        "ordered - control", "95% CI", "p", "note"],
                        [[r["vision"], r["text"], r["order"], r["kind"], r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])),
                          r["score_b"], Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
+                         fmt_or_na(r.get("p_value"), "no resamples"),
                          "0 by construction (mean over frames)" if r["by_construction"] else
                          ("interval excludes 0" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else
                           "interval contains 0")] for r in rows])
@@ -108,11 +119,19 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                         [[c["vision"], c["order"], c["kind"], c["checked_items"], Raw(f"{c['max_rel_diff']:.2e}"),
                           "yes" if c["invariant"] else "no"] for c in res["checks"]])
     any_image = any(r["by_construction"] for r in rows)
+    pooling = res.get("temporal_pooling", "mean")
     body = (f"<p>The sampled frames of every video (n_f = {res['n_f']}) are reversed or shuffled (a fixed random "
             "order per video) before encoding; the text side is unchanged (n_c = "
             f"{res['n_c']}), k = {res['k']}, N = {res['n']}. Each difference has a paired bootstrap interval over "
             "videos (neighbours recomputed in every resample; layer pair fixed, chosen by the mean of both "
             "conditions).</p>"
+            + (f"<p>Image encoders pool their per-frame embeddings with <b>temporal pooling {html.escape(pooling)}"
+               "</b>, which keeps the order of the sampled frames, so the controls are measured, not zero by "
+               "construction. Reversing every video is still one fixed permutation or sign flip of the feature "
+               "coordinates for all videos alike (segments:S with S dividing n_f; meandiff), which keeps every "
+               "cosine similarity: the reversed control can then differ from ordered frames only by rounding. "
+               "Shuffled frames (another order per video) are the informative control.</p>"
+               if pooling != "mean" else "")
             + ("<p><b>Image encoders are order-invariant by construction</b>: they embed each frame on its own and "
                "average the embeddings, so reversing or shuffling the frames changes the features only by float "
                "rounding (checked below) and every difference is exactly 0. That zero is a property of the "

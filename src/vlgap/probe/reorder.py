@@ -16,7 +16,7 @@ from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, fea
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, negative_sides, owner_rows, prepared_layers, reorder_from_sides
 from vlgap.probe.figures import paired_difference_figure
-from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
+from vlgap.probe.report import Raw, fmt, fmt_ci, fmt_or_na, html_table, save_figure, write_section
 
 
 @feature_options_moved()
@@ -69,6 +69,7 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
                          "y_layer_name": layer_name(nfs, d.y_layer)})
     rows.sort(key=lambda r: (vision.index(r["vision"]), text.index(r["text"])))
     res = {"source": str(path), "n_triples": len(triples), "n_negatives": len(negatives), "n_f": n_f, "k": k,
+           "temporal_pooling": src.options.temporal_pooling,
            "rows": rows, "confidence": confidence, "seconds": round(time.perf_counter() - t0, 1),
            "example": {"positive": triples[0].positive, "negative": triples[0].negatives[0]}}
     if out is not None:
@@ -85,9 +86,10 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                              "drop = positive - negative (paired bootstrap 95% CI)")
     figs = [save_figure(fig, run_dir, "figures/reorder_drop.png")]
     table = html_table(["vision", "text", "vision kind", "N", "positive", "95% CI", "negative", "95% CI", "drop",
-                        "95% CI", "interval excludes 0", "chance", "layers (vision / text)"],
+                        "95% CI", "p", "interval excludes 0", "chance", "layers (vision / text)"],
                        [[r["vision"], r["text"], r.get("kind", "-"), r["n"], r["score_a"], Raw(fmt_ci(r["ci_a"])), r["score_b"],
                          Raw(fmt_ci(r["ci_b"])), Raw(fmt(r["difference"], 4)), Raw(fmt_ci(r["ci"], 4)),
+                         fmt_or_na(r.get("p_value"), "no resamples"),
                          "yes" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else "no", r["chance"],
                          Raw(html.escape(f"{r['x_layer_name']} / {r['y_layer_name']}"))] for r in rows])
     ex = res["example"]
@@ -97,12 +99,13 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
             "its positive and its text neighbours are searched among the positives of the other videos. "
             "Intervals: paired bootstrap over videos with every neighbour list recomputed in each resample "
             f"({rows[0]['n_bootstrap'] if rows else 0} resamples); the layer pair is the best by the mean of "
-            "both conditions and held fixed.</p>"
+            "both conditions and held fixed. Image encoders pool frames by temporal pooling "
+            f"{html.escape(res.get('temporal_pooling', 'mean'))}.</p>"
             f"<p>Example — positive: <i>{html.escape(ex['positive'])}</i><br>negative: "
             f"<i>{html.escape(ex['negative'])}</i></p>"
             "<p><b>Reading the drop.</b> A drop needs the text encoder to place the reordered caption elsewhere "
             "than the positive; it is evidence that the <i>vision</i> space sees order only beyond what an "
-            "order-blind vision encoder shows. Image encoders that average frames are such a baseline by "
-            "construction (vision kind 'image' below): any drop they show comes from how the text space moves "
-            "the reordered caption relative to the content the vision side sees.</p>" + table)
+            "order-blind vision encoder shows. Image encoders that average frames (temporal pooling mean) are "
+            "such a baseline by construction (vision kind 'image' below): any drop they show comes from how the "
+            "text space moves the reordered caption relative to the content the vision side sees.</p>" + table)
     return write_section(run_dir, "41_reorder", "Temporal: event reorder (VideoComp style)", body, figs)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.formatting import interval, is_missing, not_available, number
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
 
 
@@ -122,27 +123,44 @@ class Raw(str):
     """A table cell that is already HTML (or already formatted)."""
 
 
+class Num(Raw):
+    """An already formatted number or interval: right-aligned, never wrapped."""
+
+
 def fmt(v: Any, nd: int = 3) -> str:
-    if isinstance(v, (float, np.floating)):
-        return "nan" if not np.isfinite(v) else f"{v:.{nd}f}"
-    if v is None:
-        return "-"
-    return html.escape(str(v))
+    """A value for an HTML cell: numbers as `vlgap.formatting.number` writes them ("n/a" for None and
+    non-finite values), anything else escaped."""
+    return html.escape(number(v, nd))
 
 
 def fmt_ci(ci, nd: int = 3) -> str:
-    return "-" if ci is None else f"[{fmt(ci[0], nd)}, {fmt(ci[1], nd)}]"
+    return html.escape(interval(ci, nd))
 
+
+def na(reason: str | None = None) -> Raw:
+    """An "n/a (reason)" cell, for a value that cannot exist here."""
+    return Raw(html.escape(not_available(reason)))
+
+
+def fmt_or_na(v: Any, reason: str, nd: int = 3) -> Raw:
+    """The value, or "n/a (reason)" when it is missing or not finite."""
+    return na(reason) if is_missing(v) else Num(fmt(v, nd))
 
 
 def _img(data: bytes, alt: str) -> str:
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>'
 
 
+def _td(c: Any, nd: int) -> str:
+    if isinstance(c, Raw):
+        return f"<td class='n'>{c}</td>" if isinstance(c, Num) else f"<td>{c}</td>"
+    numeric = isinstance(c, (int, float, np.integer, np.floating)) and not isinstance(c, bool)
+    return f"<td class='n'>{fmt(c, nd)}</td>" if numeric else f"<td>{fmt(c, nd)}</td>"
+
+
 def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c if isinstance(c, Raw) else fmt(c, nd)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    body = "".join("<tr>" + "".join(_td(c, nd) for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -153,29 +171,174 @@ def _fit_section(fit: dict) -> str:
     if fit.get("error"):
         return f"<p class='warn'>Scaling law not fitted: {html.escape(fit['error'])}</p>"
     p, ci = fit["params"], fit.get("param_ci", {})
-    rows = [[name, p[name], *(ci.get(name) or [float("nan"), float("nan")])] for name in ("S_inf", "C_f", "C_c", "alpha", "beta")]
-    out = "<h4>Fitted law: score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta)</h4>"
-    out += html_table(["parameter", "estimate", "95% CI lo", "95% CI hi"], rows)
-    out += f"<p>R² = {fmt(fit.get('r2'))} over {fit.get('n_cells')} cells.</p>"
-    held = fit.get("heldout") or {}
-    if held:
-        out += "<p>Held-out check: " + html.escape(held.get("summary") or json.dumps(held, default=str)[:400]) + "</p>"
-    alts = fit.get("alternatives") or {}
-    if alts:
-        arows = []
-        for name, a in (alts.items() if isinstance(alts, dict) else enumerate(alts)):
-            a = a or {}
-            arows.append([a.get("name", name), a.get("r2", float("nan")), a.get("aic", float("nan")),
-                          a.get("bic", float("nan")), a.get("heldout_mae", float("nan"))])
-        out += html_table(["form", "R²", "AIC", "BIC", "held-out MAE"], arows)
+    ident = fit.get("identification") or {}
+    boot = fit.get("bootstrap") or {}
+    level = f"{boot.get('confidence', 0.95):.0%}"
+    no_ci = "no bootstrap" if not boot.get("n_resamples") else "bootstrap failed"
+    rows = []
+    for name in p:
+        info = ident.get(name) or {}
+        lo, hi = (info.get("bounds") or [None, None])
+        allowed = (("(-inf" if lo is None else f"[{lo:g}") + ", " + ("inf)" if hi is None else f"{hi:g}]"))
+        status = (Raw("yes") if info.get("identified", True)
+                  else Raw(f"<b class='warn'>not identified</b>: {html.escape(info.get('why') or '')}"))
+        rows.append([name, _estimate(p[name], info), Num(fmt_ci(ci.get(name))) if interval(ci.get(name)) != "n/a" else na(no_ci),
+                     allowed, status])
+    out = ("<h3>Fitted law: score = S_inf &minus; (C_f n_f<sup>&minus;alpha</sup> + C_c n_c<sup>&minus;beta</sup>)"
+           "</h3>")
+    out += html_table(["parameter", "estimate", f"{level} CI", "allowed range", "identified"], rows, nd=4)
+    out += "<p>" + html.escape(
+        f"R² = {number(fit.get('r2'), 4)}, RMSE = {number(fit.get('rmse'), 4)} over {fit.get('n_cells')} cells"
+        + (f"; intervals: {boot.get('method')} bootstrap, {boot.get('n_resamples')} refits"
+           + (f" ({boot['n_failed']} failed)" if boot.get("n_failed") else "") if boot.get("n_resamples") else "")
+        + ". A parameter is not identified when its estimate or its interval reaches a bound of the allowed "
+          "range, or its term is absent or confounded (vlgap.scaling.identification).") + "</p>"
+    out += _heldout_section(fit.get("heldout") or {})
+    out += _alternatives_section(fit.get("alternatives") or {}, fit.get("best_by") or {})
+    # fit.warnings repeat the "identified" column in sentences: the table says it once
     return out
 
 
-def write_report(run_dir: str | Path) -> Path:
+def _estimate(value: float, info: dict) -> float:
+    """A fitted value, shown as its bound when it sits there (7.9e-24 at the bound 0 reads as 0)."""
+    at, bounds = info.get("at_bound"), info.get("bounds") or [None, None]
+    bound = bounds[0] if at == "lower" else bounds[1] if at == "upper" else None
+    return float(bound) if bound is not None else value
+
+
+def _heldout_section(held: dict) -> str:
+    if not held:
+        return ""
+    if "cells" not in held:
+        return f"<p><b>Held-out check</b>: {html.escape(not_available(held.get('skipped')))}.</p>"
+    out = ("<p><b>Held-out check</b>: " + html.escape(
+        f"the law fitted on the {held['n_train']} cells with {held['train']} predicts the {held['n_test']} "
+        "cells at the largest budgets:") + "</p>")
+    cells = sorted(held["cells"], key=lambda c: (c["n_f"], c["n_c"]))
+    rows = [[Num(number(c["n_f"], 0)), Num(number(c["n_c"], 0)), c["predicted"], c["observed"], c["abs_error"]] for c in cells]
+    rows.append([Raw("<b>MAE</b>"), "", "", "", Num(f"<b>{fmt(held['mean_abs_error'], 4)}</b>")])
+    rows.append(["max", "", "", "", Num(fmt(held["max_abs_error"], 4))])
+    return out + html_table(["n_f", "n_c", "predicted", "observed", "abs error"], rows, nd=4)
+
+
+_CRITERIA = {"aic": "AIC", "aicc": "AICc", "bic": "BIC", "heldout": "held-out MAE"}
+
+
+def _alternatives_section(alts: dict, best_by: dict) -> str:
+    if not alts:
+        return ""
+    rows = []
+    for name, a in alts.items():
+        a = a or {}
+        why = a.get("heldout_skipped") or "not computed"
+        rows.append([Raw(f"{html.escape(name)}<br><small>{html.escape(a.get('formula', ''))}</small>"),
+                     a.get("n_params"), a.get("r2"), a.get("aic"), a.get("aicc"), a.get("bic"),
+                     fmt_or_na(a.get("heldout_mean_abs_error"), why, 4)])
+    out = "<p><b>Alternative forms</b> (lower AIC, AICc, BIC and held-out MAE are better):</p>"
+    out += html_table(["form", "parameters", "R²", "AIC", "AICc", "BIC", "held-out MAE"], rows)
+    crits = [f"{_CRITERIA[c]}: {best_by[c]}" for c in _CRITERIA if c in best_by]
+    if "heldout" not in best_by:
+        crits.append("held-out MAE: n/a (no held-out errors)")
+    return out + "<p>" + html.escape("Best by " + ", ".join(crits) + ".") + "</p>"
+
+
+# ------------------------------------------------------------------------------------------------
+# console summaries (the CLI prints these; same numbers and words as the HTML)
+# ------------------------------------------------------------------------------------------------
+
+def fit_console(fit: dict, title: str = "") -> list:
+    """Rich renderables summarising one fitted law (a `ScalingFit.to_dict()` or a scaling.json entry):
+    parameter table with intervals and identification, held-out table or "n/a (why)", alternatives."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if fit.get("error"):
+        return [Text(f"{title + ': ' if title else ''}scaling law not fitted: {fit['error']}", style="yellow")]
+    boot = fit.get("bootstrap") or {}
+    level = f"{boot.get('confidence', 0.95):.0%}"
+    ci_note = (f"{level} {boot.get('method')} bootstrap, {boot.get('n_resamples')} refits" if boot.get("n_resamples")
+               else "no bootstrap")
+    ident = fit.get("identification") or {}
+    t = Table(title=f"{title + ': ' if title else ''}{fit.get('model', 'fitted law')} ({ci_note})", title_justify="left")
+    for col in ("parameter", "estimate", f"{level} CI", "identified"):
+        t.add_column(col, justify="left" if col in ("parameter", "identified") else "right")
+    for name, value in fit["params"].items():
+        info = ident.get(name) or {}
+        ci = interval((fit.get("param_ci") or {}).get(name), 4)
+        t.add_row(name, number(_estimate(value, info), 4), ci if ci != "n/a" else not_available(
+            "no bootstrap" if not boot.get("n_resamples") else "bootstrap failed"),
+            "yes" if info.get("identified", True) else Text(f"not identified: {info.get('why')}", style="yellow"))
+    out: list = [t, Text(f"R^2 = {number(fit.get('r2'), 4)}, RMSE = {number(fit.get('rmse'), 4)}, "
+                         f"{fit.get('n_cells')} cells")]
+    held = fit.get("heldout") or {}
+    if "cells" in held:
+        h = Table(title=f"held-out check: fit on {held['train']} ({held['n_train']} cells), "
+                        f"predict the {held['n_test']} cells at the largest budgets", title_justify="left")
+        for col in ("n_f", "n_c", "predicted", "observed", "abs error"):
+            h.add_column(col, justify="right")
+        for c in sorted(held["cells"], key=lambda c: (c["n_f"], c["n_c"])):
+            h.add_row(number(c["n_f"], 0), number(c["n_c"], 0), number(c["predicted"], 4),
+                      number(c["observed"], 4), number(c["abs_error"], 4))
+        h.add_row("MAE", "", "", "", number(held["mean_abs_error"], 4), style="bold")
+        h.add_row("max", "", "", "", number(held["max_abs_error"], 4))
+        out.append(h)
+    elif held:
+        out.append(Text(f"held-out check: {not_available(held.get('skipped'))}"))
+    alts = fit.get("alternatives") or {}
+    if alts:
+        a_t = Table(title="alternative forms (lower AIC/AICc/BIC/held-out MAE is better)", title_justify="left")
+        for col in ("form", "params", "R^2", "AIC", "AICc", "BIC", "held-out MAE"):
+            a_t.add_column(col, justify="left" if col == "form" else "right")
+        for name, a in alts.items():
+            mae = a.get("heldout_mean_abs_error")
+            a_t.add_row(name, number(a.get("n_params")), number(a.get("r2"), 4), number(a.get("aic"), 2),
+                        number(a.get("aicc"), 2), number(a.get("bic"), 2),
+                        not_available(a.get("heldout_skipped") or "not computed") if is_missing(mae) else number(mae, 4))
+        out.append(a_t)
+        best = fit.get("best_by") or {}
+        out.append(Text("best by " + ", ".join(f"{_CRITERIA.get(k, k)}: {v}" for k, v in best.items())
+                        + ("" if "heldout" in best else ", held-out MAE: n/a (no held-out errors)")))
+    for w in fit.get("warnings") or []:
+        out.append(Text(f"warning: {w}", style="yellow"))
+    return out
+
+
+def fit_console_line(fit: dict, title: str) -> str:
+    """One plain line per law for sweep/demo summaries: parameters, R², held-out MAE, what is not identified."""
+    if fit.get("error"):
+        return f"{title}: scaling law not fitted ({fit['error'].split(':')[0]})"
+    p, ident = fit["params"], fit.get("identification") or {}
+    parts = [f"{k} {number(_estimate(v, ident.get(k) or {}), 3)}"
+             + ("*" if not (ident.get(k) or {}).get("identified", True) else "") for k, v in p.items()]
+    held = fit.get("heldout") or {}
+    mae = (f"held-out MAE {number(held['mean_abs_error'], 4)} ({held['n_test']} cells)" if "cells" in held
+           else f"held-out MAE {not_available(held.get('reason') or held.get('skipped'))}")
+    bad = [k for k, v in ident.items() if not v.get("identified", True)]
+    line = f"{title}: {', '.join(parts)}; R^2 {number(fit.get('r2'), 3)}; {mae}"
+    if bad:
+        line += "; * not identified: " + "; ".join(f"{k} ({ident[k].get('why')})" for k in bad)
+    return line
+
+
+def _ci_cell(row: dict, why: str) -> Raw:
+    ci = [row.get("ci_lo"), row.get("ci_hi")]
+    return na(why) if interval(ci) == "n/a" else Num(fmt_ci(ci))
+
+
+def write_report(run_dir: str | Path, progress: bool = True) -> Path:
+    """RUN_DIR/report.html (self-contained) and RUN_DIR/figures/*.png from what the sweep and the other
+    probes wrote. Drawing the figures takes seconds: `progress` says so on stderr."""
+    from vlgap.progress import step
+
     run = Path(run_dir)
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
+    with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
+        return _write_report(run, sweep_path)
+
+
+def _write_report(run: Path, sweep_path: Path) -> Path:
     sweep = json.loads(sweep_path.read_text())
     rows = sweep["rows"]
     fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
@@ -186,16 +349,28 @@ def write_report(run_dir: str | Path) -> Path:
         f"N = {rows[0]['n']} items, k = {rows[0]['k']}, metric = {rows[0]['metric']}, chance level k/(N-1) = "
         f"{rows[0]['chance']:.4f}. Intervals: {cfg.get('interval', 'bootstrap over items')}; p-values: permutation "
         f"null with shuffled pairing.") + "</p>")
+    no_ci = "no bootstrap" if not cfg.get("bootstrap") else "bootstrap failed"
+    no_p = "no permutations" if not cfg.get("permutations") else "no null"
     summary_rows = []
     for v, t in _pairs(rows):
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         top = max(sub, key=lambda r: (r["n_f"], r["n_c"]))
         low = min(sub, key=lambda r: (r["n_f"], r["n_c"]))
-        summary_rows.append([v, t, low["score"], top["score"], fmt_ci([top.get('ci_lo'), top.get('ci_hi')]),
-                             top.get("p_value", float("nan")), (fits.get(f"{v}|{t}") or {}).get("r2", float("nan"))])
+        fit = fits.get(f"{v}|{t}") or {}
+        if not fit or fit.get("error"):
+            law: Any = na("law not fitted" + (": grid too small" if "too small" in fit.get("error", "") else ""))
+            ident: Any = na("law not fitted")
+        else:
+            law = fit.get("r2")
+            bad = fit.get("not_identified") or []
+            ident = Raw("all" if not bad else f"<span class='warn'>not identified: {html.escape(', '.join(bad))}</span>")
+        summary_rows.append([v, t, low["score"], top["score"], _ci_cell(top, no_ci),
+                             fmt_or_na(top.get("p_value"), no_p, 4), law if isinstance(law, Raw) else Num(fmt(law, 4)),
+                             ident])
+    level = cfg.get("confidence", 0.95)
     parts.append("<h2>Summary</h2>" + html_table(
-        ["vision", "text", "score at smallest budget", "score at largest budget", "95% CI (largest)", "p (largest)", "law R²"],
-        summary_rows))
+        ["vision", "text", "score at smallest budget", "score at largest budget", f"{level:.0%} CI (largest)",
+         "p (largest)", "law R²", "law parameters identified"], summary_rows))
     for v, t in _pairs(rows):
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         fit = fits.get(f"{v}|{t}")
@@ -213,10 +388,11 @@ def write_report(run_dir: str | Path) -> Path:
             data = _save(scaling_figure(sub, axis, fit, f"{v} × {t}"), figs / f"{tag}_vs_{axis}.png")
             parts.append(_img(data, f"alignment vs {axis}"))
         parts.append(_fit_section(fit or {}))
-        parts.append(html_table(["n_f", "n_c", "score", "CI lo", "CI hi", "p", "null mean", "best layers (v, t)"],
-                            [[r["n_f"], r["n_c"], r["score"], r.get("ci_lo"), r.get("ci_hi"), r.get("p_value"),
-                              r.get("null_mean"), f"{r['x_layer']}, {r['y_layer']}"]
-                             for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
+        parts.append("<h3>Cells</h3>" + html_table(
+            ["n_f", "n_c", "score", f"{level:.0%} CI", "p", "null mean", "best layers (v, t)"],
+            [[r["n_f"], r["n_c"], r["score"], _ci_cell(r, no_ci), fmt_or_na(r.get("p_value"), no_p, 4),
+              fmt_or_na(r.get("null_mean"), no_p), f"{r['x_layer']}, {r['y_layer']}"]
+             for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
     for extra in sorted((run / "sections").glob("*.json")) if (run / "sections").is_dir() else []:
         sec = json.loads(extra.read_text())
         parts.append(f"<h2>{html.escape(sec.get('title', extra.stem))}</h2>{sec.get('html', '')}")
@@ -226,7 +402,7 @@ def write_report(run_dir: str | Path) -> Path:
                 parts.append(_img(p.read_bytes(), p.stem))
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse;"
              "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:49%;"
-             "vertical-align:top}.warn{color:#a40}")
+             "vertical-align:top}.warn{color:#a40}td.n{text-align:right;white-space:nowrap}")
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>vlgap report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
     out = run / "report.html"
     atomic_write_text(out, page)

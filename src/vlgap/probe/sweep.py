@@ -48,12 +48,19 @@ class SweepConfig:
     dtype: str = "float32"
     image_size: int | None = None
     text_pooling: str | None = None
+    #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
+    temporal_pooling: str = "mean"
     batch_size: int = 32
     skip_bad: bool = False
     cache_dir: str | None = None
     fit: bool = True
     #: feature preparation (vlgap.metrics.layer_search.PRESETS), e.g. "platonic-rep"; None: L2 only
     preset: str | None = None
+
+    def __post_init__(self):
+        from vlgap.features.temporal_pooling import parse_mode
+
+        self.temporal_pooling = parse_mode(self.temporal_pooling)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -113,8 +120,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
                   batch_size=cfg.batch_size, progress=progress)
     loaded = encoders or {}
-    vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, loaded_encoder=loaded.get(v), **common)
-           for v in cfg.vision}
+    vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
+                      loaded_encoder=loaded.get(v), **common) for v in cfg.vision}
     txt = {t: extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, loaded_encoder=loaded.get(t),
                       **common) for t in cfg.text}
     ids, dropped = _common_ids(list(vis.values()) + list(txt.values()))
@@ -144,7 +151,9 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             name = matrix_name(v, t, nf, nc)[:-4]
             cell_path = cells_dir / f"{name}.json"
             done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
-            if done is not None and done.get("preset") == cfg.preset:  # a cell of another preset is redone
+            # a cell of another preset or temporal pooling is redone
+            if (done is not None and done.get("preset") == cfg.preset
+                    and done.get("temporal_pooling", "mean") == cfg.temporal_pooling):
                 rows.append(done)
                 prog.advance(task)
                 continue
@@ -157,18 +166,21 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
             x_names, y_names = layer_names(xs_fs), layer_names(ys_fs)
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
+                   "temporal_pooling": cfg.temporal_pooling,
                    "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
                    "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
             atomic_write_json(cell_path, row)
             rows.append(row)
             prog.advance(task)
-    fits = fit_pairs(rows) if cfg.fit else {}
+    fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
     write_tables(run, rows, cfg, fits)
     return SweepResult(run, rows, fits, dropped)
 
 
-def fit_pairs(rows: list[dict]) -> dict[str, dict]:
-    """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal."""
+def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:
+    """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal.
+    With `progress`, each pair's bootstrap refits count up on stderr (seconds each on a CPU)."""
+    from vlgap.progress import counter
     from vlgap.scaling import fit_scaling
 
     fits = {}
@@ -176,7 +188,9 @@ def fit_pairs(rows: list[dict]) -> dict[str, dict]:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub]
         try:
-            fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP).to_dict()
+            with counter(f"scaling law {v} x {t}: bootstrap refits", FIT_BOOTSTRAP, "refits", progress) as report:
+                fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP,
+                                               progress=lambda done, total: report(done)).to_dict()
         except VlgapError as err:
             fits[f"{v}|{t}"] = {"error": str(err)}
     return fits

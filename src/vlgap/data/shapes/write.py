@@ -134,9 +134,10 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
 
 def cached_shapes_manifest(n: int, seed: int = 0, n_frames: int = 32, size: int = 128,
                            cache_dir: str | os.PathLike | None = None, log: Callable[[str], None] | None = None,
-                           camera_fraction: float = 0.0, style: str = "synthetic") -> Path:
+                           camera_fraction: float = 0.0, style: str = "synthetic",
+                           progress: Callable[[int, int], None] | None = None) -> Path:
     """Generate the shapes dataset once per (n, seed, frames, size, camera_fraction, style) under the cache
-    root; reuse it afterwards."""
+    root; reuse it afterwards. `progress(done, total)` is called as videos are written."""
     name = f"shapes-n{n}-s{seed}-f{n_frames}-{size}px"
     name += f"-cam{camera_fraction:g}" if camera_fraction else ""
     name += f"-{style}" if style != "synthetic" else ""
@@ -146,5 +147,5 @@ def cached_shapes_manifest(n: int, seed: int = 0, n_frames: int = 32, size: int 
         if log is not None:
             log(f"generating {n} shapes videos into {out}")
         generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size, camera_fraction=camera_fraction,
-                        style=style)
+                        style=style, progress=progress)
     return manifest

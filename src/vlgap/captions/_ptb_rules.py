@@ -1,0 +1,564 @@
+"""The lexer specification of Stanford PTBTokenizer 3.4.1 (the jar coco-caption runs), as regexes.
+
+JFlex macros (`macros()`) and the rules in specification order with their Java actions
+(`rules()`), each with what the scanner in ptb_tokenize needs to try it cheaply: which characters
+it can start with (`candidates(ch)`), its longest possible match, a character every match holds,
+and whether a backtracking match is already the longest one (else POSIX leftmost-longest matching
+is used, as the jar's DFA does). Character classes come from the jar's frozen tables
+(_ptb_classes).
+"""
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from functools import lru_cache
+from itertools import accumulate
+from re import _compiler as sre_compile, _constants as sre_c, _parser as sre_parse
+from typing import Callable
+
+import regex
+
+from vlgap.captions import _ptb_classes
+
+
+# Character classes: JFlex's [:letter:], [:digit:], [:uppercase:] as frozen in the jar's tables
+# (see _ptb_classes). The scanner works on UTF-16 units, so code points above U+FFFF never match.
+
+def _regex_class(ranges: str) -> str:
+    """The inside of a regex class for the ranges, as the characters themselves: the regex parsers
+    parse these large classes about twice as fast as \\u escapes."""
+    def char(code: str) -> str:
+        ch = chr(int(code, 16))
+        return "\\" + ch if ch in "\\]^-[" else ch
+
+    out = []
+    for item in ranges.split():
+        a, _, b = item.partition("-")
+        out.append(char(a) + ("-" + char(b) if b else ""))
+    return "".join(out)
+
+
+@lru_cache(maxsize=None)
+def classes() -> dict[str, str]:
+    return {"LETTER_CLASS": _regex_class(_ptb_classes.LETTER),
+            "DIGIT_CLASS": _regex_class(_ptb_classes.DIGIT),
+            "UPPER_CLASS": _regex_class(_ptb_classes.UPPERCASE)}
+
+
+# JFlex's %caseless also admits the characters Java maps onto a letter's case: dotted/dotless I,
+# the long s and the Kelvin sign ("W\u0130s." is the abbreviation "Wis.").
+_CASELESS_EXTRA = {"i": "\u0130\u0131", "s": "\u017f", "k": "\u212a"}
+
+
+def ci(word: str) -> str:
+    """A literal under JFlex %caseless: each letter matches both cases; classes stay as written."""
+    out = []
+    for ch in word:
+        if ch.isalpha() and ch.lower() != ch.upper():
+            out.append(f"[{ch.lower()}{ch.upper()}{_CASELESS_EXTRA.get(ch.lower(), '')}]")
+        else:
+            out.append(regex.escape(ch))
+    return "".join(out)
+
+
+def _alt(*words: str) -> str:
+    return "(?:" + "|".join(ci(w) for w in words) + ")"
+
+
+def macros() -> dict[str, str]:
+    c = classes()
+    m: dict[str, str] = {}
+    L = f"[{c['LETTER_CLASS']}]"
+    D = f"(?:[{c['DIGIT_CLASS']}]|[\\u07c0-\\u07c9])"
+    m["SGML"] = (r"(?:<(?:[!?][A-Za-z\-][^>\r\n]*|[A-Za-z][A-Za-z0-9_:.\-]*(?:[ ]+(?:[A-Za-z][A-Za-z0-9_:.\-]*|"
+                 r"[A-Za-z][A-Za-z0-9_:.\-]*[ ]*=[ ]*['\"][^\r\n'\"]*['\"]))*[ ]*\/?|\/[A-Za-z][A-Za-z0-9_:.\-]*)[ ]*>)")
+    m["SPMDASH"] = "(?:&" + _alt("MD", "mdash", "ndash") + ";|[\\x96\\x97\\u2013\\u2014\\u2015])"
+    m["SPAMP"] = ci("&amp;")
+    m["SPPUNC"] = "(?:&(?:" + "|".join(ci(w) for w in ("HT", "TL", "UR", "LR", "QC", "QL", "QR", "odq", "cdq")) + "|#[0-9]+);)"
+    m["SPLET"] = "(?:&[aeiouAEIOU]" + _alt("acute", "grave", "uml") + ";)"
+    m["SPACE"] = r"[ \t\xa0\u2000-\u200a\u3000]"
+    m["SPACES"] = m["SPACE"] + "+"
+    m["NEWLINE"] = r"(?:\r\n|\r|\n|\u2028|\u2029|\x0b|\x0c|\x85)"
+    m["SPACENL"] = f"(?:{m['SPACE']}|{m['NEWLINE']})"
+    m["SPACENLS"] = m["SPACENL"] + "+"
+    m["SENTEND"] = f"(?:{m['SPACENL']}(?:{m['SPACENL']}|[{c['UPPER_CLASS']}]|{m['SGML']}))"
+    m["DIGIT"] = D
+    m["DATE"] = f"(?:{D}{{1,2}}[\\-\\/]{D}{{1,2}}[\\-\\/]{D}{{2,4}})"
+    # (alternatives ordered so that a backtracking match is also the longest one)
+    m["NUM"] = f"(?:{D}*(?:[.:,\\xad\\u066b\\u066c]{D}+)+|{D}+)"
+    m["NUMBER"] = f"(?:[\\-+]?{m['NUM']})"
+    m["SUBSUPNUM"] = r"(?:[\u207a\u207b\u208a\u208b]?(?:[\u2070\xb9\xb2\xb3\u2074-\u2079]+|[\u2080-\u2089]+))"
+    m["FRAC"] = f"(?:(?:{D}{{1,4}}[\\- \\xa0])?{D}{{1,4}}(?:\\\\?\\/|\\u2044){D}{{1,4}})"
+    m["FRAC2"] = r"[\xbc\xbd\xbe\u2153-\u215e]"
+    m["DOLSIGN"] = r"(?:[A-Z]*\$|#)"
+    m["DOLSIGN2"] = r"[\xa2\xa3\xa4\xa5\x80\u20a0\u20ac\u060b\u0e3f\u20a4\uffe0\uffe1\uffe5\uffe6]"
+    extra_letters = (
+        r"\xad\u0237-\u024f\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02ff\u0300-\u036f\u0370-\u037d\u0384\u0385"
+        r"\u03cf\u03f6\u03fc-\u03ff\u0483-\u0487\u04cf\u04f6-\u04ff\u0510-\u0525\u055a-\u055f\u0591-\u05bd"
+        r"\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0615-\u061a\u063b-\u063f\u064b-\u065e\u0670\u06d6-\u06ef"
+        r"\u06fa-\u06ff\u070f\u0711\u0730-\u074f\u0750-\u077f\u07a6-\u07b1\u07ca-\u07f5\u07fa\u0900-\u0903"
+        r"\u093c\u093e-\u094e\u0951-\u0955\u0962-\u0963\u0981-\u0983\u09bc-\u09c4\u09c7\u09c8\u09cb-\u09cd"
+        r"\u09d7\u09e2\u09e3\u0a01-\u0a03\u0a3c\u0a3e-\u0a4f\u0a81-\u0a83\u0abc-\u0acf\u0b82\u0bbe-\u0bc2"
+        r"\u0bc6-\u0bc8\u0bca-\u0bcd\u0c01-\u0c03\u0c3e-\u0c56\u0d3e-\u0d44\u0d46-\u0d48\u0e30-\u0e3a"
+        r"\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd")
+    LETTER = f"(?:{L}|{m['SPLET']}|[{extra_letters}])"
+    m["LETTER"] = LETTER
+    m["WORD"] = f"(?:{LETTER}(?:{LETTER}|{D})*(?:[.!?]{LETTER}(?:{LETTER}|{D})*)*)"
+    m["APOS"] = "(?:['\\x92\\u2019]|" + ci("&apos;") + ")"
+    m["APOSETCETERA"] = f"(?:{m['APOS']}|[`\\x91\\u2018\\u201b])"
+    LD = f"(?:{L}|{D})"
+    m["HYPHEN"] = r"[\-_\u058a\u2010\u2011]"
+    m["THING"] = (f"(?:(?:[dDoOlL]{m['APOSETCETERA']}{LD})?{LD}+"
+                  f"(?:{m['HYPHEN']}(?:[dDoOlL]{m['APOSETCETERA']}{LD})?{LD}+)*)")
+    m["THINGA"] = f"(?:[A-Z]+(?:(?:[+&]|{m['SPAMP']})[A-Z]+)+)"
+    m["THING3"] = r"(?:[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}(?:\\?\/[A-Za-z0-9]+(?:-[A-Za-z]+){0,2}){1,2})"
+    m["ACRO"] = ("(?:[A-Za-z](?:\\.[A-Za-z])+|" + _alt("Canada", "Sino", "Korean", "EU", "Japan", "non")
+                 + "-" + ci("U.S") + "|" + ci("U.S.-") + "(?:" + ci("U.K") + "|" + ci("U.S.S.R") + "))")
+    m["HTHING"] = f"(?:[A-Za-z0-9][A-Za-z0-9.,\\xad]*(?:-(?:[A-Za-z0-9\\xad]+|{m['ACRO']}\\.))+)"
+    m["REDAUX"] = f"(?:{m['APOS']}(?:[msdMSD]|{_alt('re', 've', 'll')}))"
+    m["SWORD"] = r"(?:[A-Za-z\xad]*[A-MO-Za-mo-z]\xad*)"
+    m["SREDAUX"] = f"(?:{ci('n')}{m['APOSETCETERA']}{ci('t')})"
+    A, AE = m["APOS"], m["APOSETCETERA"]
+    m["APOWORD"] = ("(?:" + "|".join([
+        f"{A}{ci('n')}{A}?",
+        f"[lLdDjJ]{A}",
+        f"{ci('Dunkin')}{A}",
+        f"{ci('somethin')}{A}",
+        f"{ci('ol')}{A}",
+        f"{A}{ci('em')}",
+        f"[A-HJ-XZn]{AE}{L}{{2}}{L}*",
+        f"{A}[2-9]0{ci('s')}",
+        f"{A}{ci('til')}{ci('l')}?",
+        f"{L}{L}*[aeiouyAEIOUY]{AE}[aeiouA-Z]{L}*",
+        f"{A}{ci('cause')}",
+        ci("cont'd") + "\\.?",
+        ci("nor'easter"), ci("c'mon"), ci("e'er"), ci("s'mores"), ci("ev'ry"), ci("li'l"), ci("nat'l"),
+        ci("O") + AE + ci("o"),
+    ]) + ")")
+    m["APOWORD2"] = f"(?:{ci('y')}{A})"
+    m["FULLURL"] = (ci("http") + ci("s") + "?" + r":\/\/[^ \t\n\f\r\"<>|(){}]+[^ \t\n\f\r\"<>|.!?(){},\-]")
+    m["LIKELYURL"] = (
+        "(?:(?:" + ci("www") + r"\.(?:[^ \t\n\f\r\"<>|.!?(){},]+\.)+[a-zA-Z]{2,4})|"
+        r"(?:(?:[^ \t\n\f\r\"`'<>|.!?(){},-_$]+\.)+" + _alt("com", "net", "org", "edu") + "))"
+        r"(?:\/[^ \t\n\f\r\"<>|()]+[^ \t\n\f\r\"<>|.!?(){},\-])?")
+    m["EMAIL"] = (r"(?:(?:&[lL][tT];|<)?[a-zA-Z0-9][^ \t\n\f\r\"<>|()\xa0{}]*@(?:[^ \t\n\f\r\"<>|(){}.\xa0]+\.)*"
+                  r"(?:[^ \t\n\f\r\"<>|(){}.\xa0]+)(?:&[gG][tT];|>)?)")
+    exts = ["bat", "bmp", "c", "class", "cgi", "cpp", "dll", "doc", "docx", "exe", "gif", "gz", "h", "htm",
+            "html", "jar", "java", "jpeg", "jpg", "mov", "mp3", "pdf", "php", "pl", "png", "ppt", "ps", "py",
+            "sql", "tar", "txt", "wav", "x", "xml", "zip"]
+    LLD = f"(?:{LETTER}|{D})"
+    m["FILENAME"] = f"(?:{LLD}+(?:\\.{LLD}+)*\\.{_alt(*exts)})"
+    m["PROGLANG"] = "(?:" + ci("c++") + "|" + ci("c#") + "|" + ci("f#") + ")"
+    m["TWITTER"] = f"(?:@[a-zA-Z_][a-zA-Z_0-9]*|#{LETTER}+)"
+    m["SMILEY"] = r"(?:[<>]?[:;=][\-o\*']?[()DPdpO\\{@|\[\]])"
+    m["ASIANSMILEY"] = (r"(?:[\^x=~<>]\.\[\^[xX]=~<>\]|[\-\^x=~<>']_[\-\^x=~<>']|"
+                        r"\([\-\^x=~<>'][_.]?[\-\^x=~<>']\)|\^_\^)")
+    m["ABMONTH"] = _alt("Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Sept", "Oct", "Nov", "Dec")
+    m["ABDAYS"] = _alt("Mon", "Tue", "Tues", "Wed", "Thu", "Thurs", "Fri")
+    m["ABSTATE"] = ("(?:" + "|".join([
+        ci("Ala"), ci("Ariz"), "A" + ci("rk"), ci("Calif"), ci("Colo"), ci("Conn"), ci("Dak"),
+        "D" + ci("el"), ci("Fla"), ci("Ga"), "I" + ci("ll"), ci("Ind"), ci("Kan") + ci("s") + "?",
+        ci("Ky"), "L" + ci("a"), "M" + ci("ass"), ci("Md"), ci("Mich"), ci("Minn"), "M" + ci("iss"),
+        ci("Mo"), ci("Mont"), ci("Neb"), ci("Nev"), ci("Okla"), "O" + ci("re"), "P" + ci("a"),
+        ci("Penn"), ci("Tenn"), "T" + ci("ex"), ci("Va"), ci("Vt"), "W" + ci("ash"),
+        ci("Wisc") + "?", ci("Wis"), ci("Wyo")]) + ")")
+    m["ABTITLE"] = ("(?:" + "|".join([
+        ci("Mr"), ci("Mrs"), ci("Ms"), "M" + ci("iss"), ci("Dr") + ci("s") + "?",
+        ci("Prof") + ci("s") + "?", ci("Sen") + ci("s") + "?", ci("Rep") + ci("s") + "?",
+        ci("Atty") + ci("s") + "?", ci("Lt"), ci("Col"), ci("Gen"), ci("Messrs"),
+        ci("Gov") + ci("s") + "?", ci("Adm"), ci("Rev"), ci("Maj"), ci("Sgt"), ci("Cpl"),
+        ci("Pvt"), ci("Mt"), ci("Capt"), ci("St") + ci("e") + "?", ci("Ave"), ci("Pres"),
+        ci("Lieut"), ci("Hon"), ci("Brig"), ci("C") + ci("o") + "?" + ci("mdr"), ci("Pfc"),
+        ci("Spc"), ci("Supt") + ci("s") + "?", ci("Det"), ci("Msgr"), ci("Assoc"), ci("Asst"),
+        ci("Adj"), ci("Ens"), ci("Insp"), ci("Mme"), ci("Mlle")]) + ")")
+    m["ABPTIT"] = "(?:" + "|".join([ci("Jr"), ci("Sr"), ci("Bros"), "(?:" + ci("Ed") + "|" + ci("Ph") + ")\\." + ci("D"),
+                                     ci("Blvd"), ci("Rd"), ci("Rt"), ci("Ct"), ci("Esq")]) + ")"
+    m["ABCOMP"] = ("(?:" + "|".join([ci("Inc"), ci("Co") + ci("s") + "?", ci("Corp"),
+                                      ci("P") + ci("p") + "?" + ci("t") + "[ye]" + ci("s") + "?", ci("Ltd"),
+                                      ci("Plc"), ci("Bancorp"), ci("Bldg"), ci("Bhd"), ci("Assn"),
+                                      ci("Univ"), ci("Intl"), ci("Sys")]) + ")")
+    m["ABCOMP2"] = "(?:" + "|".join([ci("Invt"), ci("Elec"), ci("Natl"), ci("M") + "[ft]" + ci("g")]) + ")"
+    m["ABNUM"] = _alt("tel", "est", "ext", "sq")
+    m["ABBREV3"] = "(?:" + _alt("ca", "fig", "figs", "prop", "no", "nos", "art", "bldg", "pp", "op") + "\\.)"
+    m["ABBREV1"] = (f"(?:(?:{m['ABMONTH']}|{m['ABDAYS']}|{m['ABSTATE']}|{m['ABCOMP']}|{m['ABNUM']}|"
+                    f"{m['ABPTIT']}|{_alt('etc', 'al', 'seq')})\\.)")
+    m["ABBREV4"] = ("(?:[A-Za-z]|" + m["ABTITLE"] + "|" + _alt("vs", "Alex", "Wm", "Jos", "Cie", "ft", "Ph", "Dept") + "|"
+                    + ci("a.k.a") + "|" + _alt("cf", "TREAS") + "|" + m["ACRO"] + "|" + m["ABCOMP2"] + ")")
+    m["ABBREV2"] = f"(?:{m['ABBREV4']}\\.)"
+    m["ACRONYM"] = f"(?:{m['ACRO']}\\.)"
+    # before a sentence-starting word a lone initial also counts ("I. The" -> "I" + ".")
+    m["ACRONYM1"] = f"(?:(?:[A-Za-z]|{m['ACRO']})\\.)"
+    followers = ["About", "According", "Additionally", "After", "An", "A", "As", "At", "But", "Earlier",
+                 "He", "Her", "Here", "However", "If", "In", "It", "Last", "Many", "More", "Mr.", "Ms.",
+                 "Now", "Once", "One", "Other", "Our", "She", "Since", "So", "Some", "Such", "That",
+                 "The", "Then", "There", "These", "They", "This", "We", "When", "While", "What", "Yet",
+                 "You"]
+    # "[A]bout": the first letter is a character class (case-sensitive), the rest is caseless
+    m["ACRONYM_FOLLOWERS"] = "(?:" + "|".join(f[0] + ci(f[1:]) for f in followers) + ")"
+    m["PHONE"] = (r"(?:(?:\([0-9]{2,3}\)[ \xa0]?|(?:\+\+?)?(?:[0-9]{2,4}[\- \xa0])?[0-9]{2,4}[\- \xa0])"
+                  r"[0-9]{3,4}[\- \xa0]?[0-9]{3,5}|(?:(?:\+\+?)?[0-9]{2,4}\.)?[0-9]{2,4}\.[0-9]{3,4}\.[0-9]{3,5})")
+    m["FAKEDUCKFEET"] = "(?:<<|>>)"
+    m["LESSTHAN"] = "(?:<|" + ci("&lt;") + ")"
+    m["GREATERTHAN"] = "(?:>|" + ci("&gt;") + ")"
+    m["HYPHENS"] = r"\-+"
+    m["LDOTS"] = r"(?:\.{3,5}|(?:\.[ \xa0]){2,4}\.|[\x85\u2026])"
+    m["ATS"] = "@+"
+    m["UNDS"] = "_+"
+    m["ASTS"] = r"(?:\*+|(?:\\\*){1,3})"
+    m["HASHES"] = "#+"
+    m["FNMARKS"] = f"(?:{m['ATS']}|{m['HASHES']}|{m['UNDS']})"
+    m["INSENTP"] = r"[,;:\u3001]"
+    m["QUOTES"] = (f"(?:{m['APOS']}|''|[`\\u2018\\u2019\\u201a\\u201b\\u201c\\u201d\\x91\\x92\\x93\\x94"
+                   "\\u201e\\u201f\\u2039\\u203a\\xab\\xbb]{1,2})")
+    m["DBLQUOT"] = '(?:"|' + ci("&quot;") + ")"
+    m["TBSPEC"] = ("(?:-" + _alt("RRB", "LRB", "RCB", "LCB", "RSB", "LSB") + "-|" + ci("C.D.s") + "|"
+                   + ci("pro-") + "|" + ci("anti-") + "|" + ci("S") + "(?:&|" + ci("&amp;") + ")" + ci("P-500")
+                   + "|" + ci("S") + "(?:&|" + ci("&amp;") + ")" + ci("Ls") + "|" + ci("Cap") + A + ci("n")
+                   + "|" + ci("c") + A + ci("est") + ")")
+    m["TBSPEC2"] = f"(?:{A}[0-9][0-9])"
+    m["MISCSYMBOL"] = (
+        "[+%&~\\^|\\\\\\xa6\\xa7\\xa8\\xa9\\xac\\xae\\xaf\\xb0-\\xb3\\xb4-\\xba\\xd7\\xf7\\u0387\\u05be\\u05c0"
+        "\\u05c3\\u05c6\\u05f3\\u05f4\\u0600-\\u0603\\u0606-\\u060a\\u060c\\u0614\\u061b\\u061e\\u066a"
+        "\\u066d\\u0703-\\u070d\\u07f6\\u07f7\\u07f8\\u0964\\u0965\\u0e4f\\u1fbd\\u2016\\u2017\\u2020-\\u2023"
+        "\\u2030-\\u2038\\u203b\\u203e-\\u2042\\u2044\\u207a-\\u207f\\u208a-\\u208e\\u2100-\\u214f"
+        "\\u2190-\\u21ff\\u2200-\\u2bff\\u3012\\u30fb\\uff01-\\uff0f\\uff1a-\\uff20\\uff3b-\\uff40"
+        "\\uff5b-\\uff65]")
+    m["ASSIMILATIONS3"] = _alt("cannot", "gimme", "gonna", "gotta", "lemme", "wanna")
+    m["ASSIMILATIONS2"] = "(?:'" + _alt("tis", "twas") + ")"
+    return m
+
+
+# ----------------------------------------------------------------------------------------------
+# Token rewriting helpers (the Java actions)
+# ----------------------------------------------------------------------------------------------
+
+_AMP = regex.compile(r"(?i:&amp;)")
+_SINGLE_QUOTE = regex.compile(r"&apos;|'")
+_DOUBLE_QUOTE = regex.compile(r'"|&quot;')
+_LEFT_SINGLE = regex.compile("[\x91\u2018\u201b\u2039]")
+_RIGHT_SINGLE = regex.compile("[\x92\u2019\u203a]")
+_LEFT_DOUBLE = regex.compile("[\x93\u201c\xab]")
+_RIGHT_DOUBLE = regex.compile("[\x94\u201d\xbb]")
+
+
+def _latex_quotes(tok: str, probably_left: bool) -> str:
+    if probably_left:
+        tok = _SINGLE_QUOTE.sub("`", tok)
+        tok = _DOUBLE_QUOTE.sub("``", tok)
+    else:
+        tok = _SINGLE_QUOTE.sub("'", tok)
+        tok = _DOUBLE_QUOTE.sub("''", tok)
+    tok = _LEFT_SINGLE.sub("`", tok)
+    tok = _RIGHT_SINGLE.sub("'", tok)
+    tok = _LEFT_DOUBLE.sub("``", tok)
+    return _RIGHT_DOUBLE.sub("''", tok)
+
+
+def _soft(tok: str) -> str:
+    # a token made only of soft hyphens becomes a hyphen rather than vanishing
+    return tok.replace("\xad", "") or "-"
+
+
+def _nbsp(tok: str) -> str:
+    return tok.replace(" ", "\xa0")
+
+
+_FRACTIONS = {"\xbc": "1/4", "\xbd": "1/2", "\xbe": "3/4", "\u2153": "1/3", "\u2154": "2/3"}
+_CURRENCY = str.maketrans({"\xa2": "cents", "\xa3": "#", "\x80": "$", "\xa4": "$", "\u20a0": "$", "\u20ac": "$"})
+
+# An action maps the matched body text to (token or None, characters to push back).
+Action = Callable[[str], "tuple[str | None, int]"]
+
+
+def _keep(t: str):
+    return t, 0
+
+
+def _drop(t: str):
+    return None, 0
+
+
+def _const(value: str) -> Action:
+    return lambda t: (value, 0)
+
+
+def _sentence_final_abbrev(t: str):
+    # the token keeps its period and the period is also returned as the next token
+    return t, 1
+
+
+def _acronym_before_sentence(t: str):
+    # JFlex 1.4 sometimes reports trailing spaces inside the token; the Java action strips them
+    stripped = t.rstrip(" \t\n\x0b\x0c\r\x85")
+    extra = len(t) - len(stripped)
+    if len(stripped) == 2:  # "I." -> "I", then "."
+        return stripped[:1], 1 + extra
+    return stripped, 1 + extra
+
+
+def _hyphens(t: str):
+    return ("--" if 3 <= len(t) <= 4 else t), 0
+
+
+def _assimilation(keep: int) -> Action:
+    return lambda t: (t[:keep], len(t) - keep)
+
+
+def _phone(t: str):
+    return _nbsp(t).replace("(", "-LRB-").replace(")", "-RRB-"), 0
+
+
+# (name, body, trailing context or None, action) in the order of the JFlex specification:
+# the order only matters for equal-length matches.
+def rule_table() -> list[tuple[str, str, str | None, Action]]:
+    m = macros()
+    return [
+        ("ASSIMILATIONS3", m["ASSIMILATIONS3"], None, _assimilation(3)),
+        ("ASSIMILATIONS2", m["ASSIMILATIONS2"], None, _assimilation(2)),
+        ("SGML", m["SGML"], None, lambda t: (_nbsp(t), 0)),
+        ("SPMDASH", m["SPMDASH"], None, _const("--")),
+        ("SPAMP", m["SPAMP"], None, lambda t: (_AMP.sub("&", t), 0)),
+        ("SPPUNC", m["SPPUNC"], None, _keep),
+        ("WORD/REDAUX", m["WORD"], m["REDAUX"], lambda t: (_soft(t), 0)),
+        ("SWORD/SREDAUX", m["SWORD"], m["SREDAUX"], lambda t: (_soft(t), 0)),
+        ("WORD", m["WORD"], None, lambda t: (_soft(t), 0)),
+        ("APOWORD", m["APOWORD"], None, _keep),
+        ("APOWORD2", m["APOWORD2"], f"[{classes()['LETTER_CLASS']}]", _keep),
+        ("FULLURL", m["FULLURL"], None, _keep),
+        ("LIKELYURL", m["LIKELYURL"], None, _keep),
+        ("EMAIL", m["EMAIL"], None, _keep),
+        ("PROGLANG", m["PROGLANG"], None, _keep),
+        ("TWITTER", m["TWITTER"], None, _keep),
+        ("REDAUX/", m["REDAUX"], "[^A-Za-z]", lambda t: (_latex_quotes(t, False), 0)),
+        ("SREDAUX", m["SREDAUX"], None, lambda t: (_latex_quotes(t, False), 0)),
+        ("DATE", m["DATE"], None, _keep),
+        ("NUMBER", m["NUMBER"], None, lambda t: (_soft(t), 0)),
+        ("SUBSUPNUM", m["SUBSUPNUM"], None, _keep),
+        ("FRAC", m["FRAC"], None, lambda t: (_nbsp(t), 0)),
+        ("FRAC2", m["FRAC2"], None, lambda t: ("".join(_FRACTIONS.get(ch, ch) for ch in t), 0)),
+        ("TBSPEC", m["TBSPEC"], None, lambda t: (_AMP.sub("&", t), 0)),
+        ("THING3", m["THING3"], None, _keep),
+        ("DOLSIGN", m["DOLSIGN"], None, _keep),
+        ("DOLSIGN2", m["DOLSIGN2"], None, lambda t: (t.translate(_CURRENCY), 0)),
+        ("ACRONYM/FOLLOWER", m["ACRONYM1"], f"{m['SPACENLS']}(?:{m['ACRONYM_FOLLOWERS']}|{m['SGML']}){m['SPACENL']}",
+         _acronym_before_sentence),
+        ("ABBREV1/SENTEND", m["ABBREV1"], m["SENTEND"], _sentence_final_abbrev),
+        ("ABBREV1/ANY2", m["ABBREV1"], r"[\s\S][\s\S]", _keep),
+        ("ABBREV1", m["ABBREV1"], None, _sentence_final_abbrev),
+        ("ABBREV3/DIGIT", m["ABBREV3"], f"{m['SPACENL']}?{m['DIGIT']}", _keep),
+        ("ABBREV2", m["ABBREV2"], None, _keep),
+        ("ABBREV4/SPACE", m["ABBREV4"], m["SPACE"], _keep),
+        ("ACRO/SPACENL", m["ACRO"], m["SPACENL"], _keep),
+        ("TBSPEC2/SPACENL", m["TBSPEC2"], m["SPACENL"], _keep),
+        ("WORD./INSENTP", m["WORD"] + r"\.", m["INSENTP"], lambda t: (_soft(t), 0)),
+        ("FILENAME", m["FILENAME"], f"(?:{m['SPACENL']}|[.?!,])", _keep),
+        ("PHONE", m["PHONE"], None, _phone),
+        ("SMILEY", m["SMILEY"], "[^A-Za-z0-9]", lambda t: (t.replace("(", "-LRB-").replace(")", "-RRB-"), 0)),
+        ("ASIANSMILEY", m["ASIANSMILEY"], None, lambda t: (t.replace("(", "-LRB-").replace(")", "-RRB-"), 0)),
+        ("DBLQUOT/ALNUM", m["DBLQUOT"], "[A-Za-z0-9$]", lambda t: (_latex_quotes(t, True), 0)),
+        ("DBLQUOT", m["DBLQUOT"], None, lambda t: (_latex_quotes(t, False), 0)),
+        ("DEL", "\x7f", None, _drop),
+        ("LESSTHAN", m["LESSTHAN"], None, _const("<")),
+        ("GREATERTHAN", m["GREATERTHAN"], None, _const(">")),
+        ("LSB", r"\[", None, _const("-LSB-")),
+        ("RSB", r"\]", None, _const("-RSB-")),
+        ("LCB", r"\{", None, _const("-LCB-")),
+        ("RCB", r"\}", None, _const("-RCB-")),
+        ("LRB", r"\(", None, _const("-LRB-")),
+        ("RRB", r"\)", None, _const("-RRB-")),
+        ("HYPHENS", m["HYPHENS"], None, _hyphens),
+        ("LDOTS", m["LDOTS"], None, _const("...")),
+        ("FNMARKS", m["FNMARKS"], None, _keep),
+        ("ASTS", m["ASTS"], None, _keep),
+        ("INSENTP", m["INSENTP"], None, _keep),
+        ("QMARKS", "[?!]+", None, _keep),
+        ("PERIODS", "[.\xa1\xbf\u037e\u0589\u061f\u06d4\u0700-\u0702\u07fa\u3002]", None, _keep),
+        ("EQUALS", "=", None, _keep),
+        ("SLASH", r"\/", None, _keep),
+        ("HTHING./INSENTP", m["HTHING"] + r"\.", m["INSENTP"], lambda t: (_soft(t), 0)),
+        ("HTHING", m["HTHING"], None, lambda t: (_soft(t), 0)),
+        ("THING./INSENTP", m["THING"] + r"\.", m["INSENTP"], _keep),
+        ("THING", m["THING"], None, _keep),
+        ("THINGA./INSENTP", m["THINGA"] + r"\.", m["INSENTP"], lambda t: (_AMP.sub("&", t), 0)),
+        ("THINGA", m["THINGA"], None, lambda t: (_AMP.sub("&", t), 0)),
+        ("QUOTE/LETTER", "'", "[A-Za-z][^ \t\n\r\xa0]", lambda t: (_latex_quotes(t, True), 0)),
+        ("REDAUX", m["REDAUX"], None, lambda t: (_latex_quotes(t, False), 0)),
+        ("QUOTES", m["QUOTES"], None, lambda t: (_latex_quotes(t, False), 0)),
+        ("FAKEDUCKFEET", m["FAKEDUCKFEET"], None, _keep),
+        ("MISCSYMBOL", m["MISCSYMBOL"], None, _keep),
+        ("SPACES", r"(?:\x00|" + m["SPACES"] + r"|[\u200b\u200e\u200f\ufeff])", None, _drop),
+        ("NEWLINE", m["NEWLINE"], None, _const("\n")),
+        ("NBSP", ci("&nbsp;"), None, _drop),
+        ("UNTOKENIZABLE", r"[^\n]", None, _drop),
+    ]
+
+
+# Rules whose backtracking match is also the longest, so they need no POSIX matching (checked in the
+# tests): greedy runs, and patterns where at most one match is possible at a position because each
+# choice is forced by the next character (WORD./INSENTP and THING./INSENTP: the body ends at the
+# first period followed by ",;:", which neither body can contain; TWITTER, APOWORD2: a fixed first
+# character, then one run; DATE, FRAC: a digit run must end at a separator or a slash).
+GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/SREDAUX", "WORD./INSENTP",
+                                "THING./INSENTP", "TWITTER", "APOWORD2", "DATE", "FRAC"])
+
+
+class Rule:
+    __slots__ = ("name", "index", "source", "_parsed", "_prefilter", "_posix", "first", "action", "max_len",
+                 "fixed", "required", "greedy_is_longest")
+
+    def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
+        self.name = name
+        self.index = index
+        src = f"(?P<b>{body})" + (f"(?:{context})" if context is not None else "")
+        # a cheap backtracking match decides whether the rule applies at all; POSIX mode then
+        # gives the leftmost-longest match, like the scanner's DFA
+        self.source = src
+        self._prefilter = self._posix = None  # compiled on first use: many rules never run
+        self._parsed = parsed = sre_parse.parse(src)
+        self.first = _FirstChars(_first_chars(parsed))
+        lo, hi = parsed.getwidth()
+        self.max_len = hi  # a later rule no longer than the best match so far cannot win
+        self.fixed = lo == hi  # one possible length: the backtracking match is the longest one
+        # patterns where every character forces the next step, so the backtracking match is the
+        # longest too (checked against POSIX matching in the tests)
+        self.greedy_is_longest = self.fixed or name in GREEDY_IS_LONGEST
+        # a character every match contains ("." for abbreviations): a cheap test before the regex
+        required = _required_chars(parsed)
+        self.required = min(required) if required else None
+        self.action = action
+
+    @property
+    def prefilter(self) -> re.Pattern:
+        if self._prefilter is None:
+            # (from the parse made above: parsing is a third of compiling these large classes)
+            self._prefilter = sre_compile.compile(self._parsed)
+            self._parsed = None
+        return self._prefilter
+
+    @property
+    def pattern(self) -> regex.Pattern:
+        if self._posix is None:
+            self._posix = regex.compile("(?p)" + self.source)
+        return self._posix
+
+
+def _required_chars(seq) -> set[str]:
+    """Characters that occur in every string the parsed regex matches."""
+    out: set[str] = set()
+    for op, av in seq:
+        if op is sre_c.LITERAL:
+            out.add(chr(av))
+        elif op is sre_c.SUBPATTERN:
+            out |= _required_chars(av[-1])
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and av[0] >= 1:
+            out |= _required_chars(av[2])
+        elif op is sre_c.BRANCH:
+            alts = [_required_chars(alt) for alt in av[1]]
+            out |= set.intersection(*alts) if alts else set()
+    return out
+
+
+# -- which rules can start with a given character (parsed from the rule's regex) -----------------
+
+def _first_chars(seq) -> list:
+    tests: list = []
+    for op, av in seq:
+        found, nullable = _first_of(op, av)
+        tests += found
+        if not nullable:
+            return tests
+    return tests + [(sre_c.ANY, None)]  # a rule that can match "" could start anywhere
+
+
+def _first_of(op, av) -> tuple[list, bool]:
+    if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.IN, sre_c.ANY):
+        return [(op, av)], False
+    if op is sre_c.BRANCH:
+        tests, nullable = [], False
+        for alt in av[1]:
+            found = _first_chars(alt)
+            nullable |= bool(found) and found[-1] == (sre_c.ANY, None) and not alt
+            tests += found
+        return tests, nullable
+    if op is sre_c.SUBPATTERN:
+        found = _first_chars(av[-1])
+        return found, False
+    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
+        lo, _hi, sub = av
+        return _first_chars(sub), lo == 0
+    return [(sre_c.ANY, None)], True  # anything unexpected: assume it can start anywhere
+
+
+_CATEGORY = {sre_c.CATEGORY_DIGIT: re.compile(r"\d"), sre_c.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
+             sre_c.CATEGORY_SPACE: re.compile(r"\s"), sre_c.CATEGORY_NOT_SPACE: re.compile(r"\S"),
+             sre_c.CATEGORY_WORD: re.compile(r"\w"), sre_c.CATEGORY_NOT_WORD: re.compile(r"\W")}
+
+
+class _FirstChars:
+    """The characters a rule's match can start with (from `_first_chars`), as sorted code point
+    ranges searched by bisection, plus the few tests that are not plain ranges."""
+
+    def __init__(self, tests: list):
+        ranges, self.others = [], []
+        for op, av in tests:
+            if op is sre_c.LITERAL:
+                ranges.append((av, av))
+            elif op is sre_c.IN and all(o in (sre_c.LITERAL, sre_c.RANGE) for o, _ in av):
+                ranges.extend((a, a) if o is sre_c.LITERAL else a for o, a in av)
+            else:  # ANY, NOT_LITERAL, negated classes, categories
+                self.others.append((op, av))
+        ranges.sort()
+        self.lows = [lo for lo, _ in ranges]
+        self.reach = list(accumulate((hi for _, hi in ranges), max))  # highest end of the ranges so far
+
+    def __contains__(self, ch: str) -> bool:
+        cp = ord(ch)
+        i = bisect_right(self.lows, cp) - 1
+        return (i >= 0 and self.reach[i] >= cp) or (bool(self.others) and _starts(self.others, ch))
+
+
+def _starts(tests: list, ch: str) -> bool:
+    cp = ord(ch)
+    for op, av in tests:
+        if op is sre_c.ANY:
+            return True
+        if op is sre_c.LITERAL:
+            if cp == av:
+                return True
+        elif op is sre_c.NOT_LITERAL:
+            if cp != av:
+                return True
+        else:  # IN: a character class
+            negate = hit = False
+            for cop, cav in av:  # (NEGATE, if there, comes first)
+                if cop is sre_c.NEGATE:
+                    negate = True
+                elif cop is sre_c.LITERAL:
+                    hit = cp == cav
+                elif cop is sre_c.RANGE:
+                    hit = cav[0] <= cp <= cav[1]
+                elif cop is sre_c.CATEGORY:
+                    hit = bool(_CATEGORY[cav].match(ch))
+                else:  # pragma: no cover - unknown class item: be conservative
+                    hit = True
+                if hit:
+                    break
+            if hit != negate:
+                return True
+    return False
+
+
+@lru_cache(maxsize=None)
+def rules() -> tuple[Rule, ...]:
+    return tuple(Rule(i, *r) for i, r in enumerate(rule_table()))
+
+
+_candidates_cache: dict[str, tuple[Rule, ...]] = {}
+
+
+def candidates(ch: str) -> tuple[Rule, ...]:
+    """Rules that can match at a position starting with `ch`, in specification order."""
+    found = _candidates_cache.get(ch)
+    if found is None:
+        found = _candidates_cache[ch] = tuple(r for r in rules() if ch in r.first)
+    return found
