@@ -45,7 +45,7 @@ class CapeConfig:
     lora_top_layers: int | None = 8
     pe_seed: int = 0
     third_seed: int = 1
-    n_train_videos: int = 40  # the generator's fine-tuning set (dense captions rewritten by an operator)
+    n_train_videos: int = 28  # the generator's fine-tuning set (dense captions rewritten by an operator)
     n_test: int = 32  # held-out pseudo user prompts
     generator_seeds: tuple[int, ...] = (0, 1, 2)
     gen_batch: int = 24
@@ -153,7 +153,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         splits = (("train", train_texts),) if name == "third" else (("test", test_prompts), ("train", train_texts))
         for split, texts in splits:
             log(f"rewriting {len(texts)} {split} texts with {name}")
-            rw[split] = O.rewrite(op, texts, cache_dir=out / "rewrites", batch_size=cfg.gen_batch * 2,
+            rw[split] = O.rewrite(op, texts, cache_dir=out / "rewrites", batch_size=cfg.gen_batch,
                                   progress=lambda d, n, nm=name, sp=split: log(f"  {nm} {sp}: {d}/{n}"))
         rewrites[name] = rw
         timings[f"rewrite_{name}"] = time.perf_counter() - t0

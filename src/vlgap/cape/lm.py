@@ -27,6 +27,9 @@ BUNDLED = ("smollm2", "gemma3_270m")
 FIELD_BUDGET = {"short_caption": 28, "dense_caption": 72, "main_object": 14, "background": 16, "camera": 10,
                 "style": 14}
 PROMPT_PREFIX = "Prompt: "
+# a part whose last REPEAT_NGRAM tokens already occurred in it is looping (greedy decoding of a small LM
+# does this): it is ended at once and marked invalid, instead of running to its budget for the whole batch
+REPEAT_NGRAM = 8
 
 
 @dataclass
@@ -146,6 +149,9 @@ class LabelForcer:
         self.state = [list(start) for _ in range(n_rows)]
         self.skip = [True] * n_rows  # the first call sees the prompt's last token, not a part token
         self.truncated = [[False] * len(PARTS) for _ in range(n_rows)]
+        self.looping = [[False] * len(PARTS) for _ in range(n_rows)]
+        self.field_tokens: list[list[int]] = [[] for _ in range(n_rows)]
+        self.seen: list[set[tuple[int, ...]]] = [set() for _ in range(n_rows)]
 
     def _force(self, scores: torch.Tensor, row: int, token: int) -> None:
         scores[row] = float("-inf")
@@ -165,6 +171,13 @@ class LabelForcer:
                         mode = "label"
                 else:
                     st[2] = n = n + 1
+                    toks = self.field_tokens[r]
+                    toks.append(last[r])
+                    if len(toks) >= REPEAT_NGRAM:
+                        gram = tuple(toks[-REPEAT_NGRAM:])
+                        if gram in self.seen[r]:
+                            self.looping[r][k] = True  # a loop: end the part now (invalid, retried)
+                        self.seen[r].add(gram)
             self.skip[r] = False
             if mode == "done":
                 self._force(scores, r, self.eos if self.eos is not None else self.nl)
@@ -178,7 +191,9 @@ class LabelForcer:
                     st[2] = pos + 1
             else:  # field
                 _, k, n = st
-                if n >= self.budget[PARTS[k]]:
+                if n == 0:
+                    self.field_tokens[r], self.seen[r] = [], set()
+                if n >= self.budget[PARTS[k]] or self.looping[r][k]:
                     self.truncated[r][k] = True
                     self._force(scores, r, self.nl)
                 else:
@@ -220,7 +235,7 @@ def _parse_checked(text: str, truncated: list[bool]) -> tuple[SixPart | None, st
         return None, str(err)
     cut = [LABELS[p] for p, t in zip(PARTS, truncated) if t]
     if cut:
-        return six, f"part {cut[0]!r} reached its token budget without ending"
+        return six, f"part {cut[0]!r} was cut before its line ended (token budget or a repeating loop)"
     return six, None
 
 
