@@ -29,6 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/layer_search.py
 	$(BIN)/python benchmarks/mmd.py
 	$(BIN)/python benchmarks/caption_eval.py
+	$(BIN)/python benchmarks/scale.py
 
 clean-venv:
 	rm -rf $(VENV)

@@ -26,6 +26,7 @@ from vlgap.captions.rouge import Rouge, lcs_length, rouge_l
 FIXTURES = Path(__file__).parent / "fixtures" / "captions"
 sys.path.insert(0, str(FIXTURES))
 from corpus import make_corpus  # noqa: E402
+from sequences import naive_lcs
 
 needs_java = pytest.mark.skipif(shutil.which("java") is None, reason="needs a Java runtime")
 TOL = 1e-9
@@ -106,20 +107,13 @@ def test_cider_matches_pycocoevalcap(corpus_tokens):
 
 # -- exact small references ---------------------------------------------------------------------
 
-def _naive_lcs(a, b):
-    table = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            table[i][j] = table[i - 1][j - 1] + 1 if a[i - 1] == b[j - 1] else max(table[i - 1][j], table[i][j - 1])
-    return table[-1][-1]
-
 
 def test_bit_parallel_lcs_equals_dynamic_programming():
     rng = random.Random(3)
     for _ in range(500):
         a = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
         b = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
-        assert lcs_length(a, b) == _naive_lcs(a, b)
+        assert lcs_length(a, b) == naive_lcs(a, b)
 
 
 def test_rouge_uses_best_precision_and_best_recall_separately():

@@ -11,6 +11,7 @@ from vlgap.metrics.knn import NeighbourLookup, topk_neighbours
 from vlgap.metrics.layer_search import align
 from vlgap.metrics.prepare import clamp_threshold, prepare_features, remove_outliers
 from ties import assert_no_near_ties, sign_rows
+from sequences import naive_lcs, naive_levenshtein
 
 N = 240
 
@@ -114,23 +115,6 @@ def test_cycle_knn_equals_naive():
 
 
 # platonic-rep's order-aware metrics, as its formulas read (naive loops over items)
-
-def naive_lcs(a, b):
-    dp = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            dp[i][j] = dp[i - 1][j - 1] + 1 if a[i - 1] == b[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
-    return dp[-1][-1]
-
-
-def naive_levenshtein(a, b):
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i]
-        for j in range(1, len(b) + 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])))
-        prev = cur
-    return prev[-1]
 
 
 def naive_lcs_knn(a, b, k):

@@ -7,6 +7,7 @@ from vlgap.errors import VlgapError
 from vlgap.metrics import alignment as al
 from vlgap.metrics.layer_search import LayerStates, align, layer_search, precompute_layers
 from ties import assert_no_near_ties, sign_rows
+from sequences import naive_lcs, naive_levenshtein
 
 N = 200
 
@@ -128,24 +129,6 @@ def platonic_knn(f, k):
     return (f @ f.T).fill_diagonal_(-1e8).argsort(dim=1, descending=True)[:, :k]
 
 
-def _lcs(a, b):
-    dp = [[0] * (len(b) + 1) for _ in range(len(a) + 1)]
-    for i in range(1, len(a) + 1):
-        for j in range(1, len(b) + 1):
-            dp[i][j] = dp[i - 1][j - 1] + 1 if a[i - 1] == b[j - 1] else max(dp[i - 1][j], dp[i][j - 1])
-    return dp[-1][-1]
-
-
-def _levenshtein(a, b):
-    prev = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        cur = [i]
-        for j in range(1, len(b) + 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1])))
-        prev = cur
-    return prev[-1]
-
-
 def platonic_measure(metric, a, b, topk):
     ka, kb = platonic_knn(a, topk), platonic_knn(b, topk)
     n = ka.shape[0]
@@ -159,8 +142,8 @@ def platonic_measure(metric, a, b, topk):
         return (ka[kb] == torch.arange(n).view(-1, 1, 1)).double().view(n, -1).max(dim=1).values.mean().item()
     rows = [(ka[i].tolist(), kb[i].tolist()) for i in range(n)]
     if metric == "lcs_knn":
-        return float(np.mean([_lcs(x, y) for x, y in rows]))
-    return 1 - float(np.mean([_levenshtein(x, y) for x, y in rows])) / topk   # edit_distance_knn
+        return float(np.mean([naive_lcs(x, y) for x, y in rows]))
+    return 1 - float(np.mean([naive_levenshtein(x, y) for x, y in rows])) / topk   # edit_distance_knn
 
 
 def platonic_compute_score(x_feats, y_feats, metric, topk):
