@@ -381,8 +381,8 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
     monkeypatch.setattr(L, "train_lora", fake_train)
     monkeypatch.setattr(O, "anchored_operator", lambda name, adapter, **kw: Variant(name, "style" if name == "third" else None))
     monkeypatch.setattr(O, "prompted_operator", lambda name, **kw: Variant(name, "camera"))
-    cfg = E.CapeConfig(n_sft_videos=4, n_train_videos=24, n_test=16, generator_seeds=(0, 1), n_bootstrap=100,
-                       n_permutations=100, gap_permutations=20, gap_bootstrap=20)
+    cfg = E.CapeConfig(n_sft_videos=4, n_train_videos=16, n_test=12, generator_seeds=(0,), n_bootstrap=50,
+                       n_permutations=50, gap_permutations=10, gap_bootstrap=10)
     r = E.run_experiment(tmp_path / "run", cfg, log=lambda m: None)
     assert {(c["train"], c["infer"]) for c in r["cells"]} >= {("pe", "pe"), ("pe", "rewriter"), ("rewriter", "pe"),
                                                                ("rewriter", "rewriter"), ("third", "pe")}

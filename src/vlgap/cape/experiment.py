@@ -172,6 +172,15 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     texts = {name: {split: [_six_text(x) for x in rw] for split, rw in rewrites[name].items()} for name in ops}
 
     # MMD^2 diagnostics through vlgap.gap (length-matched, permutation p, bootstrap CI, witnesses)
+    from vlgap.stats.text_sets import embed_texts, load_text_encoder
+
+    encoder_box: list[Any] = []
+
+    def text_encoder():  # MiniLM, loaded once for every gap call and the generators' embeddings
+        if not encoder_box:
+            encoder_box.append(load_text_encoder("minilm"))
+        return encoder_box[0]
+
     def diagnostics() -> dict[str, Any]:
         from vlgap.stats.gap import gap
 
@@ -185,7 +194,8 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         res = {}
         for label, (a, b) in pairs_.items():
             log(f"MMD^2 {label}")
-            kw = dict(n_permutations=cfg.gap_permutations, n_bootstrap=cfg.gap_bootstrap, seed=cfg.seed, top_k=2)
+            kw = dict(n_permutations=cfg.gap_permutations, n_bootstrap=cfg.gap_bootstrap, seed=cfg.seed, top_k=2,
+                      encoder=text_encoder())
             g, note = None, None
             for width in ("auto", 8, 16):  # sets of very different lengths need wider bins to share any
                 try:
@@ -209,10 +219,8 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
 
     # generators: one per training-caption operator and seed, scored under each inference operator
     from vlgap.cape.generator import score_attributes, train_generator
-    from vlgap.stats.text_sets import embed_texts, load_text_encoder
 
     t0 = time.perf_counter()
-    encoder = None
     emb_path = out / "embeddings.npz"
     all_texts = sorted({t for name in ops for ts in texts[name].values() for t in ts})
     if emb_path.is_file():
@@ -222,8 +230,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         known = {}
     missing = [t for t in all_texts if hashlib.sha256(t.encode()).hexdigest() not in known]
     if missing:
-        encoder = load_text_encoder("minilm")
-        x = embed_texts(missing, encoder).array
+        x = embed_texts(missing, text_encoder()).array
         for t, v in zip(missing, x):
             known[hashlib.sha256(t.encode()).hexdigest()] = v
         keys = sorted(known)
