@@ -237,7 +237,7 @@ def test_sweep_cells_on_ray_equal_serial_sweep(ray_cluster, tmp_path, one_thread
         rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4", "captions": [" ".join(words[j:j + 3]) for j in range(3)]})
     man = tmp_path / "man.jsonl"
     man.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cfg = SweepConfig(str(man), ["tv"], ["tt"], [1, 2], [1, 3], k=3, bootstrap=15, permutations=15,
+    cfg = SweepConfig(str(man), ["tv"], ["tt"], [1, 2], [1, 3], k=3, n_bootstrap=15, n_permutations=15,
                       cache_dir=str(tmp_path / "cache"), fit=False)
     serial = run_sweep(cfg, tmp_path / "serial", progress=False, encoders={"tv": ToyVision(), "tt": ToyText()})
     # features come from the cache (no model); each of the 4 cells is a Ray task with its own seed

@@ -51,3 +51,19 @@ def reject_renamed_keywords(where: str, kwargs: dict, renamed: dict[str, str]) -
     _refuse(where, renamed_notes(renamed, kwargs))
     if kwargs:
         raise TypeError(f"{where}() got unexpected keyword arguments {sorted(kwargs)}")
+
+
+def renamed_fields(**renames: str) -> Callable[[type], type]:
+    """Class decorator for a config dataclass: `Cls(old=...)` raises VlgapError
+    "Cls(): the keyword 'old' is now new" (same rule and wording as `renamed_keywords`)."""
+    def decorate(cls: type) -> type:
+        init = cls.__init__
+
+        def __init__(self, *args, **kwargs):
+            _refuse(cls.__name__, renamed_notes(renames, kwargs))
+            init(self, *args, **kwargs)
+
+        functools.update_wrapper(__init__, init)
+        cls.__init__ = __init__
+        return cls
+    return decorate

@@ -67,7 +67,7 @@ def sweep_cmd(
 
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
-                      bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
+                      n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)

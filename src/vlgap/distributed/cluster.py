@@ -1,7 +1,6 @@
 """Connecting to Ray, and the fault-tolerance settings every task and actor of vlgap uses."""
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from vlgap.errors import VlgapError
@@ -24,29 +23,22 @@ def require_ray():
 
 
 def connect(spec: str | bool = "auto"):
-    """An initialised `ray` module. spec: True or "auto" (a cluster already joined by this process,
-    else RAY_ADDRESS, else a cluster started with `ray start --head` on this machine, else a new
-    local one sized to this machine), "local" (always a new local one) or an address ("ray://...",
-    "host:6379")."""
+    """An initialised `ray` module. spec: True or "auto" (a cluster this process already joined, else
+    RAY_ADDRESS, else the cluster of the last `ray start` on this machine, else a new local one sized
+    to this machine: Ray's own `ray.init()` rule, which never joins some other process's private local
+    cluster), "local" (always a new local one) or an address ("ray://...", "host:6379")."""
     ray = require_ray()
     if ray.is_initialized():
         return ray
     spec = "auto" if spec is True else str(spec)
     quiet = {"logging_level": "WARNING", "log_to_driver": True}
     try:
-        if spec == "local":
+        if spec == "auto":
             ray.init(include_dashboard=False, **quiet)
-        elif spec != "auto":
-            ray.init(address=spec, **quiet)
-        elif os.environ.get("RAY_ADDRESS"):
-            ray.init(address=os.environ["RAY_ADDRESS"], **quiet)
+        elif spec == "local":
+            ray.init(address="local", include_dashboard=False, **quiet)
         else:
-            try:
-                ray.init(address="auto", **quiet)
-            except ConnectionError as err:
-                if "multiple" in str(err).lower():  # which one is meant is not ours to guess
-                    raise VlgapError(f"--ray auto: {err}; give one with --ray HOST:PORT") from None
-                ray.init(include_dashboard=False, **quiet)
+            ray.init(address=spec, **quiet)
     except ConnectionError as err:
         raise VlgapError(f"--ray {spec}: cannot reach a Ray cluster there ({err}); start one with "
                          "`ray start --head`, or use --ray auto for a local one") from None

@@ -26,8 +26,8 @@ def _side_task(layers, k, metric, for_bootstrap, device, preset, name):
 
 
 @ray.remote
-def _cell_task(score_cell, ci, sx, sy, k, metric, bootstrap, permutations, seed, device, preset):
-    return ci, score_cell(sx, sy, k=k, metric=metric, bootstrap=bootstrap, permutations=permutations, seed=seed,
+def _cell_task(score_cell, ci, sx, sy, k, metric, n_bootstrap, n_permutations, seed, device, preset):
+    return ci, score_cell(sx, sy, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed,
                           device=device, preset=preset)
 
 
@@ -44,7 +44,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, sc
         key = (modality, name, value)
         if key not in sides:
             layers = rt.put(features(*key).layers)
-            sides[key] = _side_task.options(**opts).remote(layers, cfg.k, cfg.metric, cfg.bootstrap > 0, cfg.device,
+            sides[key] = _side_task.options(**opts).remote(layers, cfg.k, cfg.metric, cfg.n_bootstrap > 0, cfg.device,
                                                            cfg.preset, f"{name} {modality}={value}")
         return sides[key]
 
@@ -52,7 +52,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, sc
     for ci in todo:
         v, t, nf, nc = cells[ci]
         pending.append(_cell_task.options(**opts).remote(
-            score_cell, ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.bootstrap, cfg.permutations,
+            score_cell, ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.n_bootstrap, cfg.n_permutations,
             cfg.seed + ci, cfg.device, cfg.preset))
     while pending:
         ready, pending = rt.wait(pending, num_returns=1)

@@ -22,6 +22,7 @@ from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
 from vlgap.features.source import layer_names
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.keywords import renamed_fields
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 
@@ -32,6 +33,7 @@ ROW_FIELDS = ["vision", "text", "n_f", "n_c", "score", "ci_lo", "ci_hi", "p_valu
               "x_layer_name", "y_layer_name", "n", "k", "chance", "metric"]
 
 
+@renamed_fields(bootstrap="n_bootstrap", permutations="n_permutations")
 @dataclass
 class SweepConfig:
     manifest: str
@@ -41,8 +43,8 @@ class SweepConfig:
     n_captions: list[int]
     k: int = 10
     metric: str = "mutual_knn"
-    bootstrap: int = 200
-    permutations: int = 200
+    n_bootstrap: int = 200
+    n_permutations: int = 200
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
@@ -74,13 +76,13 @@ class SweepResult:
     dropped: list[dict] = field(default_factory=list)
 
 
-def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, bootstrap: int, permutations: int,
+def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, n_bootstrap: int, n_permutations: int,
                seed: int, device: str = "cpu", preset: str | None = None) -> dict[str, Any]:
     """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
     from vlgap.metrics.layer_search import layer_search
 
     # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
-    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=bootstrap, n_permutations=permutations, seed=seed,
+    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed,
                        device=device, preset=preset)
     nan = float("nan")
     ci = res.ci
@@ -150,14 +152,14 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     def side(modality: str, name: str, value: int):
         """Neighbour lists of every layer of one feature set, computed once for all cells that use it."""
         return precompute_layers(features(modality, name, value).layers, k=cfg.k, metric=cfg.metric,
-                                 device=cfg.device, preset=cfg.preset, for_bootstrap=cfg.bootstrap > 0,
+                                 device=cfg.device, preset=cfg.preset, for_bootstrap=cfg.n_bootstrap > 0,
                                  name=f"{name} {modality}={value}")
 
     def serial(todo):
         for ci in todo:
             v, t, nf, nc = cells[ci]
             yield ci, score_cell(side("v", v, nf), side("t", t, nc), k=cfg.k, metric=cfg.metric,
-                                 bootstrap=cfg.bootstrap, permutations=cfg.permutations, seed=cfg.seed + ci,
+                                 n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed + ci,
                                  device=cfg.device, preset=cfg.preset)
 
     by_cell: dict[int, dict] = {}
@@ -226,8 +228,8 @@ def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, 
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(run / "sweep.csv", buf.getvalue())
-    interval = (f"{cfg.bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
-                if cfg.bootstrap else "none")
+    interval = (f"{cfg.n_bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
+                if cfg.n_bootstrap else "none")
     atomic_write_json(run / "sweep.json", {"rows": rows, "config": dict(cfg.to_dict(), interval=interval),
                                            "description": f"manifest {cfg.manifest}"})
     atomic_write_json(run / "scaling.json", fits)
