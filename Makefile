@@ -30,6 +30,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/mmd.py
 	$(BIN)/python benchmarks/wsv.py
 	$(BIN)/python benchmarks/caption_eval.py
+	$(BIN)/python benchmarks/scale.py
 
 clean-venv:
 	rm -rf $(VENV)

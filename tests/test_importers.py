@@ -522,6 +522,7 @@ def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch
     names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS + ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
     videos(tmp_path / "videos", [f"{n}.mp4" for n in names], clip_bytes)
     videos(tmp_path / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip_bytes)
+    videos(tmp_path / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip_bytes)  # cluster example
     vatex_file(tmp_path / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": ["a", "b"]} for i in VATEX_IDS])
     msrvtt_file(tmp_path / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
                 [s("video0", 0, "a"), s("video1", 1, "b")])

@@ -31,7 +31,7 @@ def test_sweep_rows_match_direct_layer_search_and_resume(toy_manifest, tmp_path)
     from vlgap.features.extract import load_features
     from vlgap.metrics.layer_search import layer_search
 
-    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2, 4], [1, 2, 3, 4], k=3, bootstrap=20, permutations=20,
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2, 4], [1, 2, 3, 4], k=3, n_bootstrap=20, n_permutations=20,
                       cache_dir=str(tmp_path / "cache"))
     encs = {"tv": ToyVision(), "tt": ToyText()}
     res = run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
@@ -63,7 +63,7 @@ def test_sweep_preset_is_applied_recorded_and_not_mixed_on_resume(toy_manifest, 
 
     cache = str(tmp_path / "cache")
     encs = {"tv": ToyVision(), "tt": ToyText()}
-    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2], [1, 2], k=3, bootstrap=0, permutations=0,
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [1, 2], [1, 2], k=3, n_bootstrap=0, n_permutations=0,
                       cache_dir=cache, fit=False, preset="platonic-rep")
     res = run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
     row = next(r for r in res.rows if r["n_f"] == 2 and r["n_c"] == 1)
@@ -80,3 +80,21 @@ def test_sweep_preset_is_applied_recorded_and_not_mixed_on_resume(toy_manifest, 
     ref = layer_search(xs, ys, k=3)
     again = next(r for r in plain.rows if r["n_f"] == 2 and r["n_c"] == 1)
     assert again["score"] == pytest.approx(ref.best_score, abs=1e-12)
+import pytest
+from vlgap.errors import VlgapError
+from vlgap.probe.sweep import SweepConfig
+from vlgap.probe.demo import DemoConfig, load_config
+
+def test_config_resample_fields_use_the_one_vocabulary(tmp_path):
+    cfg = SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], n_bootstrap=5, n_permutations=6)
+    assert (cfg.n_bootstrap, cfg.n_permutations) == (5, 6)
+    with pytest.raises(VlgapError, match="SweepConfig\\(\\): the keyword 'bootstrap' is now n_bootstrap"):
+        SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], bootstrap=5)
+    with pytest.raises(VlgapError, match="DemoConfig\\(\\): the keyword 'permutations' is now n_permutations"):
+        DemoConfig(permutations=5)
+    toml = tmp_path / "demo.toml"
+    toml.write_text("[demo]\nbootstrap = 50\n")
+    with pytest.raises(VlgapError, match="'bootstrap' is now 'n_bootstrap'"):
+        load_config(toml)
+    toml.write_text("[demo]\nn_bootstrap = 50\n")
+    assert load_config(toml).n_bootstrap == 50

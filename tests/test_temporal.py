@@ -181,11 +181,11 @@ def test_demo_sections_on_toy_encoders(tmp_path):
     from vlgap.probe.temporal import run_temporal_sections
 
     cfg = DemoConfig(n_videos=24, n_frames_per_video=8, video_size=32, vision=["toy_img", "toy_vid"], text=["toy_txt"],
-                     n_frames=[2, 8], n_captions=[1, 4], k=3, bootstrap=20, permutations=20,
+                     n_frames=[2, 8], n_captions=[1, 4], k=3, n_bootstrap=20, n_permutations=20,
                      out=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"))
     enc = {"toy_img": ToyVision("image"), "toy_vid": ToyVision("video", n0=4), "toy_txt": ToyText()}
     sweep = SweepConfig(str(shapes_manifest(cfg)), cfg.vision, cfg.text, cfg.n_frames, cfg.n_captions, k=3,
-                        bootstrap=20, permutations=20, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
+                        n_bootstrap=20, n_permutations=20, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
     result = run_sweep(sweep, cfg.out, progress=False, encoders=enc)
     summary = run_temporal_sections(cfg, result, progress=False, encoders=enc, n_bootstrap=100)
     tot = summary["test_of_time"]
@@ -233,7 +233,7 @@ def test_old_keywords_name_their_new_form():
 
     with pytest.raises(VlgapError, match=r"cache_dir= moved into features=FeatureOptions\(cache_dir=\.\.\.\)"):
         run_test_of_time(["v"], ["t"], cache_dir="/nonexistent")
-    with pytest.raises(VlgapError, match="run_test_of_time\\(\\): source= is now features="):
+    with pytest.raises(VlgapError, match=r"run_test_of_time\(\): the keyword 'source' is now features"):
         run_test_of_time(["v"], ["t"], source=None)
     with pytest.raises(VlgapError, match=r"device=, dtype= moved into features=FeatureOptions\(device=\.\.\., dtype="):
         run_reorder("x.jsonl", ["v"], ["t"], device="cpu", dtype="float32")

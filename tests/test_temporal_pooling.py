@@ -177,7 +177,7 @@ def test_sweep_records_mode_and_redoes_cells_of_another_mode(tiny_dataset, tmp_p
     encs = {"tv": ToyVision(), "tt": ToyText()}
 
     def cfg(mode):
-        return SweepConfig(str(tiny_dataset), ["tv"], ["tt"], [4], [1], k=2, bootstrap=0, permutations=0, fit=False,
+        return SweepConfig(str(tiny_dataset), ["tv"], ["tt"], [4], [1], k=2, n_bootstrap=0, n_permutations=0, fit=False,
                            cache_dir=str(tmp_path / "cache"), temporal_pooling=mode)
 
     a = run_sweep(cfg("meandiff"), tmp_path / "run", progress=False, encoders=encs)

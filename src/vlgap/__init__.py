@@ -59,6 +59,16 @@ _API = {
     "frechet_distance": "vlgap.stats.frechet:frechet_distance",
     "witness": "vlgap.stats.witness:witness",
     "bootstrap_ci": "vlgap.stats.resampling:bootstrap_ci",
+    # prompt enhancer (CAPE-T2V)
+    "SixPart": "vlgap.cape.schema:SixPart",
+    "parse_six": "vlgap.cape.schema:parse_six",
+    "format_six": "vlgap.cape.schema:format_six",
+    "get_operator": "vlgap.cape.operators:get_operator",
+    "cape_rewrite": "vlgap.cape.operators:rewrite",
+    "cape_train": "vlgap.cape.lm:train_lora",
+    "cape_experiment": "vlgap.cape.experiment:run_experiment",
+    "cape_two_by_two": "vlgap.cape.analysis:two_by_two",
+    "score_attributes": "vlgap.cape.generator:score_attributes",
     # caption metrics
     "caption_eval": "vlgap.captions.evaluate:caption_eval",
     "compare_captions": "vlgap.captions.evaluate:compare_captions",

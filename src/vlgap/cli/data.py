@@ -8,20 +8,10 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP
+from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
 from vlgap.errors import VlgapError
 
 console = Console()
-
-
-def _int_list(text: str, name: str) -> list[int]:
-    try:
-        vals = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of integers, e.g. 1,2,4,8; got {text!r}") from None
-    if not vals:
-        raise VlgapError(f"{name} is empty")
-    return vals
 
 
 @app.command("import")
@@ -70,16 +60,21 @@ def extract_cmd(
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
     workers: int = typer.Option(2, help="background decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
+                                      "else a local one) or a cluster address"),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
+                                              help="encoder actors (default: one per GPU, or CPUs - 1)"),
 ):
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
 
     res = extract(
         manifest, encoder,
-        n_frames=_int_list(n_frames, "--n-frames") if n_frames else None,
-        n_captions=_int_list(n_captions, "--n-captions") if n_captions else None,
+        n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
+        n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
-        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers, threads=threads,
+        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers,
+        threads=threads, ray=ray, ray_workers=ray_workers,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
@@ -94,6 +89,10 @@ def make_data_cmd(
     n_frames: int = typer.Option(32, help="shapes: frames per video"),
     size: int = typer.Option(128, help="frame height and width in pixels (even)"),
     photo_fraction: float = typer.Option(0.5, help="shapes: share of scenes on real scikit-image photos"),
+    camera_fraction: float = typer.Option(0.0, help="shapes: share of scenes whose camera pans or zooms (0: all "
+                                          "static, as earlier versions)"),
+    style: str = typer.Option("synthetic", help="shapes: render style, synthetic (clean) | real (camera-like: shake, "
+                              "photo textures, blur, noise, JPEG)"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="real: leave out (and list) media whose package is missing"),
     skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
@@ -105,6 +104,8 @@ def make_data_cmd(
     if skip_missing:
         raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap import` and `vlgap extract`)")
     key = kind.lower().replace("_", "-")
+    if key != "shapes" and (camera_fraction or style != "synthetic"):
+        raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")
     if key == "real":
         path = real.write_real_manifest(out, skip_missing=skip_bad)
     elif key in ("shapes", "test-of-time"):
@@ -113,7 +114,8 @@ def make_data_cmd(
             cb = lambda done, total: prog.update(task, completed=done, total=total)  # noqa: E731
             if key == "shapes":
                 path = shapes.generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size,
-                                              photo_fraction=photo_fraction, progress=cb)
+                                              photo_fraction=photo_fraction, camera_fraction=camera_fraction,
+                                              style=style, progress=cb)
             else:
                 path = test_of_time.generate_test_of_time(out, seed=seed, size=size, progress=cb)
     else:

@@ -36,6 +36,8 @@ def align_cmd(
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
+                                      "else a local one) or a cluster address"),
 ):
     """Alignment of every X layer with every Y layer; the best pair, chance level and N."""
     from vlgap.features.arrays import check_same_items, read_layers
@@ -46,7 +48,7 @@ def align_cmd(
     check_same_items(fx, fy)
     res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, preset=preset, n_bootstrap=bootstrap,
                        n_permutations=permutations, confidence=confidence, interval=interval,
-                       seed=seed, device=device)
+                       seed=seed, device=device, ray=ray)
     if as_json:
         print(to_json(res.to_dict()))
         return

@@ -58,17 +58,20 @@ def sweep_cmd(
     skip_bad: bool = typer.Option(False),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
+    ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
+                                      "else a local one) or a cluster address"),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="encoder actors for extraction"),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
-                      bootstrap=bootstrap, permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
+                      n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
-    res = run_sweep(cfg, out)
+    res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)
     if as_json:
         print(to_json({"rows": res.rows, "scaling": res.fits}))
     else:

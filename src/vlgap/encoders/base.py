@@ -43,6 +43,12 @@ class VisionEncoder(Encoder):
         """uint8 frames [T, H, W, 3] (RGB) -> float tensor [T, 3, h, w] on the CPU, normalised as the
         model expects. Pure and thread-safe: it runs in background workers."""
 
+    @property
+    def preprocessor(self):
+        """`preprocess` as a small picklable object holding no model (or None), so that other processes
+        (Ray decoding tasks) can preprocess frames without loading the encoder."""
+        return None
+
     @abstractmethod
     def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
         """image kind: x [B, 3, h, w]; video kind: x [B, n0, 3, h, w] (already on self.device/dtype).

@@ -49,6 +49,10 @@ class HFVideoEncoder(VisionEncoder):
     def preprocess(self, frames: np.ndarray) -> torch.Tensor:
         return self._pre(frames)
 
+    @property
+    def preprocessor(self):
+        return self._pre
+
     def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
         if x.dim() != 5 or x.shape[1] != self.native_clip_len:
             raise VlgapError(f"{self.name}: expected clips [B, {self.native_clip_len}, 3, h, w], got {tuple(x.shape)}")

@@ -132,6 +132,10 @@ class ImageModelEncoder(VisionEncoder):
     def preprocess(self, frames: np.ndarray) -> torch.Tensor:
         return self._pre(frames)
 
+    @property
+    def preprocessor(self) -> FramePreprocess:
+        return self._pre
+
     def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
         with self._lock, torch.inference_mode():
             if self._explicit is not None:

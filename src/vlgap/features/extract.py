@@ -1,6 +1,6 @@
 """Extraction: dataset items -> per-layer features in the cache, for several n_f (or n_c) at once.
 
-Vision: decode (background threads) -> sample n_f frames -> encoder.preprocess -> every layer.
+Vision: decode -> sample n_f frames -> encoder.preprocess -> every layer.
 Image encoders ("image on video") encode each distinct sampled frame once and pool the per-frame
 vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
 features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
@@ -9,6 +9,11 @@ Text: the first n_c captions joined into one string -> every layer, mask-aware p
 
 Work is done in chunks of items; each finished chunk is written atomically, so a killed run resumes
 from the last finished chunk and produces exactly the same features as an uninterrupted one.
+
+One implementation of the per-chunk steps serves both executors: `_VisionSteps` / `_TextSteps`
+(`decode_one` per item, `collect` per chunk, `encode_chunk` with a loaded encoder) and `write_chunk`.
+This process runs them with decoding in background threads (`_run_local`); `vlgap.distributed.extract`
+runs the same steps as Ray tasks (decoding) and actors (encoding) and writes the same chunk files.
 """
 from __future__ import annotations
 
@@ -48,6 +53,8 @@ class ExtractResult:
     bad_items: list[dict] = field(default_factory=list)
     computed: list[int] = field(default_factory=list)  # values computed in this run (others came from cache)
     seconds: float = 0.0
+    chunks_computed: int = 0  # chunks encoded in this run (a resumed run skips the finished ones)
+    chunks_total: int = 0
 
     @property
     def n(self) -> int:
@@ -114,6 +121,109 @@ def _versions() -> dict[str, str]:
     return out
 
 
+@dataclass
+class Job:
+    """One extraction request after validation: which values are missing and where they go."""
+
+    man: Manifest
+    items: list[Item]
+    encoder: str
+    param: str                 # "n_f" or "n_c"
+    pending: list[int]         # values not yet complete in the cache
+    entries: dict[int, Entry]
+    ekey: dict
+    shard: tuple[int, int]
+    frame_order: str
+    temporal_pooling: str
+    skip_bad: bool
+    batch_size: int
+    device: str
+    dtype: str
+    encoder_options: dict      # pooling / image_size for get_encoder
+
+    @staticmethod
+    def encoder_info(enc) -> dict:
+        return encoder_info(enc)
+
+    def load_encoder(self, progress: bool = False):
+        from vlgap.encoders.registry import get_encoder
+
+        with step(f"loading encoder {self.encoder}", enabled=progress):
+            return get_encoder(self.encoder, device=self.device, dtype=self.dtype, **self.encoder_options)
+
+    def steps(self, info: dict) -> "_VisionSteps | _TextSteps":
+        """The per-chunk steps for an encoder described by `encoder_info` (no model needed)."""
+        if (self.param == "n_f") != (info["modality"] == "vision"):
+            raise VlgapError(
+                f"encoder {self.encoder!r} is a {info['modality']} encoder: use "
+                + ("--n-frames" if info["modality"] == "vision" else "--n-captions")
+            )
+        if self.temporal_pooling != "mean" and info["kind"] == "video":
+            raise VlgapError(f"temporal pooling {self.temporal_pooling!r} applies to image encoders; {self.encoder!r} "
+                             "is a video encoder (its sub-clips are averaged): use 'mean'")
+        if self.param == "n_f":
+            return _VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
+                                self.temporal_pooling)
+        return _TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
+
+    def ranges(self, steps) -> list[tuple[int, int]]:
+        size = steps.chunk_items()
+        return [(s, min(s + size, len(self.items))) for s in range(0, len(self.items), size)]
+
+    def todo(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        done = {v: self.entries[v].done_chunks() for v in self.pending}
+        return [r for r in ranges if any(r not in done[v] for v in self.pending)]
+
+    def write_chunk(self, r: tuple[int, int], out: dict[int, list[np.ndarray]], decoded: "Decoded") -> None:
+        """Write one finished chunk for every pending value (atomically; finished ones are kept)."""
+        for v in self.pending:
+            if r not in self.entries[v].done_chunks():
+                meta = {"frame_indices": decoded.frame_log[v]} if v in decoded.frame_log else None
+                self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
+
+    def base_record(self, info: dict, batch_size: int) -> dict:
+        return {
+            "vlgap_record_version": 1,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "command": sys.argv,
+            "encoder_key": self.ekey,
+            "encoder": info["record"],
+            "dataset": {"manifest": str(self.man.path) if self.man.path else None,
+                        "fingerprint": self.man.fingerprint(), "n_items_in_manifest": len(self.man.items)},
+            "param": self.param,
+            "shard": list(self.shard),
+            "device": str(self.device),
+            "batch_size": batch_size,
+            "versions": _versions(),
+        }
+
+    def finish(self, result: "ExtractResult", steps, ranges, record: dict, truncated: int) -> None:
+        """Join the chunks of every pending value into its features file and mark it COMPLETE."""
+        if truncated:
+            stderr_console.print(f"[yellow]warning:[/] {truncated} texts were longer than {self.encoder}'s context "
+                                 "and were truncated (recorded as texts_truncated)")
+        if hasattr(steps, "frame_log"):  # every item's frame indices, from the chunks (this run's or earlier)
+            for v in self.pending:
+                done = self.entries[v].done_chunks()  # a missing chunk is reported by finalize
+                steps.frame_log[v] = {i: idx for r in ranges if r in done
+                                      for i, idx in self.entries[v].chunk_meta(*r).get("frame_indices", {}).items()}
+        for v in self.pending:
+            rec = dict(record, value=v, **steps.policy(v), chunk_items=steps.chunk_items(), texts_truncated=truncated)
+            fs = self.entries[v].finalize(ranges, rec)
+            if fs.record.get("bad_items"):
+                atomic_write_text(self.entries[v].dir / "bad_items.jsonl",
+                                  "".join(json.dumps(b) + "\n" for b in fs.record["bad_items"]))
+            result.features[v] = fs
+            result.computed.append(v)
+
+
+def encoder_info(enc) -> dict:
+    """What orchestration needs to know about a loaded encoder (small, JSON-able)."""
+    return {"modality": enc.modality, "kind": getattr(enc, "kind", "image"),
+            "n0": int(getattr(enc, "native_clip_len", 1) or 1), "num_layers": enc.num_layers,
+            "record": enc.record()}
+
+
 def extract(
     manifest: str | Path | Manifest,
     encoder: str,
@@ -134,6 +244,8 @@ def extract(
     threads: int | None = None,
     progress: bool = True,
     loaded_encoder=None,
+    ray: str | bool | None = None,
+    ray_workers: int | None = None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
@@ -142,7 +254,10 @@ def extract(
     item, seeded by its id) applied to the sampled frames before sub-clips are formed.
     temporal_pooling: how an image encoder's per-frame embeddings become one vector
     (`vlgap.features.temporal_pooling`): "mean" (default), "segments:S" or "meandiff". Video and text
-    encoders take "mean" only (a video encoder's sub-clips are always averaged)."""
+    encoders take "mean" only (a video encoder's sub-clips are always averaged).
+    ray: None (this process), "auto" (a running Ray cluster, else a local one) or a cluster address:
+    decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
+    default: as many as fit), writing the same cache entries (see vlgap.distributed.extract)."""
     t0 = time.perf_counter()
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
@@ -163,6 +278,8 @@ def extract(
     if not items:
         raise VlgapError(f"shard {shard_t[0]}/{shard_t[1]} of {len(man.items)} items is empty")
     root = cache_root(cache_dir)
+    if ray:
+        root = root.resolve()  # workers may run in another directory
     ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
@@ -173,78 +290,75 @@ def extract(
             result.features[v] = e.load()
         else:
             pending.append(v)
-    if not pending:
-        result.bad_items = _collect_bad(result.features)
-        result.seconds = time.perf_counter() - t0
-        return result
-
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    enc = loaded_encoder
-    if enc is None:
-        from vlgap.encoders.registry import get_encoder
-
+    if pending:
         opts: dict[str, Any] = {}
         if pooling:
             opts["pooling"] = pooling
         if image_size:
             opts["image_size"] = image_size
-        with step(f"loading encoder {encoder}", enabled=progress):
-            enc = get_encoder(encoder, device=device, dtype=dtype, **opts)
-    if (param == "n_f") != (enc.modality == "vision"):
-        raise VlgapError(
-            f"encoder {encoder!r} is a {enc.modality} encoder: use "
-            + ("--n-frames" if enc.modality == "vision" else "--n-captions")
-        )
-    if temporal_pooling != "mean" and getattr(enc, "kind", "image") == "video":
-        raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to image encoders; {encoder!r} is a video "
-                         "encoder (its sub-clips are averaged): use 'mean'")
-    base_record = {
-        "vlgap_record_version": 1,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": sys.argv,
-        "encoder_key": ekey,
-        "encoder": enc.record(),
-        "dataset": {"manifest": str(man.path) if man.path else None, "fingerprint": fp,
-                    "n_items_in_manifest": len(man.items)},
-        "param": param,
-        "shard": list(shard_t),
-        "device": str(device),
-        "batch_size": batch_size,
-        "versions": _versions(),
-    }
-    if param == "n_f":
-        runner = _VisionRunner(enc, pending, batch_size, workers, skip_bad, frame_order, temporal_pooling)
-    else:
-        runner = _TextRunner(enc, pending, batch_size, skip_bad)
-    chunk_items = runner.chunk_items()
-    ranges = [(s, min(s + chunk_items, len(items))) for s in range(0, len(items), chunk_items)]
-    todo = [r for r in ranges if any(r not in entries[v].done_chunks() for v in pending)]
-    with progress_bar(progress) as prog:
-        task = prog.add_task(f"{encoder} {param}={','.join(map(str, pending))}", total=len(items), unit="items")
-        prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
-        for (s, e), per_value in runner.run(items, todo):
-            for v, (layers, ids, bad) in per_value.items():
-                if (s, e) not in entries[v].done_chunks():
-                    entries[v].write_chunk(s, e, layers, ids, bad)
-            prog.update(task, advance=e - s)
-    truncated = int(getattr(enc, "n_truncated", 0) or 0)
-    if truncated:
-        stderr_console.print(f"[yellow]warning:[/] {truncated} texts were longer than {encoder}'s context and were "
-                             "truncated (recorded as texts_truncated)")
-    for v in pending:
-        record = dict(base_record, value=v, **runner.policy(v), chunk_items=chunk_items, texts_truncated=truncated)
-        fs = entries[v].finalize(ranges, record)
-        if fs.record.get("bad_items"):
-            atomic_write_text(entries[v].dir / "bad_items.jsonl",
-                              "".join(json.dumps(b) + "\n" for b in fs.record["bad_items"]))
-        result.features[v] = fs
-        result.computed.append(v)
+        job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
+                  skip_bad, batch_size, device, dtype, opts)
+        if ray:
+            if loaded_encoder is not None:
+                raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
+                                 "cannot be combined with it")
+            from vlgap.distributed.extract import run_ray
+
+            run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
+        else:
+            _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
     result.bad_items = _collect_bad(result.features)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: int | None, progress: bool) -> None:
+    """This process: decode in background threads, two chunks ahead of the encoder."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    if enc is None:
+        enc = job.load_encoder(progress)
+    info = encoder_info(enc)
+    steps = job.steps(info)
+    ranges = job.ranges(steps)
+    todo = job.todo(ranges)
+    result.chunks_total = len(ranges)
+    truncated = 0
+    t0 = time.perf_counter()
+    with progress_bar(progress) as prog:
+        task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))}", total=len(job.items),
+                             unit="items")
+        prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
+        with ThreadPoolExecutor(max(1, workers)) as pool:
+            futures: dict[tuple[int, int], list[Future]] = {}
+            preprocess = getattr(enc, "preprocess", None)
+
+            def submit(r):
+                futures[r] = [pool.submit(steps.decode_one, job.items[i], preprocess) for i in range(*r)]
+
+            for r in todo[:2]:
+                submit(r)
+            for ci, r in enumerate(todo):
+                if ci + 2 < len(todo):
+                    submit(todo[ci + 2])  # keep two chunks decoding ahead of the encoder
+                try:
+                    decoded = steps.collect(job.items[r[0]:r[1]], [f.result() for f in futures.pop(r)])
+                except VlgapError:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    raise
+                out, cut = steps.encode_chunk(enc, decoded, job.batch_size)
+                job.write_chunk(r, out, decoded)
+                truncated += cut
+                result.chunks_computed += 1
+                prog.update(task, advance=r[1] - r[0])
+    if todo and progress:
+        n = sum(e - s for s, e in todo)
+        dt = time.perf_counter() - t0
+        stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, this process)",
+                             highlight=False)
+    job.finish(result, steps, ranges, job.base_record(info, job.batch_size), truncated)
 
 
 def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
@@ -267,14 +381,46 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
 
 
 # --------------------------------------------------------------------------------------------------
-class _VisionRunner:
-    def __init__(self, enc, values: list[int], batch_size: int, workers: int, skip_bad: bool,
-                 frame_order: str = "ordered", temporal_pooling: str = "mean"):
-        self.enc, self.values, self.batch_size, self.skip_bad = enc, values, batch_size, skip_bad
-        self.frame_order, self.temporal_pooling = frame_order, temporal_pooling
-        self.workers = max(1, workers)
-        self.n0 = int(getattr(enc, "native_clip_len", 1) or 1)
-        self.is_video = getattr(enc, "kind", "image") == "video"
+# the per-chunk steps, shared by this process and the Ray executor
+
+@dataclass
+class Decoded:
+    """One chunk after decoding: per value, the ids kept and the bad items; the payloads to encode."""
+
+    ids: dict[int, list[str]]
+    bad: dict[int, list[dict]]
+    payload: Any
+    frame_log: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+
+    @staticmethod
+    def join(parts: list["Decoded"]) -> "Decoded":
+        return join_decoded(parts)
+
+
+def join_decoded(parts: list[Decoded]) -> Decoded:
+    """One chunk from its consecutive parts (decoded separately), exactly as if collected at once."""
+    first = parts[0]
+    ids = {v: [i for p in parts for i in p.ids[v]] for v in first.ids}
+    bad = {v: [b for p in parts for b in p.bad[v]] for v in first.bad}
+    log = {v: {i: x for p in parts for i, x in p.frame_log[v].items()} for v in first.frame_log}
+    if isinstance(first.payload, dict):  # text: per value
+        payload = {v: [x for p in parts for x in p.payload[v]] for v in first.payload}
+    else:
+        payload = [x for p in parts for x in p.payload]
+    return Decoded(ids, bad, payload, log)
+
+
+def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
+    if not skip_bad:
+        raise VlgapError(f"{BadItemError(item_id, reason)} (pass --skip-bad to skip and report such items)")
+    return {"id": item_id, "reason": reason}
+
+
+class _VisionSteps:
+    def __init__(self, values: list[int], n0: int, is_video: bool, frame_order: str = "ordered",
+                 skip_bad: bool = False, temporal_pooling: str = "mean"):
+        self.values, self.n0, self.is_video = values, n0, is_video
+        self.frame_order, self.skip_bad, self.temporal_pooling = frame_order, skip_bad, temporal_pooling
         if self.is_video:
             for v in values:
                 check_n_f(v, self.n0)
@@ -305,75 +451,72 @@ class _VisionRunner:
             out[v] = idx
         return out
 
-    def _prepare(self, item: Item):
-        """Background: decode the union of the frames all n_f need, preprocess them once."""
-        total = count_frames(item)
-        if total < 1:
-            raise BadItemError(item.id, f"{item.media} has no frames")
-        per_value = self._sample(item, total)
-        union = np.unique(np.concatenate(list(per_value.values())))
+    def decode_one(self, item: Item, preprocess=None):
+        """Decode the union of the frames all n_f need (and preprocess them when given the encoder's
+        `preprocess`). Returns ("ok", frames or pixels, positions per n_f, indices per n_f) or
+        ("bad", item id, reason)."""
         try:
-            frames, _ = read_frames(item, union)
-        except BadItemError as err:
-            if "beyond its end" not in err.reason:
-                raise
-            # the container's frame count overstated the stream: count by decoding, then sample again
-            _, total = read_frames(item, None, max_side=16)
+            total = count_frames(item)
+            if total < 1:
+                raise BadItemError(item.id, f"{item.media} has no frames")
             per_value = self._sample(item, total)
             union = np.unique(np.concatenate(list(per_value.values())))
-            frames, _ = read_frames(item, union)
-        pixels = self.enc.preprocess(frames)
+            try:
+                frames, _ = read_frames(item, union)
+            except BadItemError as err:
+                if "beyond its end" not in err.reason:
+                    raise
+                # the container's frame count overstated the stream: count by decoding, then sample again
+                _, total = read_frames(item, None, max_side=16)
+                per_value = self._sample(item, total)
+                union = np.unique(np.concatenate(list(per_value.values())))
+                frames, _ = read_frames(item, union)
+        except BadItemError as err:
+            return ("bad", err.item_id, err.reason)
+        payload = preprocess(frames) if preprocess is not None else frames
         pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
-        return pixels, pos, per_value
+        return ("ok", payload, pos, per_value)
 
-    def run(self, items: list[Item], todo: list[tuple[int, int]]):
+    def collect(self, items: list[Item], outcomes: list) -> Decoded:
+        prepared, ids, bad = [], [], []
+        log: dict[int, dict[str, list[int]]] = {v: {} for v in self.values}
+        for item, out in zip(items, outcomes):
+            if out[0] == "bad":
+                bad.append(_bad(out[1], out[2], self.skip_bad))
+                continue
+            prepared.append(out[1:])
+            ids.append(item.id)
+            for v in self.values:
+                log[v][item.id] = out[3][v].tolist()
+        return Decoded({v: ids for v in self.values}, {v: bad for v in self.values}, prepared, log)
+
+    def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
+        """Every layer for every n_f of one chunk; uint8 payloads are preprocessed here first."""
         import torch
 
-        with ThreadPoolExecutor(self.workers) as pool:
-            futures: dict[tuple[int, int], list[Future]] = {}
+        prepared = [(enc.preprocess(p) if isinstance(p, np.ndarray) else p, pos, pv) for p, pos, pv in decoded.payload]
+        with torch.inference_mode():
+            out = (self._encode_video if self.is_video else self._encode_frames)(enc, prepared, batch_size)
+        return out, 0
 
-            def submit(r):
-                futures[r] = [pool.submit(self._prepare, items[i]) for i in range(*r)]
-
-            for r in todo[:2]:
-                submit(r)
-            for ci, r in enumerate(todo):
-                if ci + 2 < len(todo):
-                    submit(todo[ci + 2])  # keep two chunks decoding ahead of the encoder
-                prepared, ids, bad = [], [], []
-                for i, fut in zip(range(*r), futures.pop(r)):
-                    try:
-                        prepared.append(fut.result())
-                        ids.append(items[i].id)
-                    except BadItemError as err:
-                        if not self.skip_bad:
-                            pool.shutdown(wait=False, cancel_futures=True)
-                            raise VlgapError(f"{err} (pass --skip-bad to skip and report such items)") from None
-                        bad.append({"id": err.item_id, "reason": err.reason})
-                for iid, (_, _, per_value) in zip(ids, prepared):
-                    for v in self.values:
-                        self.frame_log[v][iid] = per_value[v].tolist()
-                with torch.inference_mode():
-                    out = self._encode_video(prepared) if self.is_video else self._encode_frames(prepared)
-                yield r, {v: (out[v], ids, bad) for v in self.values}
-
-    def _forward(self, x):
+    @staticmethod
+    def _forward(enc, x, batch_size):
         import torch
 
         outs = []
-        for s in range(0, x.shape[0], self.batch_size):
-            batch = x[s:s + self.batch_size].to(self.enc.device, self.enc.dtype)
-            outs.append([t.float().cpu() for t in self.enc.forward_layers(batch)])
+        for s in range(0, x.shape[0], batch_size):
+            batch = x[s:s + batch_size].to(enc.device, enc.dtype)
+            outs.append([t.float().cpu() for t in enc.forward_layers(batch)])
         return [torch.cat([o[li] for o in outs]) for li in range(len(outs[0]))] if outs else []
 
-    def _encode_frames(self, prepared):
+    def _encode_frames(self, enc, prepared, batch_size):
         import torch
 
-        n_layers = self.enc.num_layers
+        n_layers = enc.num_layers
         if not prepared:
             return {v: [np.zeros((0, 0), np.float32)] * n_layers for v in self.values}
         pixels = torch.cat([p[0] for p in prepared])
-        feats = self._forward(pixels)
+        feats = self._forward(enc, pixels, batch_size)
         offsets = np.cumsum([0] + [p[0].shape[0] for p in prepared])
         out = {}
         for v in self.values:
@@ -386,10 +529,10 @@ class _VisionRunner:
             out[v] = layers
         return out
 
-    def _encode_video(self, prepared):
+    def _encode_video(self, enc, prepared, batch_size):
         import torch
 
-        n_layers = self.enc.num_layers
+        n_layers = enc.num_layers
         out = {}
         for v in self.values:
             if not prepared:
@@ -402,7 +545,7 @@ class _VisionRunner:
                         clip = clip[np.floor(np.arange(self.n0) * len(clip) / self.n0).astype(int)]
                     clips.append(pixels[torch.as_tensor(clip)])
                     owner.append(k)
-            feats = self._forward(torch.stack(clips))
+            feats = self._forward(enc, torch.stack(clips), batch_size)
             owner_t = torch.as_tensor(owner)
             layers = []
             for f in feats:
@@ -413,50 +556,67 @@ class _VisionRunner:
         return out
 
 
-class _TextRunner:
-    def __init__(self, enc, values: list[int], batch_size: int, skip_bad: bool):
-        self.enc, self.values, self.batch_size, self.skip_bad = enc, values, batch_size, skip_bad
+class _TextSteps:
+    def __init__(self, values: list[int], skip_bad: bool, pooling: str | None = None):
+        self.values, self.skip_bad, self.pooling = values, skip_bad, pooling
 
     def chunk_items(self) -> int:
         return CHUNK_TEXTS
 
     def policy(self, v: int) -> dict:
         return {"captions": {"policy": "first n_c captions, each ended with a full stop, joined by a space",
-                             "n_c": v, "pooling": self.enc.record().get("pooling")}}
+                             "n_c": v, "pooling": self.pooling}}
 
-    def run(self, items: list[Item], todo: list[tuple[int, int]]):
+    def decode_one(self, item: Item, preprocess=None):
+        """Per n_c: the joined text, or the reason the item cannot give it."""
+        out = {}
+        for v in self.values:
+            try:
+                if not item.captions:
+                    raise BadItemError(item.id, "has no captions")
+                out[v] = ("ok", join_captions(item.captions, v, item.id))
+            except VlgapError as err:
+                out[v] = ("bad", str(err))
+        return out
+
+    def collect(self, items: list[Item], outcomes: list) -> Decoded:
+        texts, ids, bad = {}, {}, {}
+        for v in self.values:
+            texts[v], ids[v], bad[v] = [], [], []
+            for item, out in zip(items, outcomes):
+                status, value = out[v]
+                if status == "ok":
+                    texts[v].append(value)
+                    ids[v].append(item.id)
+                elif not self.skip_bad:
+                    raise VlgapError(f"{value} (pass --skip-bad to skip and report such items)")
+                else:
+                    bad[v].append({"id": item.id, "reason": value})
+        return Decoded(ids, bad, texts)
+
+    def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
         import torch
 
-        for r in todo:
-            out = {}
-            for v in self.values:
-                texts, ids, bad = [], [], []
-                for it in items[r[0]:r[1]]:
-                    try:
-                        if not it.captions:
-                            raise BadItemError(it.id, "has no captions")
-                        texts.append(join_captions(it.captions, v, it.id))
-                        ids.append(it.id)
-                    except VlgapError as err:
-                        if not self.skip_bad:
-                            raise VlgapError(f"{err} (pass --skip-bad to skip and report such items)") from None
-                        bad.append({"id": it.id, "reason": str(err)})
-                # length-sorted mini-batches waste less padding; pooling is mask-aware so order is free
-                order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-                chunks = []
-                with torch.inference_mode():
-                    for s in range(0, len(order), self.batch_size):
-                        idx = order[s:s + self.batch_size]
-                        chunks.append((idx, [t.float().cpu().numpy() for t in self.enc.encode([texts[i] for i in idx])]))
-                layers = []
-                for li in range(self.enc.num_layers):
-                    if not texts:
-                        layers.append(np.zeros((0, 0), np.float32))
-                        continue
-                    width = chunks[0][1][li].shape[1]
-                    arr = np.empty((len(texts), width), np.float32)
-                    for idx, outs in chunks:
-                        arr[idx] = outs[li]
-                    layers.append(arr)
-                out[v] = (layers, ids, bad)
-            yield r, out
+        before = int(getattr(enc, "n_truncated", 0) or 0)
+        out = {}
+        for v in self.values:
+            texts = decoded.payload[v]
+            # length-sorted mini-batches waste less padding; pooling is mask-aware so order is free
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            chunks = []
+            with torch.inference_mode():
+                for s in range(0, len(order), batch_size):
+                    idx = order[s:s + batch_size]
+                    chunks.append((idx, [t.float().cpu().numpy() for t in enc.encode([texts[i] for i in idx])]))
+            layers = []
+            for li in range(enc.num_layers):
+                if not texts:
+                    layers.append(np.zeros((0, 0), np.float32))
+                    continue
+                width = chunks[0][1][li].shape[1]
+                arr = np.empty((len(texts), width), np.float32)
+                for idx, outs in chunks:
+                    arr[idx] = outs[li]
+                layers.append(arr)
+            out[v] = layers
+        return out, int(getattr(enc, "n_truncated", 0) or 0) - before

@@ -4,13 +4,13 @@ extracted with an encoder that is loaded at most once per name and only if somet
 keyword arguments repeated on every probe)."""
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import refused_keywords, renamed_notes
 
 
 @dataclass(frozen=True)
@@ -148,19 +148,15 @@ def feature_options_moved(**renames: str) -> Callable:
     """Decorator for probes that take `features=`: a call with one of the keywords that moved into
     FeatureOptions (cache_dir=, device=, dtype=, image_size=, text_pooling=, ...) or with `encoders=`
     raises a VlgapError that names the new form instead of Python's bare TypeError; `renames` adds
-    other old keyword -> new keyword pairs (e.g. source="features")."""
-    def decorate(func: Callable) -> Callable:
-        @functools.wraps(func)
-        def wrapper(*args, **kwargs):
-            moved = [k for k in kwargs if k in FEATURE_OPTION_NAMES]
-            notes = [f"{old}= is now {new}=" for old, new in renames.items() if old in kwargs]
-            if moved:
-                notes.append(f"{', '.join(k + '=' for k in moved)} moved into features=FeatureOptions("
-                             f"{', '.join(k + '=...' for k in moved)})")
-            if "encoders" in kwargs:
-                notes.append("encoders= is given through features=FeatureSource(options, encoders={...})")
-            if notes:
-                raise VlgapError(f"{func.__name__}(): " + "; ".join(notes))
-            return func(*args, **kwargs)
-        return wrapper
-    return decorate
+    other old keyword -> new keyword pairs (e.g. source="features"). Built on vlgap.keywords, the one
+    mechanism for refused keywords."""
+    def explain(kwargs) -> list[str]:
+        notes = renamed_notes(renames, kwargs)
+        moved = [k for k in kwargs if k in FEATURE_OPTION_NAMES]
+        if moved:
+            notes.append(f"{', '.join(k + '=' for k in moved)} moved into features=FeatureOptions("
+                         f"{', '.join(k + '=...' for k in moved)})")
+        if "encoders" in kwargs:
+            notes.append("encoders= is given through features=FeatureSource(options, encoders={...})")
+        return notes
+    return refused_keywords(explain)

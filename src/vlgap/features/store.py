@@ -128,12 +128,15 @@ class Entry:
     def chunk_path(self, start: int, end: int) -> Path:
         return self.chunks_dir / f"{start:07d}-{end:07d}.npz"
 
-    def write_chunk(self, start: int, end: int, layers: list[np.ndarray], ids: list[str], bad: list[dict]) -> None:
+    def write_chunk(self, start: int, end: int, layers: list[np.ndarray], ids: list[str], bad: list[dict],
+                    meta: dict | None = None) -> None:
+        """meta: JSON-able facts about these items that the record needs (e.g. their frame indices)."""
         import io
 
         buf = io.BytesIO()
         arrays = {f"layer_{i:03d}": a for i, a in enumerate(layers)}
-        np.savez(buf, ids=np.array(json.dumps(ids)), bad=np.array(json.dumps(bad)), **arrays)
+        np.savez(buf, ids=np.array(json.dumps(ids)), bad=np.array(json.dumps(bad)),
+                 meta=np.array(json.dumps(meta or {})), **arrays)
         atomic_write_bytes(self.chunk_path(start, end), buf.getvalue())
 
     def read_chunk(self, start: int, end: int) -> tuple[list[np.ndarray], list[str], list[dict]]:
@@ -142,10 +145,22 @@ class Entry:
             layers = [z[f"layer_{i:03d}"] for i in range(n_layers)]
             return layers, json.loads(str(z["ids"])), json.loads(str(z["bad"]))
 
+    def chunk_meta(self, start: int, end: int) -> dict:
+        with np.load(self.chunk_path(start, end)) as z:
+            return json.loads(str(z["meta"])) if "meta" in z.files else {}
+
     def finalize(self, ranges: list[tuple[int, int]], record: dict[str, Any]) -> FeatureSet:
         """Join the chunks covering `ranges` (in order) into features.safetensors, then mark COMPLETE."""
         from safetensors.numpy import save
 
+        done = self.done_chunks()
+        missing = [f"{s}-{e}" for s, e in ranges if (s, e) not in done]
+        if missing:
+            # e.g. Ray workers on other nodes wrote them to their own local disks
+            raise VlgapError(
+                f"cache entry {self.dir} lacks chunks {missing[:8]} ({len(missing)} of {len(ranges)}; items "
+                f"start-end) under {self.chunks_dir}: the workers that computed them wrote elsewhere. Put the "
+                "cache on a filesystem every worker shares (--cache-dir / VLGAP_CACHE), then run again")
         parts = [self.read_chunk(s, e) for s, e in ranges]
         ids = [i for p in parts for i in p[1]]
         bad = [b for p in parts for b in p[2]]

@@ -130,9 +130,16 @@ class KnnMetric(AlignmentMetric):
         check_k(self.k, n, 2 if self.name == "cknna" else 1, self.name)
 
     def layer_state(self, feats, groups=None):
-        n = feats.shape[0]
-        depth = self.k if groups is not None or self.depth is None else max(self.k, min(self.depth, n - 1))
-        ids, sims = topk_neighbours(feats, depth, groups=groups, chunk_bytes=self.chunk_bytes)
+        ids, sims = topk_neighbours(feats, self.list_depth(feats.shape[0], groups is not None), groups=groups,
+                                    chunk_bytes=self.chunk_bytes)
+        return self.state_from_lists(ids, sims)
+
+    def list_depth(self, n: int, grouped: bool = False) -> int:
+        """Length of the ranked neighbour list kept per item."""
+        return self.k if grouped or self.depth is None else max(self.k, min(self.depth, n - 1))
+
+    def state_from_lists(self, ids: torch.Tensor, sims: torch.Tensor):
+        """A layer's state from its neighbour lists (computed here or by vlgap.distributed.knn)."""
         state = Neighbours(ids, sims if self.keep_sims else None)
         self._finish_state(state)
         return state

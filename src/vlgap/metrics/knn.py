@@ -76,19 +76,31 @@ def topk_neighbours(
         available = n - 1
     if not 1 <= k <= available:
         raise VlgapError(f"k={k}: need 1 <= k <= {available} (N={n} items, self excluded)")
-    rows = _rows_per_chunk(n, chunk_bytes)
     out_idx = torch.empty((n, k), dtype=torch.int64, device=feats.device)
     out_val = torch.empty((n, k), dtype=feats.dtype, device=feats.device)
-    for start in range(0, n, rows):
-        stop = min(n, start + rows)
-        sims = feats[start:stop] @ feats.T
-        if groups is None:
-            r = torch.arange(stop - start, device=feats.device)
-            sims[r, r + start] = float("-inf")
-        else:
-            sims.masked_fill_(groups[start:stop, None] == groups[None, :], float("-inf"))
-        out_idx[start:stop], out_val[start:stop] = exact_topk(sims, k)
+    for start, stop in row_blocks(n, chunk_bytes):
+        out_idx[start:stop], out_val[start:stop] = topk_block(feats, start, stop, k, groups=groups)
     return out_idx, out_val
+
+
+def row_blocks(n: int, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> list[tuple[int, int]]:
+    """The row blocks [start, stop) that `topk_neighbours` works in. A distributed search hands whole
+    blocks to workers (never splits one), so each similarity block is the same matrix product."""
+    rows = _rows_per_chunk(n, chunk_bytes)
+    return [(s, min(n, s + rows)) for s in range(0, n, rows)]
+
+
+def topk_block(feats: torch.Tensor, start: int, stop: int, k: int, *,
+               groups: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k neighbours (self or same-group excluded) of rows start:stop against all N rows of
+    `feats`: (indices [B, k], similarities [B, k]). Memory: one [B, N] similarity block plus masks."""
+    sims = feats[start:stop] @ feats.T
+    if groups is None:
+        r = torch.arange(stop - start, device=feats.device)
+        sims[r, r + start] = float("-inf")
+    else:
+        sims.masked_fill_(groups[start:stop, None] == groups[None, :], float("-inf"))
+    return exact_topk(sims, k)
 
 
 class NeighbourLookup:

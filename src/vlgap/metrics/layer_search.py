@@ -91,7 +91,7 @@ class LayerStates:
 def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: float | None = None,
                       preset: str | None = None, cca_dim: int = 10, n_layers_total: int | None = None,
                       for_bootstrap: bool = True, device=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                      name: str = "X") -> LayerStates:
+                      name: str = "X", ray: str | bool | None = None) -> LayerStates:
     """Prepare one side (list of [N, D_l] arrays or one [L, N, D] array) for `layer_search`.
 
     for_bootstrap keeps a deeper neighbour ranking (mutual k-NN), which makes later bootstraps
@@ -99,6 +99,8 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     both sides (lets CKA decide whether Gram matrices fit in memory; default: twice this side).
     The input arrays are referenced, not copied (float32/float64 on the chosen device).
     preset="platonic-rep": one clamp threshold over all these layers together (see module doc).
+    ray: compute the layers' states on a Ray cluster ("auto" or an address; see
+    vlgap.distributed.knn: exact k-NN in row blocks, the same lists as here).
     """
     q = preset_quantile(preset, q)
     dev = resolve_device(device, xs[0] if isinstance(xs, (list, tuple)) and xs else xs)
@@ -111,7 +113,12 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     engine = make_metric(metric, k, cca_dim=cca_dim, depth=depth, chunk_bytes=chunk_bytes)
     engine.check(n)
     engine.plan(n, n_layers_total or 2 * len(feats))
-    states = [engine.layer_state(feats[i]) for i in range(len(feats))]
+    if ray:
+        from vlgap.distributed.knn import layer_states
+
+        states = layer_states(engine, feats, ray=ray, device=str(dev))
+    else:
+        states = [engine.layer_state(feats[i]) for i in range(len(feats))]
     return LayerStates(metric, k if engine.uses_k else None, q, cca_dim, feats, states, engine, preset)
 
 
@@ -208,6 +215,7 @@ def layer_search(
     seed: int | None = 0,
     device=None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    ray: str | bool | None = None,
 ) -> LayerSearchResult:
     """Score every pair of X layers and Y layers and pick the best pair.
 
@@ -222,10 +230,12 @@ def layer_search(
     vlgap.metrics.uncertainty for what each covers).
     n_permutations > 0: p-value of the best score against randomly re-paired rows (max over pairs).
     Ties for the best score go to the first pair in row-major order.
+    ray: "auto" or a cluster address: every layer's neighbour lists in row blocks on Ray workers
+    (vlgap.distributed.knn); the result equals the single-process one.
     """
     q = preset_quantile(preset, q)
     kw = dict(k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
-              device=device, chunk_bytes=chunk_bytes)
+              device=device, chunk_bytes=chunk_bytes, ray=ray)
     lx, ly = _n_layers(xs), _n_layers(ys)
     sx = _side(xs, ly, "X", **kw)
     sy = _side(ys, lx, "Y", **kw)

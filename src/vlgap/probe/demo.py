@@ -14,10 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_fields
 from vlgap.probe.sweep import SweepConfig, run_sweep
 from vlgap.progress import counter, say
 
 
+#: demo config keys that were renamed (TOML files and DemoConfig(...) keywords)
+RENAMED_KEYS = {"bootstrap": "n_bootstrap", "permutations": "n_permutations"}
+
+
+@renamed_fields(**RENAMED_KEYS)
 @dataclass
 class DemoConfig:
     n_videos: int = 192
@@ -30,8 +36,8 @@ class DemoConfig:
     n_captions: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     k: int = 10
     metric: str = "mutual_knn"
-    bootstrap: int = 200
-    permutations: int = 200
+    n_bootstrap: int = 200
+    n_permutations: int = 200
     image_size: int | None = 160
     #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
     temporal_pooling: str = "mean"
@@ -56,6 +62,9 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
         data = data.get("demo", data)
     data.update({k: v for k, v in (overrides or {}).items() if v is not None})
     names = {f.name for f in fields(DemoConfig)}
+    renamed = sorted(set(data) & set(RENAMED_KEYS))
+    if renamed:
+        raise VlgapError("config keys renamed: " + "; ".join(f"{k!r} is now {RENAMED_KEYS[k]!r}" for k in renamed))
     unknown = sorted(set(data) - names)
     if unknown:
         raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
@@ -89,7 +98,7 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
     manifest = shapes_manifest(cfg)
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
-                            bootstrap=cfg.bootstrap, permutations=cfg.permutations, seed=cfg.seed, device=cfg.device,
+                            n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir)
     result = run_sweep(sweep_cfg, cfg.out, progress=progress)

@@ -349,8 +349,9 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         f"N = {rows[0]['n']} items, k = {rows[0]['k']}, metric = {rows[0]['metric']}, chance level k/(N-1) = "
         f"{rows[0]['chance']:.4f}. Intervals: {cfg.get('interval', 'bootstrap over items')}; p-values: permutation "
         f"null with shuffled pairing.") + "</p>")
-    no_ci = "no bootstrap" if not cfg.get("bootstrap") else "bootstrap failed"
-    no_p = "no permutations" if not cfg.get("permutations") else "no null"
+    # sweep.json files written before the rename say "bootstrap" / "permutations"
+    no_ci = "no bootstrap" if not cfg.get("n_bootstrap", cfg.get("bootstrap")) else "bootstrap failed"
+    no_p = "no permutations" if not cfg.get("n_permutations", cfg.get("permutations")) else "no null"
     summary_rows = []
     for v, t in _pairs(rows):
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]

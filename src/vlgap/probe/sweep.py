@@ -22,6 +22,7 @@ from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
 from vlgap.features.source import layer_names
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.keywords import renamed_fields
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 
@@ -32,6 +33,7 @@ ROW_FIELDS = ["vision", "text", "n_f", "n_c", "score", "ci_lo", "ci_hi", "p_valu
               "x_layer_name", "y_layer_name", "n", "k", "chance", "metric"]
 
 
+@renamed_fields(bootstrap="n_bootstrap", permutations="n_permutations")
 @dataclass
 class SweepConfig:
     manifest: str
@@ -41,8 +43,8 @@ class SweepConfig:
     n_captions: list[int]
     k: int = 10
     metric: str = "mutual_knn"
-    bootstrap: int = 200
-    permutations: int = 200
+    n_bootstrap: int = 200
+    n_permutations: int = 200
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
@@ -74,13 +76,13 @@ class SweepResult:
     dropped: list[dict] = field(default_factory=list)
 
 
-def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, bootstrap: int, permutations: int,
+def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, n_bootstrap: int, n_permutations: int,
                seed: int, device: str = "cpu", preset: str | None = None) -> dict[str, Any]:
     """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
     from vlgap.metrics.layer_search import layer_search
 
     # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
-    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=bootstrap, n_permutations=permutations, seed=seed,
+    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed,
                        device=device, preset=preset)
     nan = float("nan")
     ci = res.ci
@@ -106,8 +108,13 @@ def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:
 
 
 def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
-              encoders: dict[str, Any] | None = None) -> SweepResult:
-    """Run (or resume) a sweep. `encoders` may map names to already-loaded encoder objects."""
+              encoders: dict[str, Any] | None = None, ray: str | bool | None = None,
+              ray_workers: int | None = None) -> SweepResult:
+    """Run (or resume) a sweep. `encoders` may map names to already-loaded encoder objects.
+
+    ray: "auto" or a cluster address: extraction runs on Ray (`ray_workers` encoder actors) and every
+    (vision, text, n_f, n_c) cell is an independent Ray task (vlgap.distributed.sweep); cells keep
+    their seeds (seed + cell number), so the table equals the serial sweep's."""
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
     if len(cfg.vision) == 0 or len(cfg.text) == 0:
@@ -118,7 +125,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
-                  batch_size=cfg.batch_size, progress=progress)
+                  batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers)
     loaded = encoders or {}
     vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                       loaded_encoder=loaded.get(v), **common) for v in cfg.vision}
@@ -133,45 +140,63 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
         atomic_write_text(run / "dropped_items.jsonl", "".join(json.dumps(d) + "\n" for d in dropped))
     cells_dir, mats_dir = run / "cells", run / "matrices"
     cells = [(v, t, nf, nc) for v in cfg.vision for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
-    rows = []
     from functools import lru_cache
 
     from vlgap.metrics.layer_search import precompute_layers
 
     @lru_cache(maxsize=None)
+    def features(modality: str, name: str, value: int):
+        return (vis if modality == "v" else txt)[name].features[value].subset(ids)
+
+    @lru_cache(maxsize=None)
     def side(modality: str, name: str, value: int):
         """Neighbour lists of every layer of one feature set, computed once for all cells that use it."""
-        fs = (vis if modality == "v" else txt)[name].features[value].subset(ids)
-        return fs, precompute_layers(fs.layers, k=cfg.k, metric=cfg.metric, device=cfg.device, preset=cfg.preset,
-                                     for_bootstrap=cfg.bootstrap > 0, name=f"{name} {modality}={value}")
+        return precompute_layers(features(modality, name, value).layers, k=cfg.k, metric=cfg.metric,
+                                 device=cfg.device, preset=cfg.preset, for_bootstrap=cfg.n_bootstrap > 0,
+                                 name=f"{name} {modality}={value}")
 
+    def serial(todo):
+        for ci in todo:
+            v, t, nf, nc = cells[ci]
+            yield ci, score_cell(side("v", v, nf), side("t", t, nc), k=cfg.k, metric=cfg.metric,
+                                 n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed + ci,
+                                 device=cfg.device, preset=cfg.preset)
+
+    by_cell: dict[int, dict] = {}
+    todo = []
+    for ci, cell in enumerate(cells):
+        cell_path = cells_dir / f"{matrix_name(*cell)[:-4]}.json"
+        done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
+        # a cell of another preset or temporal pooling is redone
+        if (done is not None and done.get("preset") == cfg.preset
+                and done.get("temporal_pooling", "mean") == cfg.temporal_pooling):
+            by_cell[ci] = done
+        else:
+            todo.append(ci)
+    if ray and todo:
+        from vlgap.distributed.sweep import score_cells
+
+        results = score_cells(cfg, cells, todo, features, score_cell, ray=ray)
+    else:
+        results = serial(todo)
     with progress_bar(progress) as prog:
-        task = prog.add_task("alignment cells", total=len(cells), unit="cells")
-        for ci, (v, t, nf, nc) in enumerate(cells):
+        task = prog.add_task("alignment cells" + (" (ray)" if ray else ""), total=len(cells), unit="cells")
+        prog.update(task, completed=len(cells) - len(todo))
+        for ci, res in results:  # in completion order with Ray; each cell is written when it arrives
+            v, t, nf, nc = cells[ci]
             name = matrix_name(v, t, nf, nc)[:-4]
-            cell_path = cells_dir / f"{name}.json"
-            done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
-            # a cell of another preset or temporal pooling is redone
-            if (done is not None and done.get("preset") == cfg.preset
-                    and done.get("temporal_pooling", "mean") == cfg.temporal_pooling):
-                rows.append(done)
-                prog.advance(task)
-                continue
-            xs_fs, xs_state = side("v", v, nf)
-            ys_fs, ys_state = side("t", t, nc)
-            res = score_cell(xs_state, ys_state, k=cfg.k, metric=cfg.metric, bootstrap=cfg.bootstrap,
-                             permutations=cfg.permutations, seed=cfg.seed + ci, device=cfg.device, preset=cfg.preset)
             buf = io.BytesIO()
             np.save(buf, res.pop("matrix"))
             atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
-            x_names, y_names = layer_names(xs_fs), layer_names(ys_fs)
+            x_names, y_names = layer_names(features("v", v, nf)), layer_names(features("t", t, nc))
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
                    "temporal_pooling": cfg.temporal_pooling,
                    "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
                    "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
-            atomic_write_json(cell_path, row)
-            rows.append(row)
+            atomic_write_json(cells_dir / f"{name}.json", row)
+            by_cell[ci] = row
             prog.advance(task)
+    rows = [by_cell[ci] for ci in range(len(cells))]
     fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
     write_tables(run, rows, cfg, fits)
     return SweepResult(run, rows, fits, dropped)
@@ -203,8 +228,8 @@ def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, 
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(run / "sweep.csv", buf.getvalue())
-    interval = (f"{cfg.bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
-                if cfg.bootstrap else "none")
+    interval = (f"{cfg.n_bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
+                if cfg.n_bootstrap else "none")
     atomic_write_json(run / "sweep.json", {"rows": rows, "config": dict(cfg.to_dict(), interval=interval),
                                            "description": f"manifest {cfg.manifest}"})
     atomic_write_json(run / "scaling.json", fits)

@@ -53,7 +53,7 @@ def run_temporal_sections(cfg, result=None, progress: bool = True, encoders: dic
     out = Path(cfg.out)
     n_f = max([v for v in cfg.n_frames if v <= 8] or [min(cfg.n_frames)])
     n_c = max(cfg.n_captions)
-    boot = n_bootstrap if n_bootstrap is not None else max(200, int(getattr(cfg, "bootstrap", 200)))
+    boot = n_bootstrap if n_bootstrap is not None else max(200, int(getattr(cfg, "n_bootstrap", 200)))
     src = FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
                                        image_size=cfg.image_size, progress=progress,
                                        temporal_pooling=getattr(cfg, "temporal_pooling", "mean")), encoders=encoders)

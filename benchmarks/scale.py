@@ -1,0 +1,187 @@
+"""Scale-out on Ray, measured against this process in the same run (ratios are the figures to compare).
+
+Part 1, extraction: MobileNetV2 (ImageNet weights, 224 px, every layer) on V shapes videos (32 frames,
+128 px), n_f = F frames per video, into a fresh feature store each time:
+  single-process, 1 torch thread, 1 decoding thread        vs  Ray, 1 encoder actor (1 thread)
+  single-process, 2 torch threads, 2 decoding threads      vs  Ray, 2 encoder actors (1 thread each)
+The Ray cluster (num_cpus = --cpus) is started and its pooled task workers warmed (one small Ray
+extraction) before the timings, as the single-process path is warmed; each timed Ray run starts its
+own encoder actors (a worker process, imports, model load): that start-up is inside the timing and
+also reported alone. Arrays are checked bit-identical between
+the 1-thread single-process run and the Ray runs.
+Part 2, layer search at N = 16,384: L x L random layers (D = 384), mutual k-NN (k = 10), no resampling:
+single-process (2 threads, and 1 thread) vs Ray (row blocks on --cpus workers, 1 thread each).
+Part 3, k-NN time per layer (D = 384, k = 10, 2 threads): N = 10^4 complete; N = 10^5 from the first
+few row blocks, extrapolated linearly over the blocks (every block costs the same: B rows x N x D).
+
+    python benchmarks/scale.py                      # V = 256, F = 8, L = 2, --cpus 2
+    python benchmarks/scale.py --videos 64 --skip-knn1e5
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def load() -> str:
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def timed(fn):
+    t = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t
+
+
+def extraction(args, ray) -> dict:
+    from vlgap.data.shapes import generate_shapes
+    from vlgap.features.extract import extract
+
+    tmp = Path(tempfile.mkdtemp(prefix="vlgap-scale-"))
+    (manifest, dt) = timed(lambda: generate_shapes(tmp / "data", args.videos, seed=0, n_frames=32, size=128))
+    print(f"generated {args.videos} videos in {dt:.1f} s")
+    common = dict(n_frames=[args.n_frames], batch_size=64, progress=False)
+    # warm the page cache, the model files and Ray's pooled task workers (imports) once, outside the
+    # timings; every timed Ray run still starts (and pays for) its own encoder actors
+    extract(manifest, "mobilenet_v2", cache_dir=tmp / "warm", shard="0/16", threads=1, workers=1, **common)
+    extract(manifest, "mobilenet_v2", cache_dir=tmp / "warm-ray", shard="1/16", threads=1, ray="auto", ray_workers=2,
+            **common)
+    out = {"videos": args.videos, "n_f": args.n_frames, "frames": args.videos * args.n_frames}
+    runs = [("single_1", dict(threads=1, workers=1)), ("ray_1", dict(threads=1, ray="auto", ray_workers=1)),
+            ("single_2", dict(threads=2, workers=2)), ("ray_2", dict(threads=1, ray="auto", ray_workers=2))]
+    runs = [(name, kw) for name, kw in runs if name in args.runs.split(",")]
+    feats = {}
+    for name, kw in runs:
+        print(f"extraction {name} (load {load()}) ...", flush=True)
+        res, dt = timed(lambda: extract(manifest, "mobilenet_v2", cache_dir=tmp / name, **common, **kw))
+        feats[name] = res.features[args.n_frames]
+        out[name] = {"seconds": dt, "items_per_s": args.videos / dt, "frames_per_s": out["frames"] / dt,
+                     "load": load()}
+        if "ray" in res.features[args.n_frames].record:
+            out[name]["encoder_busy_fraction"] = res.features[args.n_frames].record["ray"]["encoder_busy_fraction"]
+        print(f"  {dt:.1f} s, {args.videos / dt:.2f} videos/s, {out['frames'] / dt:.1f} frames/s")
+    ref = feats.get("single_1")
+    if ref is not None:
+        out["ray_bit_identical_to_single_1_thread"] = all(
+            feats[n].ids == ref.ids and all(np.array_equal(a, b) for a, b in zip(feats[n].layers, ref.layers))
+            for n in ("ray_1", "ray_2") if n in feats)
+    # one actor's start-up alone: worker process, imports, model load (paid once per actor per run)
+    out["actor_startup_s"] = actor_startup(ray, args.n_frames)
+    if "ray_1" in out and "single_1" in out:
+        out["ray_overhead_1_worker"] = out["ray_1"]["seconds"] / out["single_1"]["seconds"] - 1
+    for base in ("single_1", "single_2"):
+        if "ray_2" in out and base in out:
+            out[f"speedup_ray_2_vs_{base}"] = out[base]["seconds"] / out["ray_2"]["seconds"]
+    return out
+
+
+def actor_startup(ray, n_f: int) -> float:
+    """Seconds until a new encoder actor answers: worker process, imports, model load."""
+    from vlgap.distributed.extract import EncoderActor
+    from vlgap.features.extract import Job
+
+    job = Job(man=None, items=[], encoder="mobilenet_v2", param="n_f", pending=[n_f], entries={}, ekey={},
+              shard=(0, 1), frame_order="ordered", temporal_pooling="mean", skip_bad=False, batch_size=64,
+              device="cpu", dtype="float32", encoder_options={})
+    actor = EncoderActor.options(num_cpus=1).remote(job, 1, None, os.getpid())
+    _, dt = timed(lambda: ray.get(actor.info.remote()))
+    ray.kill(actor)
+    return dt
+
+
+def layer_search_part(args) -> dict:
+    from vlgap.metrics.layer_search import layer_search
+
+    n, d, k = 16384, 384, 10
+    rng = np.random.default_rng(0)
+    shared = rng.normal(size=(n, 32)).astype(np.float32)
+    xs = [np.concatenate([shared, rng.normal(size=(n, d - 32)).astype(np.float32)], 1) for _ in range(args.layers)]
+    ys = [np.concatenate([shared, rng.normal(size=(n, d - 32)).astype(np.float32)], 1) for _ in range(args.layers)]
+    out = {"n": n, "d": d, "k": k, "layers": f"{args.layers} x {args.layers}"}
+    results = {}
+    for name, threads, ray in (("single_2_threads", 2, None), ("ray_workers", 1, "auto"),
+                               ("single_1_thread", 1, None)):
+        torch.set_num_threads(threads)
+        print(f"layer search N={n} {name} (load {load()}) ...", flush=True)
+        res, dt = timed(lambda: layer_search(xs, ys, k=k, ray=ray))
+        results[name] = res
+        out[name] = {"seconds": dt, "per_layer_s": dt / (2 * args.layers), "load": load()}
+        print(f"  {dt:.1f} s ({dt / (2 * args.layers):.2f} s per layer)")
+    torch.set_num_threads(2)
+    out["scores_identical"] = bool(np.array_equal(results["single_2_threads"].scores, results["ray_workers"].scores))
+    out["speedup_ray_vs_single_2"] = out["single_2_threads"]["seconds"] / out["ray_workers"]["seconds"]
+    out["speedup_ray_vs_single_1"] = out["single_1_thread"]["seconds"] / out["ray_workers"]["seconds"]
+    return out
+
+
+def knn_per_layer(args) -> dict:
+    from vlgap.metrics.knn import row_blocks, topk_block, topk_neighbours
+    from vlgap.metrics.prepare import prepare
+
+    torch.set_num_threads(2)
+    d, k = 384, 10
+    out = {}
+    rng = np.random.default_rng(1)
+    x = prepare(torch.from_numpy(rng.normal(size=(10_000, d)).astype(np.float32)), None)
+    _, dt = timed(lambda: topk_neighbours(x, k))
+    out["n_1e4_s"] = dt
+    print(f"k-NN per layer, N = 10^4: {dt:.2f} s (load {load()})")
+    if not args.skip_knn1e5:
+        n = 100_000
+        x = prepare(torch.from_numpy(rng.normal(size=(n, d)).astype(np.float32)), None)
+        blocks = row_blocks(n)
+        t = time.perf_counter()
+        for s, e in blocks[:args.blocks]:
+            topk_block(x, s, e, k)
+        per_block = (time.perf_counter() - t) / args.blocks
+        out["n_1e5_s"] = per_block * len(blocks)
+        out["n_1e5_note"] = (f"{args.blocks} of {len(blocks)} row blocks ({blocks[0][1]} rows each) timed: "
+                             f"{per_block:.2f} s per block, extrapolated linearly")
+        print(f"k-NN per layer, N = 10^5: {out['n_1e5_s']:.0f} s ({out['n_1e5_note']}; load {load()})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--videos", type=int, default=256)
+    ap.add_argument("--n-frames", type=int, default=8)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray cluster (= Ray workers)")
+    ap.add_argument("--blocks", type=int, default=2, help="row blocks timed at N = 10^5")
+    ap.add_argument("--runs", default="single_1,ray_1,single_2,ray_2", help="extraction runs to time")
+    ap.add_argument("--skip-extract", action="store_true")
+    ap.add_argument("--skip-search", action="store_true")
+    ap.add_argument("--skip-knn1e5", action="store_true")
+    ap.add_argument("--json", default=None, help="also write the numbers here")
+    args = ap.parse_args()
+    import ray
+
+    (_, dt) = timed(lambda: ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING"))
+    report = {"machine": f"{os.cpu_count()} cores", "ray_init_s": dt, "ray_cpus": args.cpus, "load_start": load()}
+    print(f"ray.init: {dt:.1f} s; load {report['load_start']}")
+    if not args.skip_extract:
+        report["extraction"] = extraction(args, ray)
+    else:
+        report["actor_startup_s"] = actor_startup(ray, args.n_frames)
+    if not args.skip_search:
+        report["layer_search"] = layer_search_part(args)
+    report["knn_per_layer"] = knn_per_layer(args)
+    report["load_end"] = load()
+    print(json.dumps(report, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,276 @@
+"""Caption operators behind one interface, with a resumable on-disk cache.
+
+An operator maps input texts (captions or user prompts) to six-part rewrites:
+  template  zero-cost reference: fills the six parts from the shapes vocabulary found in the input
+  pe        the anchored PE: a LoRA-fine-tuned small LM, label-forced decoding
+  rewriter  the prompted control: another LM, fixed six-part instruction + few-shot, no fine-tuning
+  third     same size and data as the PE, another LoRA seed: the falsifier's operator
+Every result is cached under (operator name, model hash, input text); a cache file written by another
+model hash is refused with an error instead of being mixed in.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from vlgap.cape import world as W
+from vlgap.cape.schema import PARTS, SixPart
+from vlgap.data import shapes as S
+from vlgap.errors import VlgapError
+from vlgap.io_utils import atomic_write_json
+
+OPERATORS = ("template", "pe", "rewriter", "third")
+MAX_INPUT_TOKENS = 192
+INSTRUCTION = ("Rewrite the video prompt as a caption with six labelled lines: Short Caption, Dense Caption, "
+               "Main Object, Background, Camera, Style. Keep every fact of the prompt; one line per part.\n\n")
+
+
+def result_dict(six: SixPart | None, text: str, valid: bool, retries: int, **extra: Any) -> dict[str, Any]:
+    d = {p: (getattr(six, p) if six is not None else None) for p in PARTS}
+    return {**d, "valid": bool(valid), "retries": int(retries), "text": text, **extra}
+
+
+class Operator:
+    name: str = "operator"
+    uses_lm: bool = False
+
+    @property
+    def model_hash(self) -> str:
+        raise NotImplementedError
+
+    def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def truncate(self, text: str, n: int) -> str:
+        return " ".join(text.split()[:n])
+
+
+# ------------------------------------------------------------------------------------------------
+# template
+# ------------------------------------------------------------------------------------------------
+
+_SHAPE_WORDS = {w: s for s, ws in W._USER_OBJ.items() for w in ws} | {s: s for s in S.SHAPES}
+_BG_WORDS = {**{W._user_bg(b): b for b in S.PHOTO_BACKGROUNDS}, **{p: b for b, (_, ps) in S.PHOTO_BACKGROUNDS.items()
+                                                                   for p in ps}}
+_CAM_WORDS = {p: c for c, ps in W._USER_CAM.items() for p in ps} | {d: c for c, d in W.CAMERA_DESCRIPTIONS.items()}
+_STYLE_WORDS = {p: s for s, ps in W._USER_STYLE.items() for p in ps} | {d: s for s, d in W.STYLE_DESCRIPTIONS.items()}
+
+
+def _first(text: str, table: dict[str, str]) -> str | None:
+    hits = [(text.find(k), -len(k), v) for k, v in table.items() if k in text]
+    return min(hits)[2] if hits else None
+
+
+class TemplateOperator(Operator):
+    """Reads the shapes vocabulary out of the input and writes it into fixed six-part phrases; falls back
+    to 'unspecified' where the input says nothing. Deterministic and instant."""
+    name = "template"
+
+    @property
+    def model_hash(self) -> str:
+        return "template-v1"
+
+    def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        out = []
+        for text in texts:
+            low = " ".join(text.lower().split())
+            shape = _first(low, _SHAPE_WORDS)
+            m = re.search(r"(\w+) (?:" + "|".join(map(re.escape, sorted(_SHAPE_WORDS, key=len, reverse=True)))
+                          + r")\b", low)
+            colour = m.group(1) if m and m.group(1) in S.COLOURS else _first(low, {c: c for c in S.COLOURS})
+            bg = _first(low, _BG_WORDS)
+            if bg is None:
+                bg = next((b for b in sorted(S.PLAIN_BACKGROUNDS, key=len, reverse=True)
+                           if f"{b} bg" in low or f"{b} background" in low), None)
+            cam = _first(low, _CAM_WORDS) or "static"
+            style = _first(low, _STYLE_WORDS)
+            obj = " ".join(x for x in (colour, shape) if x) or "unspecified object"
+            bg_text = W._bg_phrase(bg) if bg else "unspecified background"
+            six = SixPart(short_caption=f"A {obj} on {bg_text}.", dense_caption=" ".join(text.split()),
+                          main_object=f"a {obj}", background=bg_text, camera=W.CAMERA_DESCRIPTIONS[cam],
+                          style=W.STYLE_DESCRIPTIONS[style] if style else "unspecified style")
+            out.append(result_dict(six, six.to_text(), True, 0))
+        return out
+
+
+# ------------------------------------------------------------------------------------------------
+# LM operators
+# ------------------------------------------------------------------------------------------------
+
+
+def few_shot_examples(n: int = 2, seed: int = 424242) -> list[tuple[str, str]]:
+    """Fixed few-shot pairs for the prompted rewriter, from videos outside every experiment split."""
+    vids = W.sample_videos(n, seed=seed)
+    kinds = ("user", "detailed", "concise")
+    return [(W.inputs_of(v)[kinds[i % 3]], W.target_of(v).to_text()) for i, v in enumerate(vids)]
+
+
+class LMOperator(Operator):
+    """An LM behind label-forced decoding. `prefix` is prepended to every prompt (instruction and
+    few-shot examples for the prompted rewriter; empty for a fine-tuned PE)."""
+    uses_lm = True
+
+    def __init__(self, name: str, load: Callable[[], Any], *, prefix: str = "", batch_size: int = 16,
+                 max_retries: int = 2, seed: int = 0, model_hash: str | None = None):
+        self.name, self._load, self.prefix = name, load, prefix
+        self.batch_size, self.max_retries, self.seed = batch_size, max_retries, seed
+        self._lm = None
+        self._hash = model_hash
+
+    @property
+    def lm(self):
+        if self._lm is None:
+            self._lm = self._load()
+        return self._lm
+
+    @property
+    def model_hash(self) -> str:
+        if self._hash is None:
+            base = self.lm.model_hash
+            self._hash = hashlib.sha256(f"{base}|{self.prefix}".encode()).hexdigest()[:32] if self.prefix else base
+        return self._hash
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.lm.tokenizer.encode(text, add_special_tokens=False))
+
+    def truncate(self, text: str, n: int) -> str:
+        tok = self.lm.tokenizer
+        return tok.decode(tok.encode(text, add_special_tokens=False)[:n])
+
+    def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        from vlgap.cape.lm import generate_six, sft_prompt
+
+        prompts = [self.prefix + sft_prompt(t) for t in texts]
+        dec = generate_six(self.lm, prompts, batch_size=self.batch_size, max_retries=self.max_retries,
+                           seed=self.seed)
+        return [result_dict(d.six, d.text, d.valid, d.retries, error=d.error) for d in dec]
+
+
+def prompted_prefix(n_shots: int = 2) -> str:
+    from vlgap.cape.lm import sft_prompt
+
+    shots = "".join(f"{sft_prompt(x)}{y}\n\n" for x, y in few_shot_examples(n_shots))
+    return INSTRUCTION + shots
+
+
+def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "smollm2", **kw) -> LMOperator:
+    from vlgap.cape.lm import load_adapter, load_lm
+
+    if not (Path(adapter_dir) / "adapter_model.safetensors").is_file():
+        raise VlgapError(f"operator {name!r} needs a trained LoRA adapter; none at {str(adapter_dir)!r} "
+                         "(train one with `vlgap cape train` or run `vlgap cape demo`)")
+    return LMOperator(name, lambda: load_adapter(load_lm(base), adapter_dir), **kw)
+
+
+def prompted_operator(name: str = "rewriter", model: str = "gemma3_270m", n_shots: int = 2, **kw) -> LMOperator:
+    from vlgap.cape.lm import load_lm
+
+    return LMOperator(name, lambda: load_lm(model), prefix=prompted_prefix(n_shots), **kw)
+
+
+def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: str = "smollm2",
+                 rewriter_model: str = "gemma3_270m", **kw) -> Operator:
+    if name == "template":
+        return TemplateOperator()
+    if name in ("pe", "third"):
+        if adapter is None:
+            raise VlgapError(f"operator {name!r} needs --adapter DIR (a LoRA adapter saved by `vlgap cape train`)")
+        return anchored_operator(name, adapter, base=base, **kw)
+    if name == "rewriter":
+        return prompted_operator(name, model=rewriter_model, **kw)
+    raise VlgapError(f"unknown operator {name!r}; valid: {', '.join(OPERATORS)}")
+
+
+# ------------------------------------------------------------------------------------------------
+# Cache + entry point
+# ------------------------------------------------------------------------------------------------
+
+
+def _key(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+class RewriteCache:
+    """One JSON file per operator: {operator, model_hash, entries: {sha(input): result}}; rewritten
+    atomically after every batch, so a killed run resumes at the next unfinished batch."""
+
+    def __init__(self, folder: str | os.PathLike, operator: str, model_hash: str):
+        self.path = Path(folder) / f"{operator}.json"
+        self.operator, self.model_hash = operator, model_hash
+        self.entries: dict[str, dict[str, Any]] = {}
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text())
+            except ValueError as err:
+                raise VlgapError(f"rewrite cache {str(self.path)!r} is not valid JSON ({err}); delete it") from None
+            if data.get("model_hash") != model_hash:
+                raise VlgapError(f"rewrite cache {str(self.path)!r} was written by operator {data.get('operator')!r} "
+                                 f"with model hash {str(data.get('model_hash'))[:16]}..., but this operator's model "
+                                 f"hash is {model_hash[:16]}...; delete the file or use another cache folder")
+            self.entries = data.get("entries", {})
+
+    def get(self, text: str) -> dict[str, Any] | None:
+        return self.entries.get(_key(text))
+
+    def put(self, text: str, result: dict[str, Any]) -> None:
+        self.entries[_key(text)] = {**result, "input": text}
+
+    def save(self) -> None:
+        atomic_write_json(self.path, {"operator": self.operator, "model_hash": self.model_hash,
+                                      "entries": self.entries})
+
+
+def check_prompts(texts: Sequence[str], op: Operator, max_input_tokens: int = MAX_INPUT_TOKENS,
+                  truncate: bool = False) -> tuple[list[str], list[int]]:
+    """Empty prompts are an error naming the line; prompts longer than `max_input_tokens` (operator's
+    tokenizer) are an error unless truncate=True, which cuts them and reports which."""
+    cleaned, cut = [], []
+    for i, t in enumerate(texts):
+        if not isinstance(t, str) or not t.strip():
+            raise VlgapError(f"prompt {i + 1} is empty; every prompt needs words (one prompt per line)")
+        t = " ".join(t.split())
+        n = op.count_tokens(t) if op.uses_lm else len(t.split())
+        if n > max_input_tokens:
+            if not truncate:
+                raise VlgapError(f"prompt {i + 1} has {n} tokens, more than the {max_input_tokens} this operator "
+                                 "accepts; shorten it or pass --truncate to cut it")
+            t = op.truncate(t, max_input_tokens)
+            cut.append(i)
+        cleaned.append(t)
+    return cleaned, cut
+
+
+def rewrite(op: Operator, texts: Sequence[str], *, cache_dir: str | os.PathLike | None = None,
+            batch_size: int = 32, max_input_tokens: int = MAX_INPUT_TOKENS, truncate: bool = False,
+            progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Rewrite every text with `op`, in order; cached results are reused, new ones saved per batch."""
+    texts, cut = check_prompts(texts, op, max_input_tokens, truncate)
+    cache = RewriteCache(cache_dir, op.name, op.model_hash) if cache_dir is not None else None
+    todo = [i for i, t in enumerate(texts) if cache is None or cache.get(t) is None]
+    todo_unique = list(dict.fromkeys(texts[i] for i in todo))
+    fresh: dict[str, dict[str, Any]] = {}
+    for b in range(0, len(todo_unique), batch_size):
+        chunk = todo_unique[b:b + batch_size]
+        for t, res in zip(chunk, op.rewrite_batch(chunk)):
+            fresh[t] = res
+            if cache is not None:
+                cache.put(t, res)
+        if cache is not None:
+            cache.save()
+        if progress:
+            progress(min(b + batch_size, len(todo_unique)), len(todo_unique))
+    out = []
+    for i, t in enumerate(texts):
+        res = dict(fresh[t] if t in fresh else cache.get(t))  # type: ignore[union-attr]
+        res.pop("input", None)
+        res["truncated_input"] = i in cut
+        out.append(res)
+    return out

@@ -1,0 +1,54 @@
+"""Markdown report of a CAPE-T2V experiment (the README section is pasted from it)."""
+from __future__ import annotations
+
+from typing import Any
+
+from vlgap.cape.analysis import verdict
+
+
+def _ci(c: list[float] | None) -> str:
+    return f"[{c[0]:.3f}, {c[1]:.3f}]" if c else "-"
+
+
+def report_markdown(r: dict[str, Any]) -> str:
+    cfg = r["config"]
+    n = r["n_items"]
+    lines = [f"### CAPE-T2V 2x2 (config {r['config_key']}; {n} held-out user prompts, generator seeds "
+             f"{cfg['generator_seeds']})", "",
+             "Score: mean per-attribute accuracy of the generated scene (shape, colour, size, background, camera, "
+             "style, event order) against the prompt's ground-truth spec; per prompt averaged over seeds; 95% "
+             "bootstrap intervals over prompts.", "",
+             "| training captions \\ inference rewrites | cell mean | 95% CI | seeds (per-seed means) |",
+             "|---|---|---|---|"]
+    for c in r["cells"]:
+        seeds = ", ".join(f"{m:.3f}" for m in c["seed_means"])
+        lines.append(f"| {c['train']} / {c['infer']} | {c['mean']:.3f} | {_ci(c['ci'])} | {c['n_seeds']} ({seeds}) |")
+    lines.append(f"| template / template (reference) | {r['template_reference']:.3f} | - | |")
+    lines += ["", "| effect (paired over prompts) | estimate [95% CI], p |", "|---|---|"]
+    me = r["main_effects"]
+    lines.append(f"| main effect: training captions pe - rewriter | {verdict(me['training_captions'])} |")
+    lines.append(f"| main effect: inference rewrites pe - rewriter | {verdict(me['inference_rewrites'])} |")
+    lines.append(f"| interaction (matched - crossed) | {verdict(r['interaction'])} |")
+    for k, c in (r.get("third_operator") or {}).items():
+        lines.append(f"| third operator: {k} | {verdict(c)} |")
+    lines += ["", "MMD^2 (MiniLM, RBF, length-matched; unbiased estimate, 95% bootstrap CI, permutation p):", "",
+              "| pair | MMD^2 | 95% CI | p | n |", "|---|---|---|---|---|"]
+    for k, m in r["mmd"].items():
+        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'])} | {m['p_value']:.3g} | "
+                     f"{m['n_a']}/{m['n_b']} |")
+    lines += ["", "Schema validity (label-forced decoding, up to "
+              f"{cfg['max_retries']} sampled retries):", "", "| operator/split | n | first-try valid | valid after retries |",
+              "|---|---|---|---|"]
+    for k, v in r["validity"].items():
+        lines.append(f"| {k} | {v['n']} | {v['first_try_valid']:.3f} | {v['valid_after_retries']:.3f} |")
+    lines += ["", "Per-attribute accuracy (mean over seeds):", "",
+              "| cell | " + " | ".join(next(iter(r["per_attribute"].values()))) + " |",
+              "|---|" + "---|" * len(next(iter(r["per_attribute"].values())))]
+    for k, acc in r["per_attribute"].items():
+        lines.append(f"| {k} | " + " | ".join(f"{v:.3f}" for v in acc.values()) + " |")
+    s = r["sft"]
+    lines += ["", "SFT (LoRA r={}, {} steps x batch {}): ".format(s["pe"]["lora_r"], s["pe"]["steps"], s["pe"]["batch_size"])
+              + "; ".join(f"{k}: loss {v['first_loss']:.3f} -> {v['last_loss']:.3f}, {v['seconds']} s "
+                          f"({v['samples_per_second']} samples/s)" for k, v in s.items()),
+              f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s.", ""]
+    return "\n".join(lines)

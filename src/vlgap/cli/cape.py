@@ -1,0 +1,150 @@
+"""CLI `vlgap cape ...`: the CAPE-T2V prompt enhancer (rewrite, train, demo, experiment, export)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from vlgap.cli._app import app
+
+cape_app = typer.Typer(help="CAPE-T2V prompt enhancer: six-part rewrites, anchored PE, the 2x2 experiment.",
+                       no_args_is_help=True)
+app.add_typer(cape_app, name="cape")
+
+
+@cape_app.command("rewrite")
+def rewrite_command(
+    prompts: Path = typer.Argument(..., help="Text file, one prompt per line."),
+    operator: str = typer.Option("template", "--operator", help="template | pe | third | rewriter."),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help="LoRA adapter folder (operators pe, third)."),
+    base: str = typer.Option("smollm2", "--base", help="Base LM of pe/third: smollm2, gemma3_270m, HF id or folder."),
+    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter."),
+    cache: Optional[Path] = typer.Option(None, "--cache", help="Folder for the resumable rewrite cache."),
+    batch_size: int = typer.Option(16, "--batch-size", help="Prompts per generate() call."),
+    max_input_tokens: int = typer.Option(192, "--max-input-tokens", help="Longer prompts are an error..."),
+    truncate: bool = typer.Option(False, "--truncate", help="...unless this flag cuts them (reported per prompt)."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON list, one object per prompt."),
+) -> None:
+    """Rewrite prompts into the six-part schema with one operator."""
+    from vlgap.cape.operators import get_operator, rewrite
+    from vlgap.errors import VlgapError
+    from vlgap.io_utils import to_json
+
+    if not prompts.is_file():
+        raise VlgapError(f"prompt file {str(prompts)!r} does not exist")
+    lines = prompts.read_text(encoding="utf-8").splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()  # a trailing newline is not an empty prompt
+    if not lines:
+        raise VlgapError(f"prompt file {str(prompts)!r} has no prompts (one per line)")
+    op = get_operator(operator, adapter=adapter, base=base, rewriter_model=rewriter_model, batch_size=batch_size)
+    res = rewrite(op, lines, cache_dir=cache, batch_size=batch_size, max_input_tokens=max_input_tokens,
+                  truncate=truncate)
+    keys = ("short_caption", "dense_caption", "main_object", "background", "camera", "style", "valid", "retries")
+    out = [{k: r[k] for k in keys} | ({"truncated_input": True} if r.get("truncated_input") else {}) for r in res]
+    if as_json:
+        print(to_json(out))
+        return
+    con = Console()
+    for i, r in enumerate(res, 1):
+        con.print(f"[bold]#{i}[/] valid={r['valid']} retries={r['retries']}", highlight=False)
+        con.print(r["text"], highlight=False, markup=False)
+
+
+@cape_app.command("train")
+def train_command(
+    out: Path = typer.Option(..., "--out", help="Folder for checkpoints and the adapter (out/adapter)."),
+    base: str = typer.Option("smollm2", "--base", help="Base LM: smollm2, gemma3_270m, HF id or folder."),
+    targets: Optional[Path] = typer.Option(None, "--targets", help="JSONL of captioner targets with inputs "
+                                                                    "(default: the shapes world)."),
+    n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x3 input kinds) when no --targets."),
+    steps: int = typer.Option(16, "--steps"),
+    batch_size: int = typer.Option(8, "--batch-size"),
+    lr: float = typer.Option(2e-3, "--lr"),
+    lora_r: int = typer.Option(16, "--lora-r"),
+    top_layers: Optional[int] = typer.Option(8, "--top-layers", help="LoRA on the last N layers only (0: all)."),
+    seed: int = typer.Option(0, "--seed"),
+) -> None:
+    """Fine-tune an anchored PE (LoRA SFT: input -> six-part target, loss on the target only)."""
+    from vlgap.cape import world as W
+    from vlgap.cape.lm import load_lm, train_lora
+    from vlgap.cape.schema import read_targets_jsonl
+    from vlgap.errors import VlgapError
+    from vlgap.io_utils import atomic_write_json, to_json
+
+    if targets is not None:
+        pairs = []
+        for rec in read_targets_jsonl(targets):
+            ins = rec.get("inputs") or ({"user": rec["input"]} if "input" in rec else None)
+            if not ins:
+                raise VlgapError(f"{targets.name}: record {rec['id']!r} has no \"input\" or \"inputs\" to learn from")
+            pairs += [(x, rec["target"].to_text()) for x in (ins.values() if isinstance(ins, dict) else ins)]
+    else:
+        pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed))
+    lm = load_lm(base)
+    info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                      r=lora_r, top_layers=top_layers or None, log=lambda m: Console(stderr=True).print(m))
+    info["base_model_hash"] = lm.model_hash
+    atomic_write_json(out / "sft.json", info)
+    print(to_json({k: v for k, v in info.items() if k != "history"}))
+
+
+def _run(preset_name: str, out: Path, as_json: bool, **overrides) -> None:
+    from vlgap.cape.experiment import preset, run_experiment
+    from vlgap.io_utils import to_json
+
+    res = run_experiment(out, preset(preset_name, **overrides))
+    if as_json:
+        keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "validity", "template_reference",
+                "timings_s", "config")
+        print(to_json({k: res[k] for k in keys}))
+    else:
+        print((out / "report.md").read_text())
+
+
+@cape_app.command("demo")
+def demo_command(
+    out: Path = typer.Option(Path("runs/cape_demo"), "--out", help="Run folder (resumable)."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Reduced experiment (few SFT steps and prompts, one generator seed): about 15 min on a shared CPU."""
+    _run("demo", out, as_json)
+
+
+@cape_app.command("experiment")
+def experiment_command(
+    out: Path = typer.Option(Path("runs/cape"), "--out", help="Run folder (resumable stage by stage)."),
+    seed: int = typer.Option(0, "--seed"),
+    n_test: Optional[int] = typer.Option(None, "--prompts", help="Held-out user prompts."),
+    n_train: Optional[int] = typer.Option(None, "--train-captions", help="Generator training captions."),
+    sft_steps: Optional[int] = typer.Option(None, "--sft-steps"),
+    seeds: Optional[int] = typer.Option(None, "--generator-seeds", help="Generator-training seeds per cell."),
+    rewriter_model: Optional[str] = typer.Option(None, "--rewriter-model", help="smollm2 | gemma3_270m | HF id."),
+    bootstrap: Optional[int] = typer.Option(None, "--bootstrap"),
+    permutations: Optional[int] = typer.Option(None, "--permutations"),
+    as_json: bool = typer.Option(False, "--json", help="JSON with cells, main_effects, interaction, third_operator."),
+) -> None:
+    """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
+    _run("full", out, as_json, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
+         generator_seeds=tuple(range(seeds)) if seeds else None, rewriter_model=rewriter_model,
+         n_bootstrap=bootstrap, n_permutations=permutations)
+
+
+@cape_app.command("export")
+def export_command(
+    captions: Path = typer.Argument(..., help="JSONL of fine-tuning captions (keys id/video and caption)."),
+    out: Path = typer.Option(..., "--out", help="JSONL to write: the same records with the six-part caption."),
+    operator: str = typer.Option("pe", "--operator"),
+    adapter: Optional[Path] = typer.Option(None, "--adapter"),
+    base: str = typer.Option("smollm2", "--base"),
+    cache: Optional[Path] = typer.Option(None, "--cache"),
+) -> None:
+    """Rewrite a DiT fine-tuning caption file with an operator (for diffusers training scripts)."""
+    from vlgap.cape.diffusion import export_captions
+    from vlgap.cape.operators import get_operator
+
+    op = get_operator(operator, adapter=adapter, base=base)
+    n = export_captions(captions, out, op, cache_dir=cache)
+    Console(stderr=True).print(f"wrote {n} rewritten captions to {out}")

@@ -1,0 +1,188 @@
+"""Feature extraction on a Ray cluster, into the same feature store as a single process.
+
+Decoding (PyAV, frame sampling, and preprocessing when the encoder's `preprocessor` needs no model)
+runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one per GPU with
+device="cuda"). The driver keeps a bounded window of chunks in flight (2 per actor + 2), each
+decoded by several tasks of DECODE_ITEMS items; as soon as a chunk is decoded it goes to the least
+busy actor, so the next chunks decode while the encoders work. An actor call encodes one chunk with
+the shared steps of `vlgap.features.extract` and writes its chunk files itself (atomic rename); the
+driver finally joins the chunks and writes COMPLETE exactly as a single process does. Chunk
+boundaries, batches and code being the same, the arrays are bit-identical to a single-process run
+on the same device, dtype and torch thread count; records differ only in provenance (a `ray` block
+with hosts and actors, times, command).
+
+Faults: a decode task whose process dies is re-run (`max_retries`); an encoder actor that dies is
+restarted, reloads the model and re-runs the calls it held (`max_restarts`, `max_task_retries`);
+chunk writes are atomic and idempotent. A driver that dies loses nothing written: a re-run computes
+only the chunks that are missing. The cache must be on a filesystem all workers share; chunks
+written to node-local disks make the final join fail with the list of missing chunks.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import deque
+from dataclasses import replace
+
+import ray
+
+from vlgap.distributed import faults
+from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
+from vlgap.errors import VlgapError
+from vlgap.progress import progress_bar, stderr_console
+
+# Job, ExtractResult and Decoded (vlgap.features.extract) arrive as arguments: that module calls this
+# one, so importing it here would make an import circle
+
+
+#: items per decoding task (a chunk is decoded by several tasks at once, then encoded as one)
+DECODE_ITEMS = 8
+
+
+@ray.remote
+def _decode(steps, items, chunk_no: int, preprocessor, fault):
+    """A chunk's items decoded and, when the encoder has a model-free `preprocessor`, preprocessed
+    (else the actor preprocesses the uint8 frames); texts joined."""
+    faults.maybe_kill(fault, "decode", chunk_no)
+    return steps.collect(items, [steps.decode_one(item, preprocessor) for item in items])
+
+
+@ray.remote
+class EncoderActor:
+    """Loads the encoder once; every call encodes one decoded chunk and writes its chunk files."""
+
+    def __init__(self, job, threads: int | None, fault: str | None, driver_pid: int):
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
+        import warnings
+
+        # decoded frames arrive as read-only views of the object store; preprocessing never writes them
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        self.job, self.fault, self.driver_pid = job, fault, driver_pid
+        self.enc = job.load_encoder()
+        self.written = 0
+
+    def info(self) -> tuple[dict, object]:
+        return self.job.encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
+
+    def encode(self, r, chunk_no: int, steps, *parts) -> dict:
+        t0 = time.perf_counter()
+        decoded = parts[0].join(list(parts))
+        out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
+        faults.maybe_kill(self.fault, "encode", chunk_no)  # after the work, before the write: worst case
+        self.job.write_chunk(tuple(r), out, decoded)
+        self.written += 1
+        faults.maybe_kill(self.fault, "driver", self.written, self.driver_pid)
+        return {"truncated": truncated, "host": socket.gethostname(), "pid": os.getpid(),
+                "busy_s": time.perf_counter() - t0}
+
+
+def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, dict, int]:
+    """(actors, actor options, decode-task options, torch threads per actor) for this cluster.
+
+    GPU: one actor per GPU (1 GPU + 1 CPU each), decoding on the remaining CPUs. CPU only: actors on
+    three quarters of the CPUs (at least one), decoding on the rest; on a tiny cluster (fewer CPUs
+    than actors + 1) actors and decoding tasks share the CPUs fractionally, so none waits forever."""
+    cpus, gpus = cluster_cpus_gpus(ray)
+    if str(device).startswith("cuda"):
+        if gpus < 1:
+            raise VlgapError(f"device={device!r} but the Ray cluster has no GPU (resources: {cpus:g} CPU)")
+        n = int(n_workers or gpus)
+        if n > gpus:
+            raise VlgapError(f"--ray-workers {n}: the cluster has {gpus:g} GPUs (one encoder actor per GPU)")
+        return n, {"num_gpus": 1, "num_cpus": 1}, {"num_cpus": 1}, 0
+    n = int(n_workers or max(1, int(cpus) * 3 // 4))
+    if n < 1:
+        raise VlgapError(f"--ray-workers must be >= 1, got {n}")
+    actor_cpus = min(1.0, cpus / (n + 1))
+    decode_cpus = max(0.01, min(1.0, cpus - n * actor_cpus))
+    return n, {"num_cpus": actor_cpus}, {"num_cpus": decode_cpus}, 1
+
+
+def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = None,
+            threads: int | None = None, progress: bool = True) -> None:
+    """Compute the missing chunks of `job` on a Ray cluster, then finalize its entries."""
+    rt = connect(ray)
+    fault = faults.plan()
+    n, actor_opts, decode_opts, default_threads = plan_resources(rt, job.device, n_workers)
+    light = replace(job, man=None, items=[])  # actors need the encoder spec and the entries, not the items
+    actors = [EncoderActor.options(**actor_opts, **ACTOR_OPTIONS).remote(light, threads or default_threads, fault,
+                                                                         os.getpid()) for _ in range(n)]
+    try:
+        try:
+            info, preprocessor = rt.get(actors[0].info.remote())
+        except rt.exceptions.RayError as err:
+            raise unwrap(err) from None
+        steps = job.steps(info)
+        ranges = job.ranges(steps)
+        todo = job.todo(ranges)
+        result.chunks_total = len(ranges)
+        truncated, hosts, busy = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
+                                             fault, progress, result)
+    finally:
+        for a in actors:
+            rt.kill(a)
+    record = job.base_record(info, job.batch_size)
+    record["ray"] = {"encoder_actors": n, "actor_resources": actor_opts, "decode_resources": decode_opts,
+                     "hosts": sorted(hosts), "chunks_computed": result.chunks_computed,
+                     "encoder_busy_fraction": round(busy, 3)}
+    job.finish(result, steps, ranges, record, truncated)
+
+
+def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault, progress, result):
+    chunk_no = {r: i for i, r in enumerate(ranges)}
+    window = 2 * len(actors) + 2      # chunks decoding or queued on actors: bounds memory
+    queue = deque(todo)
+    decoding: dict = {}               # ref of a part -> chunk range
+    parts: dict = {}                  # chunk range -> refs of its parts, in item order
+    waiting: dict = {}                # chunk range -> parts not decoded yet
+    encoding: dict = {}               # ref -> (chunk range, actor index)
+    load = [0] * len(actors)
+    truncated, hosts, busy = 0, set(), 0.0
+    t0 = time.perf_counter()
+    preprocessor_ref = rt.put(preprocessor)
+    with progress_bar(progress) as prog:
+        task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))} (ray, "
+                             f"{len(actors)} encoder actors)", total=len(job.items), unit="items")
+        prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
+        while queue or decoding or encoding:
+            while queue and len(parts) + len(encoding) < window:
+                r = queue.popleft()
+                parts[r] = [_decode.options(**decode_opts, **TASK_OPTIONS).remote(
+                    steps, job.items[s:min(s + DECODE_ITEMS, r[1])], chunk_no[r] if s == r[0] else -1,
+                    preprocessor_ref, fault) for s in range(r[0], r[1], DECODE_ITEMS)]
+                decoding.update((p, r) for p in parts[r])
+                waiting[r] = len(parts[r])
+            ready, _ = rt.wait(list(decoding) + list(encoding), num_returns=1)
+            ref = ready[0]
+            if ref in decoding:
+                r = decoding.pop(ref)
+                waiting[r] -= 1
+                if waiting[r] == 0:  # the whole chunk is decoded: to the least busy actor
+                    del waiting[r]
+                    a = min(range(len(actors)), key=load.__getitem__)
+                    encoding[actors[a].encode.remote(r, chunk_no[r], steps, *parts.pop(r))] = (r, a)
+                    load[a] += 1
+                continue
+            r, a = encoding.pop(ref)
+            load[a] -= 1
+            try:
+                rep = rt.get(ref)
+            except rt.exceptions.RayError as err:  # a bad item (no --skip-bad), or retries exhausted
+                raise unwrap(err) from None
+            truncated += rep["truncated"]
+            busy += rep["busy_s"]
+            hosts.add(rep["host"])
+            result.chunks_computed += 1
+            prog.update(task, advance=r[1] - r[0])
+    dt = time.perf_counter() - t0
+    busy = busy / (dt * len(actors)) if todo else 0.0  # below ~0.9: the encoders waited for decoding
+    if todo and progress:
+        n = sum(e - s for s, e in todo)
+        stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, {len(actors)} "
+                             f"encoder actors on {len(hosts)} host(s), busy {busy:.0%} of the time)",
+                             highlight=False)
+    return truncated, hosts, busy
