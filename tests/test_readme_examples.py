@@ -144,7 +144,6 @@ def _write_inputs(root: Path) -> None:
     from test_importers import TXT, VATEX_IDS, msrvtt_file, msvd_csv, s, v, vatex_file, videos
 
     from conftest import write_video
-    from vlgap.data.importers import import_vatex
     from vlgap.data.shapes import sample_spec, write_captions
 
     # Feature files for `vlgap align X.safetensors Y.npz`: two related "models", 60 items.
@@ -185,9 +184,8 @@ def _write_inputs(root: Path) -> None:
     videos(root / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip)
     vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}
                                                       for i in VATEX_IDS])  # 10 English captions, as VATEX
-    # A cluster's shared filesystem (/shared/ in "Running on a cluster"): the VATEX videos and their manifest.
+    # The folder every node mounts (shared/ in "Running on a cluster"): the VATEX videos.
     videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)
-    import_vatex(root / "vatex_validation_v1.0.json", root / "shared" / "vatex" / "videos", root / "shared" / "vatex.jsonl")
     msrvtt_file(root / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
                 [s("video0", 0, "a man sings"), s("video1", 1, "cars race")])
     msrvtt_file(root / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
