@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.formatting import interval, number
 
 wsv_app = typer.Typer(help="Text-only video captioning after WSV: captions -> synthetic videos -> polisher -> "
                            "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True)
@@ -88,8 +89,7 @@ def eval_cmd(
         return
     for k in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr"):
         if k in res:
-            ci = res[k].get("ci")
-            console.print(f"{k:8s} {res[k]['score']:.3f}" + (f"  [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""))
+            console.print(f"{k:8s} {number(res[k]['score'])}  {interval(res[k].get('ci'))}")
     console.print(f"n = {res['n']}, distinct captions {res['distinct']['share']:.2f}")
 
 
@@ -114,8 +114,8 @@ def gap_cmd(
         x = res[side]
         if x is None:
             continue
-        console.print(f"{side:9s} MMD2 {x['mmd2_unbiased']:.4f} (p {x['p_value']:.3g}, CI {x['ci']}), "
-                      f"C2ST {x['c2st']['accuracy']:.2f} (p {x['c2st']['p_value']:.3g}), FD {x['fd']:.2f}")
+        console.print(f"{side:9s} MMD2 {number(x['mmd2_unbiased'], 4)} (p {number(x['p_value'])}, CI {interval(x['ci'], 4)}), "
+                      f"C2ST {number(x['c2st']['accuracy'], 2)} (p {number(x['c2st']['p_value'])}), FD {number(x['fd'], 2)}")
 
 
 @wsv_app.command("demo")
