@@ -4,6 +4,8 @@ Part 1, extraction: MobileNetV2 (ImageNet weights, 224 px, every layer) on V sha
 128 px), n_f = F frames per video, into a fresh feature store each time:
   single-process, 1 torch thread, 1 decoding thread        vs  Ray, 1 encoder actor (1 thread)
   single-process, 2 torch threads, 2 decoding threads      vs  Ray, 2 encoder actors (1 thread each)
+repeated --repeats times in interleaved order (single_1, ray_1, ..., single_1, ray_1, ...); the
+figures are medians, with every run's time listed (this machine's speed drifts between minutes).
 The Ray cluster (num_cpus = --cpus) is started and its pooled task workers warmed (one small Ray
 extraction) before the timings, as the single-process path is warmed; each timed Ray run starts its
 own encoder actors (a worker process, imports, model load): that start-up is inside the timing and
@@ -60,16 +62,25 @@ def extraction(args, ray) -> dict:
     runs = [("single_1", dict(threads=1, workers=1)), ("ray_1", dict(threads=1, ray="auto", ray_workers=1)),
             ("single_2", dict(threads=2, workers=2)), ("ray_2", dict(threads=1, ray="auto", ray_workers=2))]
     runs = [(name, kw) for name, kw in runs if name in args.runs.split(",")]
-    feats = {}
-    for name, kw in runs:
-        print(f"extraction {name} (load {load()}) ...", flush=True)
-        res, dt = timed(lambda: extract(manifest, "mobilenet_v2", cache_dir=tmp / name, **common, **kw))
-        feats[name] = res.features[args.n_frames]
-        out[name] = {"seconds": dt, "items_per_s": args.videos / dt, "frames_per_s": out["frames"] / dt,
-                     "load": load()}
-        if "ray" in res.features[args.n_frames].record:
-            out[name]["encoder_busy_fraction"] = res.features[args.n_frames].record["ray"]["encoder_busy_fraction"]
-        print(f"  {dt:.1f} s, {args.videos / dt:.2f} videos/s, {out['frames'] / dt:.1f} frames/s")
+    feats, seconds, extra = {}, {name: [] for name, _ in runs}, {name: {} for name, _ in runs}
+    # this machine's speed drifts by tens of percent between minutes (shared host): the configurations
+    # are interleaved, repeated, and compared by their medians
+    for rep in range(args.repeats):
+        for name, kw in runs:
+            print(f"extraction {name} #{rep + 1} (load {load()}) ...", flush=True)
+            res, dt = timed(lambda: extract(manifest, "mobilenet_v2", cache_dir=tmp / f"{name}-{rep}", **common, **kw))
+            feats.setdefault(name, res.features[args.n_frames])
+            seconds[name].append(dt)
+            rec = res.features[args.n_frames].record.get("ray")
+            if rec:
+                extra[name].setdefault("encoder_busy_fraction", []).append(rec["encoder_busy_fraction"])
+                extra[name].setdefault("chunks_decoded_while_encoder_loaded", []).append(
+                    rec["chunks_decoded_while_encoder_loaded"])
+            print(f"  {dt:.1f} s, {args.videos / dt:.2f} videos/s, {out['frames'] / dt:.1f} frames/s")
+    for name, _ in runs:
+        med = float(np.median(seconds[name]))
+        out[name] = {"seconds": med, "seconds_each": [round(x, 2) for x in seconds[name]],
+                     "items_per_s": args.videos / med, "frames_per_s": out["frames"] / med, **extra[name]}
     ref = feats.get("single_1")
     if ref is not None:
         out["ray_bit_identical_to_single_1_thread"] = all(
@@ -78,7 +89,9 @@ def extraction(args, ray) -> dict:
     # one actor's start-up alone: worker process, imports, model load (paid once per actor per run)
     out["actor_startup_s"] = actor_startup(ray, args.n_frames)
     if "ray_1" in out and "single_1" in out:
-        out["ray_overhead_1_worker"] = out["ray_1"]["seconds"] / out["single_1"]["seconds"] - 1
+        out["ray_overhead_1_worker"] = out["ray_1"]["seconds"] / out["single_1"]["seconds"] - 1  # of the medians
+        pairs = [r / s - 1 for s, r in zip(seconds["single_1"], seconds["ray_1"])]  # each back-to-back pair
+        out["ray_overhead_1_worker_each_pair"] = [round(x, 3) for x in pairs]
     for base in ("single_1", "single_2"):
         if "ray_2" in out and base in out:
             out[f"speedup_ray_2_vs_{base}"] = out[base]["seconds"] / out["ray_2"]["seconds"]
@@ -159,6 +172,7 @@ def main() -> None:
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray cluster (= Ray workers)")
     ap.add_argument("--blocks", type=int, default=2, help="row blocks timed at N = 10^5")
     ap.add_argument("--runs", default="single_1,ray_1,single_2,ray_2", help="extraction runs to time")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the extraction runs (medians)")
     ap.add_argument("--skip-extract", action="store_true")
     ap.add_argument("--skip-search", action="store_true")
     ap.add_argument("--skip-knn1e5", action="store_true")

@@ -44,10 +44,10 @@ def one_thread():
 
 @pytest.fixture
 def small_chunks(monkeypatch):
-    from vlgap.features import extract as ex
+    from vlgap.features import chunk_steps
 
-    monkeypatch.setattr(ex, "CHUNK_FRAMES", 6)   # 2 items per chunk at n_f = 3
-    monkeypatch.setattr(ex, "CHUNK_TEXTS", 3)
+    monkeypatch.setattr(chunk_steps, "CHUNK_FRAMES", 6)   # 2 items per chunk at n_f = 3
+    monkeypatch.setattr(chunk_steps, "CHUNK_TEXTS", 3)
 
 
 def _vision(man, cache, **kw):
@@ -106,6 +106,8 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
     assert dist.chunks_computed == dist.chunks_total == single.chunks_total == 4
     _assert_same(single, dist)
     assert dist.features[3].record["ray"]["encoder_actors"] == 2
+    # the first chunks (one per actor, plus one) were decoded while the actors loaded the model
+    assert dist.features[3].record["ray"]["chunks_decoded_while_encoder_loaded"] == 3
     # a Ray-written store is an ordinary store: a single-process call finds it complete
     again = _vision(tiny_dataset, tmp_path / "ray")
     assert again.computed == [] and again.chunks_computed == 0
@@ -129,6 +131,27 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
         assert fs.ids == text_single.features[v].ids
         for x, y in zip(fs.layers, text_single.features[v].layers):
             assert np.array_equal(x, y)
+
+
+def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_dataset, tmp_path, one_thread,
+                                                         small_chunks, monkeypatch):
+    """If the encoder's name misleads the early decoding (here: claims a video model with 1-frame clips),
+    nothing decoded early is used and the arrays are still the single-process ones."""
+    from vlgap.distributed.extract import _same_sampling
+    from vlgap.encoders import registry
+    from vlgap.features.chunk_steps import VisionSteps
+
+    image = VisionSteps([1, 3], 1, False)
+    assert _same_sampling(image, VisionSteps([1, 3], 1, False))
+    assert not _same_sampling(image, VisionSteps([1, 3], 1, True))
+    assert not _same_sampling(image, VisionSteps([1, 3], 1, False, frame_order="shuffled"))
+    assert not _same_sampling(VisionSteps([16], 1, False), VisionSteps([16], 32, True))  # other chunk size
+    single = _vision(tiny_dataset, tmp_path / "single")
+    monkeypatch.setattr(registry, "expected_shape", lambda name: {"modality": "vision", "kind": "video", "n0": 1})
+    dist = _vision(tiny_dataset, tmp_path / "ray", ray="auto", ray_workers=1)
+    assert dist.features[3].record["ray"]["chunks_decoded_while_encoder_loaded"] == 0
+    assert dist.chunks_computed == dist.chunks_total == 4
+    _assert_same(single, dist)
 
 
 def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tiny_dataset, tmp_path, one_thread,

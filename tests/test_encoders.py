@@ -392,3 +392,25 @@ def test_missing_package_says_what_to_install(monkeypatch):
         get_encoder("efficientnet_lite0")
     rows = {r["name"]: r for r in list_encoders()}
     assert rows["efficientnet_lite0"]["installed"] is False and "hf:..." in rows
+
+
+# ------------------------------------------------------------------- what a name says before loading
+def test_expected_shape_from_the_name_matches_the_loaded_encoder(mobilenet, lite0, minilm):
+    """Ray extraction decodes frames while the encoder loads, trusting `expected_shape`: it must agree
+    with the loaded encoder wherever it answers, and answer None for video models (clip length in config)."""
+    from vlgap.encoders.registry import expected_shape
+    from vlgap.features.extract import encoder_info
+
+    loaded = {"mobilenet_v2": mobilenet, "efficientnet_lite0": lite0, "minilm": minilm,
+              "tv:resnet18": get_encoder("tv:resnet18", image_size=32),
+              "config:resnet18": get_encoder("config:resnet18", image_size=32)}
+    for name, enc in loaded.items():
+        info, guess = encoder_info(enc), expected_shape(name)
+        assert guess is not None, name
+        assert guess == {k: info[k] for k in guess}, name
+    assert expected_shape("config:videomae-small") is None
+    assert expected_shape("hf-video:/some/folder") is None
+    assert expected_shape("gguf:/x/model.gguf") == {"modality": "text"}
+    assert expected_shape("not-an-encoder") is None
+    for name, entry in NAMED.items():  # every named encoder is described, as its table row says
+        assert expected_shape(name)["modality"] == entry.modality

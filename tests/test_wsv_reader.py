@@ -59,6 +59,8 @@ def check_fact(spec, got, fact):
         a, b = map(int, fact[5:].split("-"))
         ja, jb = _match_event(spec, a, got), _match_event(spec, b, got)
         return ja is not None and jb is not None and got.events[ja].start < got.events[jb].start
+    if fact.startswith("camera:"):
+        return got.camera == fact[len("camera:"):]
     raise AssertionError(f"unknown fact {fact}")
 
 
@@ -77,6 +79,44 @@ def test_round_trip_every_writer_caption():
                 failures.append((text, bad))
     assert n == 1500
     assert not failures, f"{len(failures)} captions misread, e.g. {failures[:5]}"
+
+
+def test_round_trip_captions_of_moving_cameras():
+    """Every scene's camera moves: the captions that say how (0 and 9) are read back with every fact,
+    the camera included; the others leave it open and the reader says it assumed a static one."""
+    rng = np.random.default_rng(1)
+    failures, cameras = [], set()
+    for s in range(60):
+        spec = sample_spec(rng, camera_fraction=1.0)
+        cameras.add(spec.camera)
+        for slot, (text, fs) in enumerate(zip(write_captions(spec, seed=s), caption_facts(spec, seed=s))):
+            r = read_caption(text, rng=np.random.default_rng(s))
+            bad = [f for f in fs if not check_fact(spec, r.spec, f)]
+            if any(f.startswith("camera:") for f in fs):
+                assert "camera" in r.read, text
+            else:
+                assert r.spec.camera == "static" and "camera (assumed static)" in r.unread, text
+            if bad:
+                failures.append((slot, text, bad))
+    assert cameras == {"pan left", "pan right", "zoom in", "zoom out"}
+    assert not failures, f"{len(failures)} captions misread, e.g. {failures[:5]}"
+
+
+@pytest.mark.parametrize("text,camera,cell", [
+    ("A red circle in the centre, while the camera is slowly panning towards the left.", "pan left", (1, 1)),
+    ("A blue square on a black background as the view zooms out from the centre.", "zoom out", None),
+    ("A static camera films a green star in the top right corner.", "static", (0, 2)),
+    ("The camera doesn't move; a white heart grows.", "static", None),
+])
+def test_camera_paraphrases_and_no_position_from_the_camera_phrase(text, camera, cell):
+    r = read_caption(text, rng=0)
+    assert r.spec.camera == camera and "camera" in r.read
+    o = r.spec.objects[0]
+    if cell is not None:
+        assert _cell(o.x, o.y) == cell
+    else:  # "pans to the left" / "from the centre" is the camera's, never the shape's position
+        assert f"position of the {o.shape}" in r.unread
+    assert not {"camera", "pans", "panning", "zooms", "view"} & set(r.ignored)
 
 
 def _events(spec):

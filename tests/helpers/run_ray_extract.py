@@ -3,9 +3,10 @@ import sys
 
 import ray
 
+from vlgap.features import chunk_steps
 from vlgap.features import extract as extract_mod
 
-extract_mod.CHUNK_FRAMES = 6  # 2 items per chunk at n_f = 3: several resume points
+chunk_steps.CHUNK_FRAMES = 6  # 2 items per chunk at n_f = 3: several resume points
 
 manifest, cache, address = sys.argv[1], sys.argv[2], sys.argv[3]
 ray.init(address=address, logging_level="WARNING")

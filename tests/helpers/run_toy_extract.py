@@ -7,11 +7,11 @@ import sys
 
 from toy_encoders import ToyVision
 
-from vlgap.features import extract as extract_mod
+from vlgap.features import chunk_steps
 from vlgap.features import store as store_mod
 from vlgap.features.extract import extract
 
-extract_mod.CHUNK_FRAMES = 16  # 2 items per chunk: many resume points
+chunk_steps.CHUNK_FRAMES = 16  # 2 items per chunk: many resume points
 
 manifest, cache, delay = sys.argv[1], sys.argv[2], float(sys.argv[3])
 pause_after = int(sys.argv[4]) if len(sys.argv) > 4 else 0

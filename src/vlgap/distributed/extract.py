@@ -4,8 +4,10 @@ Decoding (PyAV, frame sampling, and preprocessing when the encoder's `preprocess
 runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one per GPU with
 device="cuda"). The driver keeps a bounded window of chunks in flight (2 per actor + 2), each
 decoded by several tasks of DECODE_ITEMS items; as soon as a chunk is decoded it goes to the least
-busy actor, so the next chunks decode while the encoders work. An actor call encodes one chunk with
-the shared steps of `vlgap.features.extract` and writes its chunk files itself (atomic rename); the
+busy actor, so the next chunks decode while the encoders work. The actors take seconds to start
+(process, imports, weights), so the first chunks are decoded meanwhile, sampled as the encoder's name
+says (`expected_shape`) and preprocessed once the loaded encoder confirms it. An actor call encodes one chunk with
+the shared steps of `vlgap.features.chunk_steps` and writes its chunk files itself (atomic rename); the
 driver finally joins the chunks and writes COMPLETE exactly as a single process does. Chunk
 boundaries, batches and code being the same, the arrays are bit-identical to a single-process run
 on the same device, dtype and torch thread count; records differ only in provenance (a `ray` block
@@ -32,8 +34,8 @@ from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_
 from vlgap.errors import VlgapError
 from vlgap.progress import progress_bar, stderr_console
 
-# Job, ExtractResult and Decoded (vlgap.features.extract) arrive as arguments: that module calls this
-# one, so importing it here would make an import circle
+# Job and ExtractResult (vlgap.features.extract) arrive as arguments: that module calls this one, so
+# importing it here would make an import circle
 
 
 #: items per decoding task (a chunk is decoded by several tasks at once, then encoded as one)
@@ -46,6 +48,18 @@ def _decode(steps, items, chunk_no: int, preprocessor, fault):
     (else the actor preprocesses the uint8 frames); texts joined."""
     faults.maybe_kill(fault, "decode", chunk_no)
     return steps.collect(items, [steps.decode_one(item, preprocessor) for item in items])
+
+
+@ray.remote
+def _preprocess(part, preprocessor):
+    """A part decoded before the encoder's preprocessing was known (see `run_ray`), preprocessed now:
+    the same call on the same uint8 frames as in `_decode`, so the same pixels."""
+    import warnings
+
+    # the frames are read-only views of the object store; preprocessing never writes them
+    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+    part.payload = [(preprocessor(frames), pos, per_value) for frames, pos, per_value in part.payload]
+    return part
 
 
 @ray.remote
@@ -111,7 +125,11 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
     light = replace(job, man=None, items=[])  # actors need the encoder spec and the entries, not the items
     actors = [EncoderActor.options(**actor_opts, **ACTOR_OPTIONS).remote(light, threads or default_threads, fault,
                                                                          os.getpid()) for _ in range(n)]
+    early: dict = {}
     try:
+        # an actor takes seconds to start (process, imports, weights): decode the first chunks meanwhile,
+        # as the encoder's name says its frames will be sampled (checked against the loaded encoder)
+        guess, early = _decode_while_loading(rt, job, n + 1, decode_opts, fault)
         try:
             info, preprocessor = rt.get(actors[0].info.remote())
         except rt.exceptions.RayError as err:
@@ -119,20 +137,62 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
         steps = job.steps(info)
         ranges = job.ranges(steps)
         todo = job.todo(ranges)
+        if guess is not None and not _same_sampling(guess, steps):
+            for refs in early.values():  # the name misled us: nothing decoded early is used
+                for ref in refs:
+                    rt.cancel(ref, force=True)
+            early = {}
         result.chunks_total = len(ranges)
+        n_early = len(early)
         truncated, hosts, busy = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
-                                             fault, progress, result)
+                                             fault, progress, result, early)
     finally:
         for a in actors:
             rt.kill(a)
     record = job.base_record(info, job.batch_size)
     record["ray"] = {"encoder_actors": n, "actor_resources": actor_opts, "decode_resources": decode_opts,
                      "hosts": sorted(hosts), "chunks_computed": result.chunks_computed,
+                     "chunks_decoded_while_encoder_loaded": n_early,
                      "encoder_busy_fraction": round(busy, 3)}
     job.finish(result, steps, ranges, record, truncated)
 
 
-def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault, progress, result):
+def _decode_while_loading(rt, job, n_chunks: int, decode_opts, fault) -> tuple[object, dict]:
+    """(steps guessed from the encoder's name, {chunk range: refs of its parts decoded without
+    preprocessing}) for the first `n_chunks` missing chunks; (None, {}) when the name does not tell
+    how frames are sampled (video models) or the values are texts (decoding them is instant)."""
+    from vlgap.encoders.registry import expected_shape
+
+    shape = expected_shape(job.encoder)
+    if job.param != "n_f" or shape is None or shape.get("modality") != "vision":
+        return None, {}
+    try:
+        steps = job.steps(dict(shape, record={}))
+    except VlgapError:
+        return None, {}  # the loaded encoder's info raises the real error
+    ranges = job.ranges(steps)
+    chunk_no = {r: i for i, r in enumerate(ranges)}
+    early = {r: _decode_parts(job, steps, r, chunk_no[r], None, decode_opts, fault)
+             for r in job.todo(ranges)[:n_chunks]}
+    return steps, early
+
+
+def _same_sampling(guess, steps) -> bool:
+    """Whether frames decoded with the guessed steps are the frames the real steps sample."""
+    return (type(guess) is type(steps) and (guess.values, guess.n0, guess.is_video, guess.frame_order)
+            == (steps.values, steps.n0, steps.is_video, steps.frame_order)
+            and guess.chunk_items() == steps.chunk_items())
+
+
+def _decode_parts(job, steps, r, chunk_no: int, preprocessor_ref, decode_opts, fault) -> list:
+    """Refs of one chunk's parts, DECODE_ITEMS items each, decoded by as many tasks."""
+    return [_decode.options(**decode_opts, **TASK_OPTIONS).remote(
+        steps, job.items[s:min(s + DECODE_ITEMS, r[1])], chunk_no if s == r[0] else -1, preprocessor_ref, fault)
+        for s in range(r[0], r[1], DECODE_ITEMS)]
+
+
+def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault, progress, result,
+                early: dict):
     chunk_no = {r: i for i, r in enumerate(ranges)}
     window = 2 * len(actors) + 2      # chunks decoding or queued on actors: bounds memory
     queue = deque(todo)
@@ -151,9 +211,12 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
         while queue or decoding or encoding:
             while queue and len(parts) + len(encoding) < window:
                 r = queue.popleft()
-                parts[r] = [_decode.options(**decode_opts, **TASK_OPTIONS).remote(
-                    steps, job.items[s:min(s + DECODE_ITEMS, r[1])], chunk_no[r] if s == r[0] else -1,
-                    preprocessor_ref, fault) for s in range(r[0], r[1], DECODE_ITEMS)]
+                if r in early:  # decoded while the encoder loaded: only preprocessing is left
+                    parts[r] = [p if preprocessor is None else
+                                _preprocess.options(**decode_opts, **TASK_OPTIONS).remote(p, preprocessor_ref)
+                                for p in early.pop(r)]
+                else:
+                    parts[r] = _decode_parts(job, steps, r, chunk_no[r], preprocessor_ref, decode_opts, fault)
                 decoding.update((p, r) for p in parts[r])
                 waiting[r] = len(parts[r])
             ready, _ = rt.wait(list(decoding) + list(encoding), num_returns=1)

@@ -146,6 +146,23 @@ def _split_at(rest: str) -> tuple[str, str | None]:
     return rest, None
 
 
+def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
+    """What the name alone says about an encoder, without loading it: {"modality", "kind", "n0"}, or
+    None when only loading can tell (video models, whose clip length is in their config). Used to
+    start work that depends on it (decoding frames) while the model loads; whoever uses it checks it
+    against the loaded encoder's own `encoder_info` and throws the early work away on a mismatch."""
+    spec = name_or_spec.strip() if isinstance(name_or_spec, str) else ""
+    if spec in NAMED:
+        modality = NAMED[spec].modality
+        return {"modality": modality, "kind": "image", "n0": 1} if modality == "vision" else {"modality": "text"}
+    prefix, _, rest = spec.partition(":")
+    if prefix in ("hf", "gguf"):
+        return {"modality": "text"}
+    if prefix in ("tv", "timm") or (prefix == "config" and rest and not rest.startswith("videomae")):
+        return {"modality": "vision", "kind": "image", "n0": 1}
+    return None
+
+
 def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
                 image_size: int | None = None, max_length: int | None = None):
     """Load an encoder by registry name or spec (see module doc).

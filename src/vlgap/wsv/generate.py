@@ -49,8 +49,10 @@ class ShapesT2V:
         return f"shapes-{self.style}"
 
     def record(self) -> dict[str, Any]:
+        from vlgap.wsv.reader import READER_VERSION
+
         return {"generator": "shapes", "style": self.style, "n_frames": self.n_frames, "size": self.size,
-                "reader": "vlgap.wsv.reader.read_caption"}
+                "reader": "vlgap.wsv.reader.read_caption", "reader_version": READER_VERSION}
 
     def read(self, captions: Sequence[str], seed: int = 0):
         from vlgap.wsv.reader import read_caption

@@ -3,8 +3,8 @@
 A text-to-video model turns a caption into a video and invents whatever the caption leaves open. The
 reader does the same for the shapes world: it reads the facts a caption states (background, how many
 shapes, each shape's colour, size and start cell, the events and their order, which third of the clip
-they happen in, the end state), samples everything else from the same distribution as
-`data.shapes.sample_spec`, and reports which facts it could not read. It accepts captions it did not
+they happen in, the end state, what the camera does), samples everything else from the same
+distribution as `data.shapes.sample_spec` (a camera no caption mentions is static), and reports which facts it could not read. It accepts captions it did not
 write: synonyms ("grey", "big", "becomes larger", "fades out"), other word orders ("X after Y"), and
 extra words it ignores (those are listed in `ignored`).
 """
@@ -18,6 +18,10 @@ import numpy as np
 from vlgap.data.shapes import (COLOURS, DIRECTIONS, PHOTO_BACKGROUNDS, PLAIN_BACKGROUNDS, SHAPES,
                                SIZES, Event, SceneObject, SceneSpec, validate_spec)
 from vlgap.errors import VlgapError
+
+#: bumped whenever the same caption may be read into another spec (2: camera phrases are read), so that
+#: caches keyed on a generator's record are recomputed
+READER_VERSION = 2
 
 # ----------------------------------------------------------------------------------------------
 # Vocabulary (writer's words plus common paraphrases)
@@ -75,6 +79,13 @@ _TIME = [(re.compile(r"early on|at the (?:beginning|start)|first of all|initiall
 _END = re.compile(r"by the end|clip ends|video ends|at the end,|ends with|remains?\b|is left|are left")
 _NOTHING_LEFT = re.compile(r"every shape has (?:vanished|disappeared)|no shapes|nothing (?:is )?left|"
                            r"all (?:the )?shapes? (?:have )?(?:vanished|disappeared)")
+# what the camera does ("as the camera pans left", "while the view slowly zooms in", "static camera")
+_CAMERA_MOVE = re.compile(
+    r"\b(?:the\s+)?(?:camera|view)\s+(?:(?:is|keeps)\s+)?(?:slowly\s+|gradually\s+)?"
+    r"(?:(?:pans|pan|panning)\s+(?:slowly\s+)?(?:(?:to|towards)\s+the\s+)?(?P<side>left|right)"
+    r"|(?:zooms|zoom|zooming)\s+(?:slowly\s+)?(?P<io>in|out)\b(?:\s+(?:on|from)\s+the\s+(?:centre|center|middle))?)\b")
+_CAMERA_STILL = re.compile(r"\b(?:static|still|fixed|steady)\s+camera\b|\bcamera\s+(?:is\s+|stays\s+)?"
+                           r"(?:static|still|fixed|steady)\b|\b(?:camera|view)\s+(?:does not|doesnt|never)\s+move")
 _FILLER = set("a an the on in of at to with there is are we see video shows clip this just only it its "
               "which starts first then after that before and begin to by end ends remains remain shapes shape "
               "photo picture image against front background plain one single".split())
@@ -237,6 +248,7 @@ def read_caption(text: str, rng: np.random.Generator | int | None = None) -> Rea
         raise VlgapError(f"caption {text!r} is empty; the reader understands {vocabulary_summary()}")
     rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     t = _normalise(text)
+    camera, t = _camera(t)
     bg, bg_spans = _background(t)
     mentions = [m for m in _MENTION.finditer(t) if not _inside(m.start("shape"), bg_spans)]
     if bg is None and not mentions:
@@ -288,10 +300,25 @@ def read_caption(text: str, rng: np.random.Generator | int | None = None) -> Rea
         count = _NUMBER_WORDS[m.group(1)]
     if re.search(r"\bonly one shape\b|\bjust one shape\b|\ba single shape\b", t):
         count = 1
-    return _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions)
+    return _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera)
 
 
-def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions) -> Reading:
+def _camera(t: str) -> tuple[str | None, str]:
+    """(the camera the text states, or None; the text with that phrase blanked out, positions kept, so
+    that "pans to the left" is never read as a shape's position or direction)."""
+    m = _CAMERA_MOVE.search(t)
+    camera = None
+    if m:
+        camera = f"pan {m.group('side')}" if m.group("side") else f"zoom {m.group('io')}"
+    else:
+        m = _CAMERA_STILL.search(t)
+        camera = "static" if m else None
+    if m:
+        t = t[:m.start()] + " " * (m.end() - m.start()) + t[m.end():]
+    return camera, t
+
+
+def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera=None) -> Reading:
     read, unread = [], []
     if bg is None:
         photo = rng.random() < 0.5
@@ -357,7 +384,11 @@ def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions) -> Readin
     events = _timeline(ev_list, index, rng)
     if any(e.third is not None for e in ev_list):
         read.append("timing")
-    spec = SceneSpec(background=bg, objects=tuple(objects), events=tuple(events))
+    if camera is None:  # the writer names only moving cameras; sample_spec's default is static
+        unread.append("camera (assumed static)")
+    else:
+        read.append("camera")
+    spec = SceneSpec(background=bg, objects=tuple(objects), events=tuple(events), camera=camera or "static")
     try:
         validate_spec(spec)
     except VlgapError as exc:
@@ -430,7 +461,8 @@ _VOCAB_WORDS = set(" ".join(list(_SHAPE_WORDS) + list(_COLOUR_WORDS) + list(_SIZ
                                             "becomes", "turns", "changes", "colour", "early", "midway",
                                             "through", "near", "towards", "beginning", "middle", "every",
                                             "has", "vanished", "no", "two", "three", "four", "shapes",
-                                            "which", "starts", "there", "after", "before", "then", "remains"]
+                                            "which", "starts", "there", "after", "before", "then", "remains", "as",
+                                            "while"]
                             ).split())
 
 

@@ -168,6 +168,25 @@ def type_name(value: Any) -> str:
             float: "a number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
+def record_id(p: Parsed, record: Any, where: str, key: str, seen: dict[str, str], shape: str) -> str | None:
+    """The id under `key` of one item record, or None after reporting why it has none: not an object
+    (`shape` says what was expected), no id, not a non-empty string, or an id seen before (`seen`
+    maps ids to where they were first met; this record is added)."""
+    if not isinstance(record, dict):
+        p.problem("item", None, where, f"is {type_name(record)}, not an object with {shape}")
+        return None
+    rid = record.get(key)
+    if not isinstance(rid, str) or not rid:
+        p.problem("item", None, where, f"has no '{key}'" if rid is None else
+                  f"'{key}' is {type_name(rid)}, not a non-empty string")
+        return None
+    if rid in seen:
+        p.problem("item", rid, where, f"{key} appears again (first at {seen[rid]})")
+        return None
+    seen[rid] = where
+    return rid
+
+
 # ---- videos -------------------------------------------------------------------------------------
 def _suffix_rank(p: Path) -> tuple[int, str]:
     suf = p.suffix.lower()

@@ -19,6 +19,7 @@ from vlgap.data.importers.common import (
     Parsed,
     finish,
     read_json,
+    record_id,
     type_name,
 )
 from vlgap.errors import VlgapError
@@ -43,18 +44,9 @@ def _parse_videos(p: Parsed, videos: list) -> set[str]:
     seen: dict[str, str] = {}
     for i, v in enumerate(videos):
         where = f"videos[{i}]"
-        if not isinstance(v, dict):
-            p.problem("item", None, where, f"is {type_name(v)}, not an object with 'video_id'")
+        vid = record_id(p, v, where, "video_id", seen, "'video_id'")
+        if vid is None:
             continue
-        vid = v.get("video_id")
-        if not isinstance(vid, str) or not vid:
-            p.problem("item", None, where, "has no 'video_id'" if vid is None else
-                      f"'video_id' is {type_name(vid)}, not a non-empty string")
-            continue
-        if vid in seen:
-            p.problem("item", vid, where, f"video_id appears again (first at {seen[vid]})")
-            continue
-        seen[vid] = where
         meta = {}
         for key, want in (("split", str), ("category", int)):
             val = v.get(key)

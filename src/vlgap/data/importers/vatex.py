@@ -19,6 +19,7 @@ from vlgap.data.importers.common import (
     Parsed,
     finish,
     read_json,
+    record_id,
     type_name,
 )
 from vlgap.errors import VlgapError
@@ -57,21 +58,12 @@ def parse_vatex(path: Path) -> Parsed:
     captionless = not any(isinstance(e, dict) and "enCap" in e for e in data)
     p = Parsed("VATEX", "private-test layout: videoID only, no captions" if captionless else "videoID + enCap layout",
                captionless=captionless, id_key="videoID")
-    first_at: dict[str, int] = {}
+    first_at: dict[str, str] = {}
     for i, e in enumerate(data):
         where = f"entry {i}"
-        if not isinstance(e, dict):
-            p.problem("item", None, where, f"is {type_name(e)}, not an object with 'videoID' and 'enCap'")
+        vid = record_id(p, e, where, "videoID", first_at, "'videoID' and 'enCap'")
+        if vid is None:
             continue
-        vid = e.get("videoID")
-        if not isinstance(vid, str) or not vid:
-            p.problem("item", None, where, "has no 'videoID'" if vid is None else
-                      f"'videoID' is {type_name(vid)}, not a non-empty string")
-            continue
-        if vid in first_at:
-            p.problem("item", vid, where, f"videoID appears again (first at entry {first_at[vid]})")
-            continue
-        first_at[vid] = i
         entry = Entry(vid, [], where)
         if not captionless:
             if "enCap" not in e:

@@ -1,0 +1,260 @@
+"""Per-chunk steps of extraction, shared by this process and Ray: `decode_one` per item (frames or
+texts, on any CPU worker), `collect` per chunk (bad items reported or refused), `encode_chunk` with a
+loaded encoder (every layer, every n_f or n_c). Chunk sizes are also the resume granularity."""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from vlgap.data.manifest import Item
+from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclips
+from vlgap.data.video import count_frames, read_frames
+from vlgap.errors import BadItemError, VlgapError
+from vlgap.features.temporal_pooling import describe as describe_pooling
+from vlgap.features.temporal_pooling import pool_frames
+
+#: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
+CHUNK_FRAMES = 256
+CHUNK_TEXTS = 64
+
+
+@dataclass
+class Decoded:
+    """One chunk after decoding: per value, the ids kept and the bad items; the payloads to encode."""
+
+    ids: dict[int, list[str]]
+    bad: dict[int, list[dict]]
+    payload: Any
+    frame_log: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+
+    @staticmethod
+    def join(parts: list["Decoded"]) -> "Decoded":
+        return join_decoded(parts)
+
+
+def join_decoded(parts: list[Decoded]) -> Decoded:
+    """One chunk from its consecutive parts (decoded separately), exactly as if collected at once."""
+    first = parts[0]
+    ids = {v: [i for p in parts for i in p.ids[v]] for v in first.ids}
+    bad = {v: [b for p in parts for b in p.bad[v]] for v in first.bad}
+    log = {v: {i: x for p in parts for i, x in p.frame_log[v].items()} for v in first.frame_log}
+    if isinstance(first.payload, dict):  # text: per value
+        payload = {v: [x for p in parts for x in p.payload[v]] for v in first.payload}
+    else:
+        payload = [x for p in parts for x in p.payload]
+    return Decoded(ids, bad, payload, log)
+
+
+def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
+    if not skip_bad:
+        raise VlgapError(f"{BadItemError(item_id, reason)} (pass --skip-bad to skip and report such items)")
+    return {"id": item_id, "reason": reason}
+
+
+class VisionSteps:
+    def __init__(self, values: list[int], n0: int, is_video: bool, frame_order: str = "ordered",
+                 skip_bad: bool = False, temporal_pooling: str = "mean"):
+        self.values, self.n0, self.is_video = values, n0, is_video
+        self.frame_order, self.skip_bad, self.temporal_pooling = frame_order, skip_bad, temporal_pooling
+        if self.is_video:
+            for v in values:
+                check_n_f(v, self.n0)
+        self.frame_log: dict[int, dict[str, list[int]]] = {v: {} for v in values}
+
+    def chunk_items(self) -> int:
+        per_item = max(self.values) if not self.is_video else max(max(self.values), self.n0)
+        return int(np.clip(CHUNK_FRAMES // per_item, 1, 64))
+
+    def policy(self, v: int) -> dict:
+        return {"sampling": {
+            "policy": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
+            "n_f": v, "n0": self.n0, "frame_order": self.frame_order,
+            "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else describe_pooling(self.temporal_pooling)),
+            "temporal_pooling": self.temporal_pooling,
+            "frame_indices": self.frame_log[v],
+        }}
+
+    def _sample(self, item: Item, total: int) -> dict[int, np.ndarray]:
+        out = {}
+        for v in self.values:
+            idx = frame_indices(total, v)
+            if self.frame_order == "reversed":
+                idx = idx[::-1].copy()
+            elif self.frame_order == "shuffled":
+                seed = int.from_bytes(hashlib.sha256(f"{item.id}|{v}".encode()).digest()[:8], "little")
+                idx = idx[np.random.default_rng(seed).permutation(len(idx))]
+            out[v] = idx
+        return out
+
+    def decode_one(self, item: Item, preprocess=None):
+        """Decode the union of the frames all n_f need (and preprocess them when given the encoder's
+        `preprocess`). Returns ("ok", frames or pixels, positions per n_f, indices per n_f) or
+        ("bad", item id, reason)."""
+        try:
+            total = count_frames(item)
+            if total < 1:
+                raise BadItemError(item.id, f"{item.media} has no frames")
+            per_value = self._sample(item, total)
+            union = np.unique(np.concatenate(list(per_value.values())))
+            try:
+                frames, _ = read_frames(item, union)
+            except BadItemError as err:
+                if "beyond its end" not in err.reason:
+                    raise
+                # the container's frame count overstated the stream: count by decoding, then sample again
+                _, total = read_frames(item, None, max_side=16)
+                per_value = self._sample(item, total)
+                union = np.unique(np.concatenate(list(per_value.values())))
+                frames, _ = read_frames(item, union)
+        except BadItemError as err:
+            return ("bad", err.item_id, err.reason)
+        payload = preprocess(frames) if preprocess is not None else frames
+        pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
+        return ("ok", payload, pos, per_value)
+
+    def collect(self, items: list[Item], outcomes: list) -> Decoded:
+        prepared, ids, bad = [], [], []
+        log: dict[int, dict[str, list[int]]] = {v: {} for v in self.values}
+        for item, out in zip(items, outcomes):
+            if out[0] == "bad":
+                bad.append(_bad(out[1], out[2], self.skip_bad))
+                continue
+            prepared.append(out[1:])
+            ids.append(item.id)
+            for v in self.values:
+                log[v][item.id] = out[3][v].tolist()
+        return Decoded({v: ids for v in self.values}, {v: bad for v in self.values}, prepared, log)
+
+    def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
+        """Every layer for every n_f of one chunk; uint8 payloads are preprocessed here first."""
+        import torch
+
+        prepared = [(enc.preprocess(p) if isinstance(p, np.ndarray) else p, pos, pv) for p, pos, pv in decoded.payload]
+        with torch.inference_mode():
+            out = (self._encode_video if self.is_video else self._encode_frames)(enc, prepared, batch_size)
+        return out, 0
+
+    @staticmethod
+    def _forward(enc, x, batch_size):
+        import torch
+
+        outs = []
+        for s in range(0, x.shape[0], batch_size):
+            batch = x[s:s + batch_size].to(enc.device, enc.dtype)
+            outs.append([t.float().cpu() for t in enc.forward_layers(batch)])
+        return [torch.cat([o[li] for o in outs]) for li in range(len(outs[0]))] if outs else []
+
+    def _encode_frames(self, enc, prepared, batch_size):
+        import torch
+
+        n_layers = enc.num_layers
+        if not prepared:
+            return {v: [np.zeros((0, 0), np.float32)] * n_layers for v in self.values}
+        pixels = torch.cat([p[0] for p in prepared])
+        feats = self._forward(enc, pixels, batch_size)
+        offsets = np.cumsum([0] + [p[0].shape[0] for p in prepared])
+        out = {}
+        for v in self.values:
+            layers = []
+            for f in feats:
+                # frames in sampled order (after any frame-order control); "mean" is f[...].mean(0)
+                rows = [pool_frames(f[offsets[k] + torch.as_tensor(p[1][v])], self.temporal_pooling)
+                        for k, p in enumerate(prepared)]
+                layers.append(torch.stack(rows).numpy().astype(np.float32))
+            out[v] = layers
+        return out
+
+    def _encode_video(self, enc, prepared, batch_size):
+        import torch
+
+        n_layers = enc.num_layers
+        out = {}
+        for v in self.values:
+            if not prepared:
+                out[v] = [np.zeros((0, 0), np.float32)] * n_layers
+                continue
+            clips, owner = [], []
+            for k, (pixels, pos, _) in enumerate(prepared):
+                for clip in subclips(pos[v], self.n0):
+                    if len(clip) < self.n0:  # fewer frames than the model's fixed length: nearest repeat
+                        clip = clip[np.floor(np.arange(self.n0) * len(clip) / self.n0).astype(int)]
+                    clips.append(pixels[torch.as_tensor(clip)])
+                    owner.append(k)
+            feats = self._forward(enc, torch.stack(clips), batch_size)
+            owner_t = torch.as_tensor(owner)
+            layers = []
+            for f in feats:
+                sums = torch.zeros(len(prepared), f.shape[1]).index_add_(0, owner_t, f)
+                counts = torch.bincount(owner_t, minlength=len(prepared)).unsqueeze(1)
+                layers.append((sums / counts).numpy().astype(np.float32))
+            out[v] = layers
+        return out
+
+
+class TextSteps:
+    def __init__(self, values: list[int], skip_bad: bool, pooling: str | None = None):
+        self.values, self.skip_bad, self.pooling = values, skip_bad, pooling
+
+    def chunk_items(self) -> int:
+        return CHUNK_TEXTS
+
+    def policy(self, v: int) -> dict:
+        return {"captions": {"policy": "first n_c captions, each ended with a full stop, joined by a space",
+                             "n_c": v, "pooling": self.pooling}}
+
+    def decode_one(self, item: Item, preprocess=None):
+        """Per n_c: the joined text, or the reason the item cannot give it."""
+        out = {}
+        for v in self.values:
+            try:
+                if not item.captions:
+                    raise BadItemError(item.id, "has no captions")
+                out[v] = ("ok", join_captions(item.captions, v, item.id))
+            except VlgapError as err:
+                out[v] = ("bad", str(err))
+        return out
+
+    def collect(self, items: list[Item], outcomes: list) -> Decoded:
+        texts, ids, bad = {}, {}, {}
+        for v in self.values:
+            texts[v], ids[v], bad[v] = [], [], []
+            for item, out in zip(items, outcomes):
+                status, value = out[v]
+                if status == "ok":
+                    texts[v].append(value)
+                    ids[v].append(item.id)
+                elif not self.skip_bad:
+                    raise VlgapError(f"{value} (pass --skip-bad to skip and report such items)")
+                else:
+                    bad[v].append({"id": item.id, "reason": value})
+        return Decoded(ids, bad, texts)
+
+    def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
+        import torch
+
+        before = int(getattr(enc, "n_truncated", 0) or 0)
+        out = {}
+        for v in self.values:
+            texts = decoded.payload[v]
+            # length-sorted mini-batches waste less padding; pooling is mask-aware so order is free
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            chunks = []
+            with torch.inference_mode():
+                for s in range(0, len(order), batch_size):
+                    idx = order[s:s + batch_size]
+                    chunks.append((idx, [t.float().cpu().numpy() for t in enc.encode([texts[i] for i in idx])]))
+            layers = []
+            for li in range(enc.num_layers):
+                if not texts:
+                    layers.append(np.zeros((0, 0), np.float32))
+                    continue
+                width = chunks[0][1][li].shape[1]
+                arr = np.empty((len(texts), width), np.float32)
+                for idx, outs in chunks:
+                    arr[idx] = outs[li]
+                layers.append(arr)
+            out[v] = layers
+        return out, int(getattr(enc, "n_truncated", 0) or 0) - before
