@@ -154,6 +154,27 @@ def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_datas
     _assert_same(single, dist)
 
 
+def test_bad_video_in_an_early_decoded_chunk_is_our_error_or_a_reported_skip(ray_cluster, tiny_dataset, tmp_path,
+                                                                             one_thread, small_chunks):
+    """A missing video in the first chunk (decoded while the actor loads, preprocessed after): the same
+    one-line error as a single process, and with skip_bad the same features and bad-item list."""
+    rows = [json.loads(line) for line in tiny_dataset.read_text().splitlines()]
+    rows.insert(1, {"id": "ghost", "video": "media/ghost.mp4", "captions": ["x"]})
+    man = tiny_dataset.parent / "bad.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(VlgapError) as single_err:
+        _vision(man, tmp_path / "single")
+    with pytest.raises(VlgapError) as ray_err:
+        _vision(man, tmp_path / "ray", ray="auto", ray_workers=1)
+    assert type(ray_err.value) is VlgapError and str(ray_err.value) == str(single_err.value)
+    assert "item 'ghost': media file not found" in str(ray_err.value)
+    single = _vision(man, tmp_path / "single", skip_bad=True)
+    dist = _vision(man, tmp_path / "ray", ray="auto", ray_workers=1, skip_bad=True)
+    assert dist.features[3].record["ray"]["chunks_decoded_while_encoder_loaded"] == 2
+    assert [b["id"] for b in dist.bad_items] == [b["id"] for b in single.bad_items] == ["ghost"]
+    _assert_same(single, dist)
+
+
 def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                                 small_chunks, monkeypatch):
     single = _vision(tiny_dataset, tmp_path / "single")
