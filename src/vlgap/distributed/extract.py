@@ -47,7 +47,15 @@ def _decode(steps, items, chunk_no: int, preprocessor, fault):
     """A chunk's items decoded and, when the encoder has a model-free `preprocessor`, preprocessed
     (else the actor preprocesses the uint8 frames); texts joined."""
     faults.maybe_kill(fault, "decode", chunk_no)
-    return steps.collect(items, [steps.decode_one(item, preprocessor) for item in items])
+    return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
+
+
+def _as_numpy(part):
+    """Preprocessed pixels as numpy arrays: Ray hands those to the actor as views of the object store,
+    where torch tensors are pickled and copied on both sides (chunks are ~150 MB of float32 pixels)."""
+    if isinstance(part.payload, list):  # vision; text payloads are strings
+        part.payload = [(p.numpy() if hasattr(p, "numpy") else p, pos, per_value) for p, pos, per_value in part.payload]
+    return part
 
 
 @ray.remote
@@ -59,7 +67,7 @@ def _preprocess(part, preprocessor):
     # the frames are read-only views of the object store; preprocessing never writes them
     warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
     part.payload = [(preprocessor(frames), pos, per_value) for frames, pos, per_value in part.payload]
-    return part
+    return _as_numpy(part)
 
 
 @ray.remote

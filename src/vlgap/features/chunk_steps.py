@@ -129,10 +129,11 @@ class VisionSteps:
         return Decoded({v: ids for v in self.values}, {v: bad for v in self.values}, prepared, log)
 
     def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
-        """Every layer for every n_f of one chunk; uint8 payloads are preprocessed here first."""
+        """Every layer for every n_f of one chunk; uint8 frames are preprocessed here first (float arrays
+        are pixels preprocessed elsewhere, e.g. by a Ray decoding task)."""
         import torch
 
-        prepared = [(enc.preprocess(p) if isinstance(p, np.ndarray) else p, pos, pv) for p, pos, pv in decoded.payload]
+        prepared = [(_pixels(enc, p), pos, pv) for p, pos, pv in decoded.payload]
         with torch.inference_mode():
             out = (self._encode_video if self.is_video else self._encode_frames)(enc, prepared, batch_size)
         return out, 0
@@ -192,6 +193,15 @@ class VisionSteps:
                 layers.append((sums / counts).numpy().astype(np.float32))
             out[v] = layers
         return out
+
+
+def _pixels(enc, payload):
+    """A decoded item's pixels as the encoder's input tensor."""
+    import torch
+
+    if isinstance(payload, np.ndarray):
+        return enc.preprocess(payload) if payload.dtype == np.uint8 else torch.from_numpy(payload)
+    return payload
 
 
 class TextSteps:
