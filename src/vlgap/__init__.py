@@ -25,6 +25,7 @@ _API = {
     "import_msrvtt": "vlgap.data.importers:import_msrvtt",
     "import_msvd": "vlgap.data.importers:import_msvd",
     "extract": "vlgap.features.extract:extract",
+    "reuse_freed_memory": "vlgap.memory:reuse_freed_memory",
     "load_features": "vlgap.features.extract:load_features",
     "pool_frames": "vlgap.features.temporal_pooling:pool_frames",
     "get_encoder": "vlgap.encoders.registry:get_encoder",

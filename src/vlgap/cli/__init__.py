@@ -18,6 +18,9 @@ from vlgap.cli import cape as _cape  # noqa: F401,E402
 
 
 def main() -> None:
+    from vlgap.memory import reuse_freed_memory
+
+    reuse_freed_memory()  # every command's model and k-NN work, see vlgap.memory
     try:
         app()
     except VlgapError as err:

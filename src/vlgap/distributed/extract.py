@@ -32,6 +32,7 @@ import ray
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
 from vlgap.errors import VlgapError
+from vlgap.memory import reuse_freed_memory
 from vlgap.progress import progress_bar, stderr_console
 
 # Job and ExtractResult (vlgap.features.extract) arrive as arguments: that module calls this one, so
@@ -47,6 +48,7 @@ def _decode(steps, items, chunk_no: int, preprocessor, fault):
     """A chunk's items decoded and, when the encoder has a model-free `preprocessor`, preprocessed
     (else the actor preprocesses the uint8 frames); texts joined."""
     faults.maybe_kill(fault, "decode", chunk_no)
+    reuse_freed_memory()
     return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
 
 
@@ -84,6 +86,7 @@ class EncoderActor:
         # decoded frames arrive as read-only views of the object store; preprocessing never writes them
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         self.job, self.fault, self.driver_pid = job, fault, driver_pid
+        reuse_freed_memory()  # before the model's first activations, see vlgap.memory
         self.enc = job.load_encoder()
         self.written = 0
 

@@ -28,6 +28,7 @@ import torch
 
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import TASK_OPTIONS, connect, unwrap
+from vlgap.memory import reuse_freed_memory
 from vlgap.metrics.knn import row_blocks, topk_block
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
 
@@ -49,6 +50,7 @@ def _tensor(arr: np.ndarray, device: str) -> torch.Tensor:
 def _blocks_task(feats: np.ndarray, blocks: list[tuple[int, int]], depth: int, device: str, keep_sims: bool,
                  fault: str | None, first_block: int):
     faults.maybe_kill(fault, "knn", first_block)
+    reuse_freed_memory()
     x = _tensor(feats, device)
     out = [topk_block(x, s, e, depth) for s, e in blocks]
     ids = np.concatenate([i.cpu().numpy() for i, _ in out])
@@ -58,6 +60,7 @@ def _blocks_task(feats: np.ndarray, blocks: list[tuple[int, int]], depth: int, d
 
 @ray.remote
 def _state_task(engine, feats: np.ndarray, device: str):
+    reuse_freed_memory()
     return engine.layer_state(_tensor(feats, device))
 
 

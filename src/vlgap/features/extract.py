@@ -35,6 +35,7 @@ from vlgap.features.chunk_steps import Decoded, TextSteps, VisionSteps
 from vlgap.features.store import Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
+from vlgap.memory import reuse_freed_memory
 from vlgap.progress import progress_bar, stderr_console, step
 
 
@@ -252,6 +253,7 @@ def extract(
     decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract)."""
     t0 = time.perf_counter()
+    reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     if (n_frames is None) == (n_captions is None):
