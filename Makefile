@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/wsv.py
 	$(BIN)/python benchmarks/caption_eval.py
 	$(BIN)/python benchmarks/scale.py
+	$(BIN)/python benchmarks/malloc.py
 
 clean-venv:
 	rm -rf $(VENV)

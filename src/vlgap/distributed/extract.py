@@ -6,7 +6,9 @@ device="cuda"). The driver keeps a bounded window of chunks in flight (2 per act
 decoded by several tasks of DECODE_ITEMS items; as soon as a chunk is decoded it goes to the least
 busy actor, so the next chunks decode while the encoders work. The actors take seconds to start
 (process, imports, weights), so the first chunks are decoded meanwhile, sampled as the encoder's name
-says (`expected_shape`) and preprocessed once the loaded encoder confirms it. An actor call encodes one chunk with
+says (`expected_shape`); once the loaded encoder confirms the guess, the actors preprocess those
+uint8 frames themselves (a separate preprocessing task would start the encoders seconds later:
+scheduling, and the cold import of torchvision's transforms in a decoding worker). An actor call encodes one chunk with
 the shared steps of `vlgap.features.chunk_steps` and writes its chunk files itself (atomic rename); the
 driver finally joins the chunks and writes COMPLETE exactly as a single process does. Chunk
 boundaries, batches and code being the same, the arrays are bit-identical to a single-process run
@@ -61,18 +63,6 @@ def _as_numpy(part):
 
 
 @ray.remote
-def _preprocess(part, preprocessor):
-    """A part decoded before the encoder's preprocessing was known (see `run_ray`), preprocessed now:
-    the same call on the same uint8 frames as in `_decode`, so the same pixels."""
-    import warnings
-
-    # the frames are read-only views of the object store; preprocessing never writes them
-    warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
-    part.payload = [(preprocessor(frames), pos, per_value) for frames, pos, per_value in part.payload]
-    return _as_numpy(part)
-
-
-@ray.remote
 class EncoderActor:
     """Loads the encoder once; every call encodes one decoded chunk and writes its chunk files."""
 
@@ -91,7 +81,9 @@ class EncoderActor:
         self.written = 0
 
     def info(self) -> tuple[dict, object]:
-        return self.job.encoder_info(self.enc), getattr(self.enc, "preprocessor", None)
+        # versions from here, where the encoder's libraries are imported (the driver may never import them)
+        info = dict(self.job.encoder_info(self.enc), versions=self.job.versions())
+        return info, getattr(self.enc, "preprocessor", None)
 
     def encode(self, r, chunk_no: int, steps, *parts) -> dict:
         t0 = time.perf_counter()
@@ -222,10 +214,8 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
         while queue or decoding or encoding:
             while queue and len(parts) + len(encoding) < window:
                 r = queue.popleft()
-                if r in early:  # decoded while the encoder loaded: only preprocessing is left
-                    parts[r] = [p if preprocessor is None else
-                                _preprocess.options(**decode_opts, **TASK_OPTIONS).remote(p, preprocessor_ref)
-                                for p in early.pop(r)]
+                if r in early:  # decoded while the encoder loaded: the actor preprocesses the uint8 frames
+                    parts[r] = early.pop(r)
                 else:
                     parts[r] = _decode_parts(job, steps, r, chunk_no[r], preprocessor_ref, decode_opts, fault)
                 decoding.update((p, r) for p in parts[r])

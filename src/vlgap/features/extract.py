@@ -106,11 +106,21 @@ def shard_slice(n_items: int, shard: tuple[int, int]) -> slice:
 
 
 def _versions() -> dict[str, str]:
+    """Library versions for a record. torch and torchvision by their own `__version__` (it carries the
+    build, e.g. "+cu130"); timm and transformers from the installed metadata, because importing them
+    only to ask costs seconds (a Ray driver, whose encoders load elsewhere, has not imported them)."""
+    from importlib import metadata
+
     out = {"python": platform.python_version()}
-    for mod in ("vlgap", "numpy", "torch", "torchvision", "timm", "transformers", "av"):
+    for mod in ("vlgap", "numpy", "torch", "torchvision", "av"):
         try:
             out[mod] = __import__(mod).__version__
         except Exception:
+            pass
+    for dist in ("timm", "transformers"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
             pass
     return out
 
@@ -138,6 +148,10 @@ class Job:
     @staticmethod
     def encoder_info(enc) -> dict:
         return encoder_info(enc)
+
+    @staticmethod
+    def versions() -> dict[str, str]:
+        return _versions()
 
     def load_encoder(self, progress: bool = False):
         from vlgap.encoders.registry import get_encoder
@@ -188,7 +202,8 @@ class Job:
             "shard": list(self.shard),
             "device": str(self.device),
             "batch_size": batch_size,
-            "versions": _versions(),
+            # the encoding process's libraries (a Ray actor reports its own in `info`)
+            "versions": info.get("versions") or _versions(),
         }
 
     def finish(self, result: "ExtractResult", steps, ranges, record: dict, truncated: int) -> None:
