@@ -49,6 +49,8 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
+#: what every extraction here shares (the warm-ups in this process and each timed run in its own)
+EXTRACT = dict(batch_size=64, progress=False)
 RUNS = {"single_1": dict(threads=1, workers=1), "ray_1": dict(threads=1, ray_workers=1),
         "single_2": dict(threads=2, workers=2), "ray_2": dict(threads=1, ray_workers=2)}
 
@@ -61,7 +63,7 @@ def child_run(args) -> None:
     if args.child_run.startswith("ray"):
         kw["ray"] = args.ray_address  # joins the benchmark's cluster: the connection is inside the timing
     res, dt = timed(lambda: extract(args.manifest, "mobilenet_v2", cache_dir=args.cache, n_frames=[args.n_frames],
-                                    batch_size=64, progress=False, **kw))
+                                    **EXTRACT, **kw))
     print("RESULT " + json.dumps({"seconds": dt, "ray": res.features[args.n_frames].record.get("ray")}), flush=True)
 
 
@@ -72,7 +74,7 @@ def extraction(args, ray) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="vlgap-scale-"))
     (manifest, dt) = timed(lambda: generate_shapes(tmp / "data", args.videos, seed=0, n_frames=32, size=128))
     print(f"generated {args.videos} videos in {dt:.1f} s")
-    common = dict(n_frames=[args.n_frames], batch_size=64, progress=False)
+    common = dict(n_frames=[args.n_frames], **EXTRACT)
     # warm the page cache, the model files and Ray's pooled task workers (imports) once, outside the
     # timings; every timed Ray run still starts (and pays for) its own encoder actors
     extract(manifest, "mobilenet_v2", cache_dir=tmp / "warm", shard="0/16", threads=1, workers=1, **common)

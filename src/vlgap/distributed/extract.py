@@ -8,12 +8,12 @@ busy actor, so the next chunks decode while the encoders work. The actors take s
 (process, imports, weights), so the first chunks are decoded meanwhile, sampled as the encoder's name
 says (`expected_shape`); once the loaded encoder confirms the guess, the actors preprocess those
 uint8 frames themselves (a separate preprocessing task would start the encoders seconds later:
-scheduling, and the cold import of torchvision's transforms in a decoding worker). An actor call encodes one chunk with
-the shared steps of `vlgap.features.chunk_steps` and writes its chunk files itself (atomic rename); the
-driver finally joins the chunks and writes COMPLETE exactly as a single process does. Chunk
-boundaries, batches and code being the same, the arrays are bit-identical to a single-process run
-on the same device, dtype and torch thread count; records differ only in provenance (a `ray` block
-with hosts and actors, times, command).
+scheduling, and the cold import of torchvision's transforms in a decoding worker). An actor call
+encodes one chunk with the shared steps of `vlgap.features.chunk_steps` and writes its chunk files
+itself (atomic rename); the driver finally joins the chunks and writes COMPLETE exactly as a single
+process does. Chunk boundaries, batches and code being the same, the arrays are bit-identical to a
+single-process run on the same device, dtype and torch thread count; records differ only in
+provenance (a `ray` block with hosts and actors, times, command).
 
 Faults: a decode task whose process dies is re-run (`max_retries`); an encoder actor that dies is
 restarted, reloads the model and re-runs the calls it held (`max_restarts`, `max_task_retries`);
@@ -132,7 +132,7 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
     try:
         # an actor takes seconds to start (process, imports, weights): decode the first chunks meanwhile,
         # as the encoder's name says its frames will be sampled (checked against the loaded encoder)
-        guess, early = _decode_while_loading(rt, job, n + 1, decode_opts, fault)
+        guess, early = _decode_while_loading(job, n + 1, decode_opts, fault)
         try:
             info, preprocessor = rt.get(actors[0].info.remote())
         except rt.exceptions.RayError as err:
@@ -160,7 +160,7 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
     job.finish(result, steps, ranges, record, truncated)
 
 
-def _decode_while_loading(rt, job, n_chunks: int, decode_opts, fault) -> tuple[object, dict]:
+def _decode_while_loading(job, n_chunks: int, decode_opts, fault) -> tuple[object, dict]:
     """(steps guessed from the encoder's name, {chunk range: refs of its parts decoded without
     preprocessing}) for the first `n_chunks` missing chunks; (None, {}) when the name does not tell
     how frames are sampled (video models) or the values are texts (decoding them is instant)."""

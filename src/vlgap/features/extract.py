@@ -171,7 +171,7 @@ class Job:
                              "is a video encoder (its sub-clips are averaged): use 'mean'")
         if self.param == "n_f":
             return VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
-                                self.temporal_pooling)
+                               self.temporal_pooling)
         return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
 
     def ranges(self, steps) -> list[tuple[int, int]]:
@@ -388,7 +388,3 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
     key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling),
                      man.fingerprint(), param, int(value))
     return load_entry(key, cache_dir)
-
-
-# --------------------------------------------------------------------------------------------------
-# the per-chunk steps, shared by this process and the Ray executor

@@ -4,9 +4,10 @@ A text-to-video model turns a caption into a video and invents whatever the capt
 reader does the same for the shapes world: it reads the facts a caption states (background, how many
 shapes, each shape's colour, size and start cell, the events and their order, which third of the clip
 they happen in, the end state, what the camera does), samples everything else from the same
-distribution as `data.shapes.sample_spec` (a camera no caption mentions is static), and reports which facts it could not read. It accepts captions it did not
-write: synonyms ("grey", "big", "becomes larger", "fades out"), other word orders ("X after Y"), and
-extra words it ignores (those are listed in `ignored`).
+distribution as `data.shapes.sample_spec` (a camera no caption mentions is static), and reports
+which facts it could not read. It accepts captions it did not write: synonyms ("grey", "big",
+"becomes larger", "fades out"), other word orders ("X after Y"), and extra words it ignores (those
+are listed in `ignored`).
 """
 from __future__ import annotations
 
@@ -307,7 +308,6 @@ def _camera(t: str) -> tuple[str | None, str]:
     """(the camera the text states, or None; the text with that phrase blanked out, positions kept, so
     that "pans to the left" is never read as a shape's position or direction)."""
     m = _CAMERA_MOVE.search(t)
-    camera = None
     if m:
         camera = f"pan {m.group('side')}" if m.group("side") else f"zoom {m.group('io')}"
     else:
@@ -318,7 +318,7 @@ def _camera(t: str) -> tuple[str | None, str]:
     return camera, t
 
 
-def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera=None) -> Reading:
+def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera) -> Reading:
     read, unread = [], []
     if bg is None:
         photo = rng.random() < 0.5
