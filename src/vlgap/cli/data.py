@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
+from vlgap.cli.options import POOLING_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -52,7 +52,7 @@ def extract_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
     device: str = typer.Option("cpu", help="cpu | cuda | cuda:1 ..."),
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
-    pooling: Optional[str] = typer.Option(None, help="text: mean (default) | last; vision ViTs: mean | cls"),
+    pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
@@ -64,6 +64,7 @@ def extract_cmd(
                                       "else a local one) or a cluster address"),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
                                               help="encoder actors (default: one per GPU, or CPUs - 1)"),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ):
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
@@ -74,10 +75,30 @@ def extract_cmd(
         n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers,
-        threads=threads, ray=ray, ray_workers=ray_workers,
+        threads=threads, ray=ray, ray_workers=ray_workers, trust_remote_code=trust_remote_code,
     )
     console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
+    for line in encoder_facts(next(iter(res.features.values())).record.get("encoder", {})) if res.features else []:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
+
+
+def encoder_facts(rec: dict) -> list[str]:
+    """What an extraction ran on, from its record: weights, pooling, n0, preprocessing (one line each)."""
+    lines = []
+    if rec.get("weights") or rec.get("weights_files") or rec.get("revision"):
+        files = ", ".join(f"{n} (sha256 {h[:12]})" for n, h in (rec.get("weights_files") or {}).items())
+        lines.append(f"weights: {rec.get('weights') or 'pretrained'}" + (f"; {files}" if files else ""))
+    if rec.get("pooling"):
+        lines.append(f"pooling: {rec['pooling']}" + (f" - {rec['pooling_detail']}" if rec.get("pooling_detail") else ""))
+    if rec.get("modality") == "vision":
+        lines.append(f"n0: {rec.get('n0', 1)} ({rec.get('kind', 'image')} model)")
+    pre = rec.get("preprocess")
+    if isinstance(pre, dict):
+        keys = ("processor", "image_size", "size", "crop_size", "image_mean", "image_std", "resize_size", "mean",
+                "std", "interpolation")
+        lines.append("preprocessing: " + ", ".join(f"{k}={pre[k]}" for k in keys if k in pre))
+    return lines
 
 
 @app.command("make-data")

@@ -8,10 +8,16 @@ Rules (the CLI's vocabulary):
 - `--preset platonic-rep`: platonic-rep's feature preparation (vlgap.metrics.layer_search.PRESETS).
 - `--temporal-pooling MODE`: how an image encoder's per-frame embeddings become one video vector
   (vlgap.features.temporal_pooling): mean (default) | segments:S | meandiff.
+- `--trust-remote-code`: let an hf: model run code from its repository (VideoMAEv2); never implied.
 """
 from __future__ import annotations
 
 from vlgap.errors import VlgapError
+
+TRUST_REMOTE_CODE_HELP = ("let an hf: model run code from its own repository (needed by VideoMAEv2); "
+                          "never implied: only for code you trust")
+POOLING_HELP = ("auto (default: the paper's rule, CLS token where the model has one, else the mean over tokens) | "
+                "mean | cls; text: mean (default) | last")
 
 
 def int_list(text: str, name: str) -> list[int]:

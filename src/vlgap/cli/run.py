@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP, int_list
+from vlgap.cli.options import TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -61,6 +61,7 @@ def sweep_cmd(
     ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
                                       "else a local one) or a cluster address"),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="encoder actors for extraction"),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
     from vlgap.probe.sweep import SweepConfig, run_sweep
@@ -69,7 +70,7 @@ def sweep_cmd(
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
-                      skip_bad=skip_bad,
+                      skip_bad=skip_bad, trust_remote_code=trust_remote_code,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)
     if as_json:

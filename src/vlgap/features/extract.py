@@ -93,8 +93,12 @@ def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, i
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     if temporal_pooling != "mean":
         key["temporal_pooling"] = temporal_pooling
-    if pooling:
+    if pooling and pooling != "auto":  # "auto" is the default rule: the same numbers as no option
         key["pooling"] = pooling
+    elif name.startswith("hf-video:"):
+        # hf-video: CLS-token models (TimeSformer, ViViT) were mean-pooled before the paper's rule became
+        # the default: their earlier cache entries must not be read as the new numbers
+        key["pooling"] = "auto"
     if image_size:
         key["image_size"] = image_size
     return key
@@ -255,6 +259,7 @@ def extract(
     loaded_encoder=None,
     ray: str | bool | None = None,
     ray_workers: int | None = None,
+    trust_remote_code: bool = False,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
@@ -266,7 +271,8 @@ def extract(
     encoders take "mean" only (a video encoder's sub-clips are always averaged).
     ray: None (this process), "auto" (a running Ray cluster, else a local one) or a cluster address:
     decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
-    default: as many as fit), writing the same cache entries (see vlgap.distributed.extract)."""
+    default: as many as fit), writing the same cache entries (see vlgap.distributed.extract).
+    trust_remote_code: let an hf: model run code from its repository (VideoMAEv2); never implied."""
     t0 = time.perf_counter()
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
@@ -306,6 +312,8 @@ def extract(
             opts["pooling"] = pooling
         if image_size:
             opts["image_size"] = image_size
+        if trust_remote_code:
+            opts["trust_remote_code"] = True
         job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
                   skip_bad, batch_size, device, dtype, opts)
         if ray:

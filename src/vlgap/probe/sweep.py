@@ -58,6 +58,8 @@ class SweepConfig:
     fit: bool = True
     #: feature preparation (vlgap.metrics.layer_search.PRESETS), e.g. "platonic-rep"; None: L2 only
     preset: str | None = None
+    #: let hf: models run code from their repository (VideoMAEv2); never implied
+    trust_remote_code: bool = False
 
     def __post_init__(self):
         from vlgap.features.temporal_pooling import parse_mode
@@ -65,7 +67,10 @@ class SweepConfig:
         self.temporal_pooling = parse_mode(self.temporal_pooling)
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        if not out["trust_remote_code"]:
+            del out["trust_remote_code"]  # older run folders' configs stay equal
+        return out
 
 
 @dataclass
@@ -125,7 +130,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
-                  batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers)
+                  batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
+                  trust_remote_code=cfg.trust_remote_code)
     loaded = encoders or {}
     vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                       loaded_encoder=loaded.get(v), **common) for v in cfg.vision}

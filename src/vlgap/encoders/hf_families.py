@@ -1,0 +1,484 @@
+"""The transformers adapter: one `hf:` prefix for every image, video and text model on the hub or on disk.
+
+The config's `model_type` picks a row of FAMILIES (model class by AutoModel, the tower to keep, the input
+name, the config key that holds the clip length n0, whether the architecture has a CLS token) and the
+model's own processor (AutoVideoProcessor / AutoImageProcessor: mean, std, size, crop) prepares frames.
+Model types that are not in the table and are not vision models go to the text loader (encoders/text.py).
+
+Layers are the model's own `hidden_states` (embeddings output, then each block), exactly what the model
+returns with output_hidden_states=True. Pooling follows the Dynamic Reflections rule (`paper_pooling`):
+the CLS token where the architecture has one, else the mean over all (space-time) tokens; "mean" and
+"cls" override it. Weights always come from the checkpoint: a missing weights file, or parameters the
+checkpoint does not hold, is an error, never a random initialisation.
+
+Spec: hf:<hub id or folder>[@revision][#vision|#text]; '#text' picks the text tower of a two-tower
+checkpoint (CLIP, SigLIP), '#vision' (the default for them) its vision tower.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vlgap.encoders._common import dtype_name, quiet_transformers, require, resolve_device, resolve_dtype, versions
+from vlgap.encoders.base import VisionEncoder
+from vlgap.errors import VlgapError
+
+TOWERS = ("vision", "text")
+POOLINGS = ("auto", "cls", "mean")
+
+
+@dataclass(frozen=True)
+class Family:
+    """One transformers architecture family, as data."""
+
+    label: str                         # the name readers know, e.g. "DINOv2"
+    model_types: tuple[str, ...]       # config.model_type values (full checkpoint, standalone tower)
+    kind: str                          # "image" | "video"
+    cls_token: bool                    # the architecture puts a CLS token first
+    example: str                       # one working spec (a real hub id)
+    input_name: str = "pixel_values"   # the forward's pixel argument
+    clip_len_key: str | None = None    # config key holding n0 (video models)
+    vision_tower: str | None = None    # attribute of the full model holding the vision tower
+    text_tower: str | None = None      # attribute of the full model holding the text tower
+    register_key: str | None = None    # config key: register tokens after the CLS (left out of the mean)
+    frames_as_images: bool = False     # the tower sees B*T frames (X-CLIP): per-frame pooling, then the mean
+    forward_kwargs: tuple[tuple[str, Any], ...] = ()   # fixed forward arguments
+    config_overrides: tuple[tuple[str, Any], ...] = ()  # set on the config before loading
+    note: str = ""
+    test: str = "tests/test_hf_families.py"
+
+    @property
+    def pooling_rule(self) -> str:
+        return paper_pooling(self.cls_token)
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("ViT", ("vit",), "image", True, "hf:google/vit-base-patch16-224-in21k"),
+    Family("DINOv2", ("dinov2",), "image", True, "hf:facebook/dinov2-base"),
+    Family("DINOv2 with registers", ("dinov2_with_registers",), "image", True,
+           "hf:facebook/dinov2-with-registers-base", register_key="num_register_tokens"),
+    Family("DINOv3", ("dinov3_vit",), "image", True, "hf:facebook/dinov3-vitb16-pretrain-lvd1689m",
+           register_key="num_register_tokens", note="gated on the hub: accept the licence, then cache it"),
+    Family("CLIP", ("clip", "clip_vision_model"), "image", True, "hf:openai/clip-vit-base-patch32",
+           vision_tower="vision_model", text_tower="text_model",
+           note="#text: the text tower of the same checkpoint"),
+    Family("SigLIP / SigLIP 2", ("siglip", "siglip_vision_model"), "image", False,
+           "hf:google/siglip-base-patch16-224", vision_tower="vision_model", text_tower="text_model",
+           note="fixed-resolution SigLIP 2 (e.g. google/siglip2-base-patch16-224) loads as siglip; #text: text tower"),
+    Family("MAE", ("vit_mae",), "image", True, "hf:facebook/vit-mae-base",
+           config_overrides=(("mask_ratio", 0.0),), note="no masking at inference (mask_ratio 0, patch order kept)"),
+    Family("VideoMAE", ("videomae",), "video", False, "hf:MCG-NJU/videomae-base", clip_len_key="num_frames"),
+    Family("V-JEPA 2", ("vjepa2",), "video", False, "hf:facebook/vjepa2-vitl-fpc64-256",
+           input_name="pixel_values_videos", clip_len_key="frames_per_clip",
+           forward_kwargs=(("skip_predictor", True),), note="encoder only (the predictor is skipped)"),
+    Family("TimeSformer", ("timesformer",), "video", True, "hf:facebook/timesformer-base-finetuned-k400",
+           clip_len_key="num_frames"),
+    Family("ViViT", ("vivit",), "video", True, "hf:google/vivit-b-16x2-kinetics400", clip_len_key="num_frames"),
+    Family("X-CLIP (vision tower)", ("xclip",), "video", True, "hf:microsoft/xclip-base-patch32",
+           clip_len_key="vision_config.num_frames", vision_tower="vision_model", frames_as_images=True,
+           note="CLS of each frame, then the mean over the clip's frames"),
+)
+_BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
+
+#: families that only exist as remote code on the hub (never run without --trust-remote-code)
+REMOTE_CODE_FAMILIES = {
+    "VideoMAEv2": "hf:OpenGVLab/VideoMAEv2-Base --trust-remote-code",
+}
+
+
+def family_of(model_type: str) -> Family | None:
+    return _BY_TYPE.get(model_type)
+
+
+def paper_pooling(has_cls_token: bool) -> str:
+    """The Dynamic Reflections rule: the CLS token where the architecture has one, else the mean over
+    all (space-time) tokens."""
+    return "cls" if has_cls_token else "mean"
+
+
+def resolve_pooling(requested: str | None, family: Family, name: str) -> str:
+    """'auto' (or None) -> the paper's rule; 'cls' only where the model has a CLS token; 'mean' always."""
+    requested = requested or "auto"
+    if requested not in POOLINGS:
+        raise VlgapError(f"pooling {requested!r} is not available for {name} ({family.label}); "
+                         f"use one of {', '.join(POOLINGS)}")
+    if requested == "auto":
+        return family.pooling_rule
+    if requested == "cls" and not family.cls_token:
+        raise VlgapError(f"pooling 'cls' is not available for {name}: {family.label} has no CLS token; "
+                         "use 'auto' or 'mean'")
+    return requested
+
+
+def pool_tokens(hidden: torch.Tensor, pooling: str, prefix_tokens: int) -> torch.Tensor:
+    """[B, L, D] -> [B, D] float32: the first token ('cls') or the mean over the tokens after the
+    `prefix_tokens` (CLS and registers) ('mean'; 0 prefix tokens: every token)."""
+    if pooling == "cls":
+        return hidden[:, 0].float()
+    return hidden[:, prefix_tokens:].mean(1, dtype=torch.float32)
+
+
+def pooling_detail(pooling: str, prefix_tokens: int, family: Family) -> str:
+    rule = "the paper's rule" if pooling == family.pooling_rule else "override of the paper's rule"
+    if pooling == "cls":
+        what = "CLS token"
+    elif prefix_tokens:
+        what = f"mean over the patch tokens ({prefix_tokens} CLS/register tokens left out)"
+    else:
+        what = "mean over all " + ("space-time " if family.kind == "video" else "") + "tokens"
+    if family.frames_as_images:
+        what += " of each frame, then the mean over the clip's frames"
+    return f"{what} ({rule})"
+
+
+def _config_value(config, dotted: str):
+    value = config
+    for part in dotted.split("."):
+        value = getattr(value, part, None)
+    return value
+
+
+# ---------------------------------------------------------------- preprocessing (the model's own processor)
+@dataclass
+class HFProcessorPreprocess:
+    """uint8 RGB frames [T, H, W, 3] -> float32 [T, 3, h, w] by the model's own processor. Holds no model:
+    picklable for Ray decoding tasks; processors keep no state between calls (thread-safe)."""
+
+    processor: Any
+    video: bool                 # a video processor (frames as one video) rather than an image processor
+    output_key: str
+    image_size: int = field(init=False, default=0)
+
+    def __post_init__(self):
+        self.image_size = int(self(np.zeros((1, 64, 64, 3), np.uint8)).shape[-1])
+
+    def __call__(self, frames: np.ndarray) -> torch.Tensor:
+        arr = np.asarray(frames)
+        if arr.ndim == 3 and arr.shape[-1] in (3, 4):
+            arr = arr[None]
+        if arr.ndim != 4 or arr.shape[-1] not in (3, 4) or arr.dtype != np.uint8:
+            raise VlgapError(f"frames must be uint8 RGB of shape [T, H, W, 3], got {arr.dtype} {arr.shape}")
+        if arr.shape[0] == 0:
+            raise VlgapError("no frames to preprocess (T = 0)")
+        arr = np.ascontiguousarray(arr[..., :3])
+        if self.video:
+            out = self.processor(videos=[arr], return_tensors="pt")
+        else:
+            out = self.processor(images=list(arr), return_tensors="pt")
+        x = out.get(self.output_key)
+        if x is None:
+            x = out["pixel_values"]
+        x = x[0] if x.dim() == 5 else x
+        return x.float().contiguous()
+
+    def record(self) -> dict[str, Any]:
+        d = self.processor.to_dict()
+        keep = ("size", "crop_size", "do_resize", "do_center_crop", "resample", "do_rescale", "rescale_factor",
+                "do_normalize", "image_mean", "image_std")
+        out = {k: (int(d[k]) if k == "resample" and d.get(k) is not None else d[k]) for k in keep if k in d}
+        return {"processor": type(self.processor).__name__, "image_size": self.image_size, **out}
+
+
+def _hub_file(where: str, filename: str, revision: str | None) -> str | None:
+    """Local path of one file of a folder or a (cached) hub repository, or None when it has none."""
+    from transformers.utils import cached_file
+
+    try:
+        return cached_file(where, filename, revision=revision, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+    except (OSError, ValueError):
+        return None
+
+
+def load_processor(where: str, family: Family, *, revision: str | None, trust_remote_code: bool):
+    """The model's own processor: a video processor for video families when the checkpoint has one, else
+    its image processor. A checkpoint without a processor config is an error (no guessed preprocessing)."""
+    from transformers import AutoImageProcessor, AutoVideoProcessor
+
+    # the kind the checkpoint saved: a video processor file, else its image processor (converting one into
+    # the other changes numbers, e.g. ViViT's rescale offset)
+    saved_video = family.kind == "video" and _hub_file(where, "video_preprocessor_config.json", revision) is not None
+    attempts = [(AutoVideoProcessor, True)] if saved_video else [(AutoImageProcessor, False)]
+    for auto, is_video in attempts:
+        try:
+            with quiet_transformers():
+                proc = auto.from_pretrained(where, revision=revision, trust_remote_code=trust_remote_code)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        return HFProcessorPreprocess(proc, is_video, family.input_name)
+    raise VlgapError(f"{where!r} has no image or video processor config (preprocessor_config.json or "
+                     "video_preprocessor_config.json): vlgap preprocesses frames with the model's own processor; "
+                     "save it beside the model (processor.save_pretrained(folder))")
+
+
+# ---------------------------------------------------------------- the vision encoder
+class HFVisionEncoder(VisionEncoder):
+    """A transformers image or video model: every hidden state, pooled by `pooling`."""
+
+    def __init__(self, *, name: str, model, family: Family, preprocess: HFProcessorPreprocess, n0: int,
+                 pooling: str, prefix_tokens: int, device: torch.device, dtype: torch.dtype,
+                 source: dict[str, Any]):
+        self.name, self.model, self.family, self._pre = name, model, family, preprocess
+        self.kind = family.kind
+        self.native_clip_len = int(n0)
+        self.pooling, self.prefix_tokens = pooling, int(prefix_tokens)
+        self.device, self.dtype, self.source = device, dtype, source
+        self._lock = threading.Lock()
+        model.eval().requires_grad_(False).to(device=device, dtype=dtype)
+        s = preprocess.image_size
+        shape = (1, 3, s, s) if self.kind == "image" else (1, self.native_clip_len, 3, s, s)
+        with torch.inference_mode():
+            probe = self.forward_layers(torch.zeros(shape, device=device, dtype=dtype))
+        self.layer_dims = [int(t.shape[1]) for t in probe]
+        self.layer_names = ["embeddings"] + [f"hidden_states.{i}" for i in range(1, len(probe))]
+
+    def preprocess(self, frames: np.ndarray) -> torch.Tensor:
+        return self._pre(frames)
+
+    @property
+    def preprocessor(self):
+        return self._pre
+
+    def hidden_states(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """The model's own hidden states for pixels x (what output_hidden_states=True returns)."""
+        kwargs = dict(self.family.forward_kwargs)
+        if self.family.frames_as_images:
+            x = x.flatten(0, 1)
+        if self.model.config.model_type == "vit_mae":
+            # identity noise: no masking and no shuffle, so token order (and the CLS) is the image's own
+            n = (x.shape[-1] // self.model.config.patch_size) * (x.shape[-2] // self.model.config.patch_size)
+            kwargs["noise"] = torch.arange(n, device=x.device, dtype=torch.float32).expand(x.shape[0], n)
+        out = self.model(**{self.family.input_name: x}, output_hidden_states=True, return_dict=True, **kwargs)
+        return out.hidden_states
+
+    def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
+        want = 4 if self.kind == "image" else 5
+        if x.dim() != want or (self.kind == "video" and x.shape[1] != self.native_clip_len):
+            what = "images [B, 3, h, w]" if self.kind == "image" else f"clips [B, {self.native_clip_len}, 3, h, w]"
+            raise VlgapError(f"{self.name}: expected {what}, got {tuple(x.shape)}")
+        with self._lock, torch.inference_mode():
+            pooled = [pool_tokens(h, self.pooling, self.prefix_tokens) for h in self.hidden_states(x)]
+            if self.family.frames_as_images:
+                pooled = [p.view(x.shape[0], x.shape[1], -1).mean(1) for p in pooled]
+            return pooled
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "modality": "vision", "kind": self.kind, "n0": self.native_clip_len, **self.source,
+            "family": self.family.label, "model_class": type(self.model).__name__,
+            "model_type": self.model.config.model_type, "dtype": dtype_name(self.dtype),
+            "device": self.device.type, "pooling": self.pooling, "pooling_rule": self.family.pooling_rule,
+            "pooling_detail": pooling_detail(self.pooling, self.prefix_tokens, self.family),
+            "preprocess": self._pre.record(), "layer_names": self.layer_names, "layer_dims": self.layer_dims,
+            "n_parameters": int(sum(p.numel() for p in self.model.parameters())),
+            "versions": versions(),
+        }
+
+
+# ---------------------------------------------------------------- loading
+def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
+    """'org/name@rev#text' -> (source, revision, tower). A local path is taken whole when it exists."""
+    tower = None
+    head, sep, tail = rest.rpartition("#")
+    if sep and tail in TOWERS:
+        rest, tower = head, tail
+    elif sep and not Path(rest).expanduser().exists():
+        raise VlgapError(f"hf spec {rest!r}: after '#' write 'vision' or 'text' (the tower of a two-tower "
+                         "checkpoint such as CLIP or SigLIP), not {tail!r}")
+    if "@" in rest and not Path(rest).expanduser().exists():
+        src, revision = rest.split("@", 1)
+        return src, revision or None, tower
+    return rest, None, tower
+
+
+def _where(src: str) -> tuple[str, Path | None]:
+    folder = Path(src).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve()), folder.resolve()
+    if src.startswith((".", "/", "~")) or src.count("/") > 1:
+        raise VlgapError(f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)")
+    return src, None
+
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
+
+
+def _check_weights_present(folder: Path, src: str) -> None:
+    if not any(p.suffix in _WEIGHT_SUFFIXES or p.name.endswith(".index.json") for p in folder.iterdir()):
+        raise VlgapError(f"model folder {src!r} has a config but no weights file (model.safetensors or "
+                         "pytorch_model.bin): vlgap never falls back to random weights")
+
+
+def _load_pretrained(where: str, src: str, *, revision, dtype, trust_remote_code, config_overrides=()):
+    """AutoModel with every parameter from the checkpoint, or a VlgapError naming what is missing."""
+    from transformers import AutoModel
+
+    kwargs = dict(config_overrides)
+    try:
+        with quiet_transformers():
+            model, info = AutoModel.from_pretrained(where, revision=revision, dtype=dtype, output_loading_info=True,
+                                                    trust_remote_code=trust_remote_code, **kwargs)
+    except (OSError, ValueError) as err:
+        raise VlgapError(f"could not load the weights of {src!r}: {str(err).splitlines()[0]} "
+                         "(hub ids need network access or a populated Hugging Face cache)") from None
+    missing = sorted(info.get("missing_keys") or ())
+    if missing:
+        raise VlgapError(f"{src!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "
+                         f"{', '.join(missing[:3])}); refusing to run them with random weights")
+    return model
+
+
+def _source_record(where: str, folder: Path | None, config, revision: str | None) -> dict[str, Any]:
+    source: dict[str, Any] = {"source": where, "library": "transformers"}
+    if folder is not None:
+        from vlgap.encoders.text import weights_of_folder
+
+        source.update(weights_of_folder(folder))
+        source["weights"] = "pretrained, from the folder's weight files (sha256 in weights_files)"
+    else:
+        path = _hub_file(where, "config.json", revision)  # .../snapshots/<commit>/config.json
+        commit = getattr(config, "_commit_hash", None) or (Path(path).parent.name if path else None) or revision
+        if commit:
+            source["revision"] = commit
+        source["weights"] = f"pretrained, hub id {where} at revision {commit or 'main'}"
+    return source
+
+
+def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revision: str | None = None,
+            pooling: str | None = None, device="cpu", dtype="float32", image_size: int | None = None,
+            max_length: int | None = None, trust_remote_code: bool = False):
+    """Any transformers model by hub id or folder; the config's model_type picks the family (module doc).
+    Returns an HFVisionEncoder, or an HFTextEncoder for text models and '#text' towers."""
+    require("transformers", "transformers", for_what="a Hugging Face model")
+    from transformers import AutoConfig
+
+    name = name or f"hf:{src}"
+    where, folder = _where(src)
+    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    try:
+        with quiet_transformers():
+            config = AutoConfig.from_pretrained(where, revision=revision, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError) as err:
+        msg = str(err).splitlines()[0] if str(err) else type(err).__name__
+        if "trust_remote_code" in str(err) and not trust_remote_code:
+            raise VlgapError(f"{src!r} runs custom code from its repository: pass --trust-remote-code "
+                             "(trust_remote_code=True) only if you trust that code; vlgap never implies it") from None
+        raise VlgapError(f"could not load model {src!r}: {msg} "
+                         "(hub ids need network access or a populated Hugging Face cache)") from None
+    family = family_of(config.model_type)
+    if family is None and getattr(config, "auto_map", None):
+        from vlgap.encoders.remote_video import load_remote_code_video
+
+        return load_remote_code_video(where, folder, config, name=name, revision=revision, pooling=pooling,
+                                      device=dev, dtype=dt, image_size=image_size, src=src,
+                                      source=_source_record(where, folder, config, revision),
+                                      trust_remote_code=trust_remote_code)
+    if family is None:
+        _refuse_unknown_vision(config, src)
+        if tower == "vision":
+            raise VlgapError(f"{src!r} ({config.model_type}) is a text model: drop '#vision'")
+        if image_size:
+            raise VlgapError(f"image_size applies to vision encoders; {name!r} is a text encoder")
+        from vlgap.encoders.text import load_hf_text
+
+        return load_hf_text(src, name=name, revision=revision, pooling=pooling if pooling != "auto" else None,
+                            device=device, dtype=dtype, max_length=max_length)
+    if folder is not None:
+        _check_weights_present(folder, src)
+    if tower == "text":
+        return _load_text_tower(where, folder, config, family, name=name, src=src, revision=revision,
+                                pooling=pooling, dev=dev, dt=dt, max_length=max_length,
+                                trust_remote_code=trust_remote_code)
+    if max_length:
+        raise VlgapError(f"max_length applies to text encoders; {name!r} is a vision encoder")
+    pooling = resolve_pooling(pooling, family, name)
+    n0 = 1
+    if family.kind == "video":
+        n0 = _config_value(config, family.clip_len_key)
+        if not n0:
+            raise VlgapError(f"{src!r} ({config.model_type}) has no {family.clip_len_key} in its config: "
+                             "its clip length n0 is unknown")
+    model = _load_pretrained(where, src, revision=revision, dtype=dt, trust_remote_code=trust_remote_code,
+                             config_overrides=family.config_overrides)
+    if family.vision_tower and hasattr(model, family.vision_tower):
+        model = getattr(model, family.vision_tower)
+    pre = load_processor(where, family, revision=revision, trust_remote_code=trust_remote_code)
+    if image_size and int(image_size) != pre.image_size:
+        raise VlgapError(f"{src!r} runs at its processor's size {pre.image_size}; image_size {image_size} "
+                         "would change the model's own preprocessing (drop --image-size)")
+    prefix = (1 if family.cls_token else 0) + int(_config_value(model.config, family.register_key) or 0
+                                                   if family.register_key else 0)
+    source = _source_record(where, folder, config, revision)
+    if family.config_overrides:
+        source["config_overrides"] = dict(family.config_overrides)
+    if family.vision_tower:
+        source["tower"] = "vision"
+    return HFVisionEncoder(name=name, model=model, family=family, preprocess=pre, n0=int(n0), pooling=pooling,
+                           prefix_tokens=prefix, device=dev, dtype=dt, source=source)
+
+
+def _refuse_unknown_vision(config, src: str) -> None:
+    """A vision model type outside the table would otherwise reach the text loader and fail obscurely."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    text_like = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size",
+                                                                None)
+    if config.model_type in IMAGE_PROCESSOR_MAPPING_NAMES and not text_like or config.model_type == "siglip2":
+        known = ", ".join(sorted(_BY_TYPE))
+        raise VlgapError(f"{src!r} is a {config.model_type} model, which vlgap's transformers family table does "
+                         f"not cover yet; supported vision model types: {known}")
+
+
+def _load_text_tower(where, folder, config, family: Family, *, name, src, revision, pooling, dev, dt, max_length,
+                     trust_remote_code):
+    from transformers import AutoTokenizer
+
+    from vlgap.encoders.text import POOLINGS as TEXT_POOLINGS
+    from vlgap.encoders.text import HFTextEncoder
+
+    if not family.text_tower:
+        raise VlgapError(f"{src!r} ({family.label}) has no text tower vlgap can load; drop '#text'")
+    pooling = None if pooling in (None, "auto") else pooling
+    if pooling is not None and pooling not in TEXT_POOLINGS:
+        raise VlgapError(f"pooling {pooling!r} is not available for text towers; use one of {', '.join(TEXT_POOLINGS)}")
+    model = _load_pretrained(where, src, revision=revision, dtype=dt, trust_remote_code=trust_remote_code)
+    if hasattr(model, family.text_tower):
+        model = getattr(model, family.text_tower)
+    elif "vision" in model.config.model_type:
+        raise VlgapError(f"{src!r} is a standalone vision tower: it holds no text tower")
+    try:
+        with quiet_transformers():
+            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
+    except (OSError, ValueError) as err:
+        raise VlgapError(f"could not load the tokenizer of {src!r}: {str(err).splitlines()[0]}") from None
+    model.eval().requires_grad_(False).to(dev)
+    source = {**_source_record(where, folder, config, revision), "tower": "text", "family": family.label}
+    return HFTextEncoder(name=name, model=model, tokenizer=tokenizer, pooling=pooling or "mean", device=dev,
+                         dtype=dt, source=source, max_length=max_length)
+
+
+def family_table() -> list[dict[str, Any]]:
+    """The DR paper's model families: one working spec each, the pooling and n0 vlgap uses, the test."""
+    rows = []
+    for f in FAMILIES:
+        n0 = f"config {f.clip_len_key} (e.g. 16)" if f.kind == "video" else "1 (frames one by one)"
+        rows.append({"family": f.label, "spec": f.example, "kind": f.kind, "model_types": list(f.model_types),
+                     "pooling": f"{f.pooling_rule} ({'CLS token' if f.cls_token else 'mean over tokens'})",
+                     "n0": n0, "note": f.note,
+                     "tested": f"{f.test}: tiny random-weight twin from its config, folder and offline hub cache"})
+        if f.text_tower:
+            rows.append({"family": f"{f.label} text tower", "spec": f.example + "#text", "kind": "text",
+                         "model_types": list(f.model_types), "pooling": "mean over real tokens (text default)",
+                         "n0": "-", "note": "the text tower of the same checkpoint",
+                         "tested": f"{f.test}: tiny twin, hidden states equal the tower's own"})
+    rows.append({"family": "VideoMAEv2", "spec": REMOTE_CODE_FAMILIES["VideoMAEv2"], "kind": "video",
+                 "model_types": ["(remote code)"], "pooling": "mean (mean over tokens)",
+                 "n0": "config model_config.num_frames (16)",
+                 "note": "remote code: runs only with --trust-remote-code, never implied",
+                 "tested": "tests/test_hf_families.py: refused without the flag; a stand-in remote-code twin"})
+    return rows
