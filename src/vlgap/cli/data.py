@@ -148,15 +148,21 @@ def make_data_cmd(
 
 @app.command("encoders")
 def encoders_cmd(as_json: bool = typer.Option(False, "--json")):
-    """List the named encoders (bundled offline or installable) and the generic spec forms."""
+    """List the named encoders (bundled offline or installable), the generic spec forms, and the model
+    families of the Dynamic Reflections paper with one working hf: spec each (pooling, n0, how tested)."""
     from rich.table import Table
 
+    from vlgap.encoders.hf_families import family_table
     from vlgap.encoders.registry import list_encoders
     from vlgap.io_utils import to_json
 
     rows = list_encoders()
+    families = family_table()
     if as_json:
-        print(to_json(rows))
+        # one list, as before: family rows carry their spec as the name, plus their own fields
+        print(to_json(rows + [{"name": r["spec"], "modality": "text" if r["kind"] == "text" else "vision",
+                               "description": f"{r['family']} ({r['kind']})", "install": "", "installed": True,
+                               **r} for r in families]))
         return
     table = Table(title="encoders")
     for col in ("name", "modality", "installed", "description"):
@@ -165,3 +171,11 @@ def encoders_cmd(as_json: bool = typer.Option(False, "--json")):
         table.add_row(str(r.get("name", "")), str(r.get("modality", "")), str(r.get("installed", "")),
                       str(r.get("description", "")))
     console.print(table)
+    fam = Table(title="model families (hf:, transformers; the config's model_type decides)")
+    for col in ("family", "spec", "kind", "pooling", "n0", "note"):
+        fam.add_column(col, overflow="fold")
+    for r in families:
+        fam.add_row(r["family"], r["spec"], r["kind"], r["pooling"], r["n0"], r["note"])
+    console.print(fam)
+    console.print("tested: every hf: spec above on a tiny random-weight twin built from its own config, loaded from "
+                  "a folder and by its hub id from an offline cache (tests/test_hf_families.py)", highlight=False)

@@ -464,21 +464,23 @@ def _load_text_tower(where, folder, config, family: Family, *, name, src, revisi
 
 def family_table() -> list[dict[str, Any]]:
     """The DR paper's model families: one working spec each, the pooling and n0 vlgap uses, the test."""
+    twin = "tiny twin from its config: folder + offline hub cache, equal to the model's own forward"
     rows = []
     for f in FAMILIES:
-        n0 = f"config {f.clip_len_key} (e.g. 16)" if f.kind == "video" else "1 (frames one by one)"
+        n0 = f"config {f.clip_len_key}" if f.kind == "video" else "1"
         rows.append({"family": f.label, "spec": f.example, "kind": f.kind, "model_types": list(f.model_types),
-                     "pooling": f"{f.pooling_rule} ({'CLS token' if f.cls_token else 'mean over tokens'})",
-                     "n0": n0, "note": f.note,
-                     "tested": f"{f.test}: tiny random-weight twin from its config, folder and offline hub cache"})
+                     "pooling": "cls" if f.cls_token else "mean (all tokens)", "n0": n0, "note": f.note,
+                     "tested": twin})
         if f.text_tower:
             rows.append({"family": f"{f.label} text tower", "spec": f.example + "#text", "kind": "text",
-                         "model_types": list(f.model_types), "pooling": "mean over real tokens (text default)",
-                         "n0": "-", "note": "the text tower of the same checkpoint",
-                         "tested": f"{f.test}: tiny twin, hidden states equal the tower's own"})
+                         "model_types": list(f.model_types), "pooling": "mean (real tokens)", "n0": "-",
+                         "note": "", "tested": twin})
     rows.append({"family": "VideoMAEv2", "spec": REMOTE_CODE_FAMILIES["VideoMAEv2"], "kind": "video",
-                 "model_types": ["(remote code)"], "pooling": "mean (mean over tokens)",
-                 "n0": "config model_config.num_frames (16)",
+                 "model_types": ["(remote code)"], "pooling": "mean (all tokens)", "n0": "config model_config.num_frames",
                  "note": "remote code: runs only with --trust-remote-code, never implied",
-                 "tested": "tests/test_hf_families.py: refused without the flag; a stand-in remote-code twin"})
+                 "tested": "refused without the flag; a stand-in with its remote-code layout"})
+    rows.append({"family": "Perception Encoder (PE-Core)", "spec": "timm:vit_pe_core_base_patch16_224", "kind": "image",
+                 "model_types": ["(timm)"], "pooling": "timm adapter's rule", "n0": "1",
+                 "note": "transformers has PE only inside PerceptionLM / PE-Video; the image encoder is in timm",
+                 "tested": "timm adapter (tests/test_encoders.py)"})
     return rows
