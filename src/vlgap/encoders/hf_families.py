@@ -372,7 +372,7 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
         raise VlgapError(f"could not load model {src!r}: {msg} "
                          "(hub ids need network access or a populated Hugging Face cache)") from None
     family = family_of(config.model_type)
-    if family is None and getattr(config, "auto_map", None):
+    if family is None and getattr(config, "auto_map", None) and _remote_clip_len(config):
         return load_remote_code_video(where, folder, config, name=name, revision=revision, pooling=pooling,
                                       device=dev, dtype=dt, image_size=image_size, src=src,
                                       source=_source_record(where, folder, config, revision),
@@ -385,8 +385,13 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
             raise VlgapError(f"image_size applies to vision encoders; {name!r} is a text encoder")
         from vlgap.encoders.text import load_hf_text
 
-        return load_hf_text(src, name=name, revision=revision, pooling=pooling if pooling != "auto" else None,
-                            device=device, dtype=dtype, max_length=max_length)
+        if folder is not None:
+            _check_weights_present(folder, src)
+        try:
+            return load_hf_text(src, name=name, revision=revision, pooling=pooling if pooling != "auto" else None,
+                                device=device, dtype=dtype, max_length=max_length)
+        except OSError as err:  # e.g. a hub repository whose cache holds the config but not the weights
+            raise VlgapError(f"could not load the weights of {src!r}: {str(err).splitlines()[0]}") from None
     if folder is not None:
         _check_weights_present(folder, src)
     if tower == "text":
@@ -529,15 +534,21 @@ def find_blocks(model: nn.Module) -> nn.ModuleList:
     return max(lists, key=lambda nm: len(nm[1]))[1]
 
 
+def _remote_clip_len(config) -> int | None:
+    """n0 of a VideoMAEv2-style remote config (model_config["num_frames"]), else None."""
+    model_config = getattr(config, "model_config", None)
+    if isinstance(model_config, dict):
+        return model_config.get("num_frames")
+    return None
+
+
 def load_remote_code_video(where: str, folder: Path | None, config, *, name: str, src: str, revision,
                            pooling, device: torch.device, dtype: torch.dtype, image_size, source: dict[str, Any],
                            trust_remote_code: bool = True) -> RemoteCodeVideoEncoder:
     if not trust_remote_code:
         raise VlgapError(f"{src!r} runs custom code from its repository: pass --trust-remote-code "
                          "(trust_remote_code=True) only if you trust that code; vlgap never implies it")
-    model_config = getattr(config, "model_config", None)
-    n0 = (model_config or {}).get("num_frames") if isinstance(model_config, dict) else \
-        _config_value(config, "num_frames")
+    n0 = _remote_clip_len(config)
     if not n0:
         raise VlgapError(f"{src!r} ({config.model_type}) is remote code without model_config.num_frames: "
                          "vlgap reads VideoMAEv2-style remote video models only")
