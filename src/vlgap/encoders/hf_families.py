@@ -16,6 +16,7 @@ checkpoint (CLIP, SigLIP), '#vision' (the default for them) its vision tower.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,11 +86,6 @@ FAMILIES: tuple[Family, ...] = (
            note="CLS of each frame, then the mean over the clip's frames"),
 )
 _BY_TYPE = {t: f for f in FAMILIES for t in f.model_types}
-
-#: families that only exist as remote code on the hub (never run without --trust-remote-code)
-REMOTE_CODE_FAMILIES = {
-    "VideoMAEv2": "hf:OpenGVLab/VideoMAEv2-Base --trust-remote-code",
-}
 
 
 def family_of(model_type: str) -> Family | None:
@@ -479,7 +475,7 @@ def family_table() -> list[dict[str, Any]]:
             rows.append({"family": f"{f.label} text tower", "spec": f.example + "#text", "kind": "text",
                          "model_types": list(f.model_types), "pooling": "mean (real tokens)", "n0": "-",
                          "note": "", "tested": twin})
-    rows.append({"family": "VideoMAEv2", "spec": REMOTE_CODE_FAMILIES["VideoMAEv2"], "kind": "video",
+    rows.append({"family": "VideoMAEv2", "spec": VIDEOMAE_V2.example, "kind": "video",
                  "model_types": ["(remote code)"], "pooling": "mean (all tokens)", "n0": "config model_config.num_frames",
                  "note": "remote code: runs only with --trust-remote-code, never implied",
                  "tested": "refused without the flag; a stand-in with its remote-code layout"})
@@ -520,7 +516,7 @@ class RemoteCodeVideoEncoder(HFVisionEncoder):
                 h.remove()
         return tuple(states)
 
-    @property
+    @functools.cached_property
     def _blocks(self) -> nn.ModuleList:
         return find_blocks(self.model)
 
