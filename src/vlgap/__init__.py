@@ -30,6 +30,7 @@ _API = {
     "pool_frames": "vlgap.features.temporal_pooling:pool_frames",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
     "list_encoders": "vlgap.encoders.registry:list_encoders",
+    "hf_families": "vlgap.encoders.hf_families:family_table",
     "generate_shapes": "vlgap.data.shapes:generate_shapes",
     "generate_test_of_time": "vlgap.data.test_of_time:generate_test_of_time",
     "write_real_manifest": "vlgap.data.real:write_real_manifest",
