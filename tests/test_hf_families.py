@@ -7,6 +7,7 @@ with the model's own forward (output_hidden_states=True) on the model's own proc
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import shutil
@@ -79,7 +80,7 @@ def _twins() -> dict[str, tuple]:
 
 def _lay_out_hub_cache(hub: Path, hub_id: str, folder: Path) -> None:
     """$HF_HOME/hub/models--ORG--NAME/{refs/main, snapshots/<40-hex>/<files>}, as huggingface_hub writes it."""
-    commit = f"{abs(hash(hub_id)):040x}"[-40:]
+    commit = hashlib.sha1(hub_id.encode()).hexdigest()
     repo = hub / ("models--" + hub_id.replace("/", "--"))
     snap = repo / "snapshots" / commit
     shutil.copytree(folder, snap)
@@ -390,20 +391,41 @@ def test_family_table_lists_every_family_with_a_tested_spec():
     assert any("--trust-remote-code" in r["spec"] for r in rows)
 
 
-def test_extract_records_and_prints_what_it_used(twins, tmp_path, tiny_dataset):
+def test_extract_by_hub_id_in_a_fresh_process_records_and_prints_what_it_used(twins, tmp_path, tiny_dataset):
+    """End to end as a user runs it: only HF_HOME and HF_HUB_OFFLINE in the environment of a new process
+    (huggingface_hub reads them at import), a hub id on the command line."""
+    import os
+    import subprocess
+    import sys
+
+    cache = tmp_path / "cache"
+    env = {**os.environ, "HF_HOME": str(twins["hf_home"]), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+    env.pop("HF_HUB_CACHE", None)
+    res = subprocess.run([sys.executable, "-c", "from vlgap.cli import main; main()", "extract", str(tiny_dataset),
+                          "-e", "hf:facebook/timesformer-base-finetuned-k400", "--n-frames", "4", "--cache-dir",
+                          str(cache), "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    out = " ".join(res.stdout.split())  # rich may wrap long lines
+    assert "pooling: cls" in out and "n0: 4" in out and "preprocessing: processor=" in out
+    assert "weights: pretrained, hub id facebook/timesformer-base-finetuned-k400 at revision" in out
+    rec = json.loads(next(cache.rglob("record.json")).read_text())
+    assert rec["encoder"]["pooling"] == "cls" and rec["encoder"]["n0"] == 4
+    assert rec["encoder"]["revision"] == hashlib.sha1(b"facebook/timesformer-base-finetuned-k400").hexdigest()
+    assert rec["encoder"]["preprocess"]["crop_size"] == CROP
+
+
+def test_extract_on_a_folder_prints_weights_files(twins, tmp_path, tiny_dataset):
     from typer.testing import CliRunner
 
     from vlgap.cli import app
 
-    cache = tmp_path / "cache"
-    res = CliRunner().invoke(app, ["extract", str(tiny_dataset), "-e", f"hf:{twins['twins']['TimeSformer']['folder']}",
-                                   "--n-frames", "4", "--cache-dir", str(cache), "--workers", "1"])
+    res = CliRunner().invoke(app, ["extract", str(tiny_dataset), "-e", f"hf:{twins['twins']['DINOv2']['folder']}",
+                                   "--n-frames", "2", "--cache-dir", str(tmp_path / "c"), "--workers", "1"])
     assert res.exit_code == 0, res.output
-    assert "pooling: cls" in res.output and "n0: 4" in res.output and "weights:" in res.output
-    assert "preprocessing: processor=" in res.output
-    rec = json.loads(next(cache.rglob("record.json")).read_text())
-    assert rec["encoder"]["pooling"] == "cls" and rec["encoder"]["n0"] == 4
-    assert rec["encoder"]["preprocess"]["crop_size"] == CROP
+    out = " ".join(res.output.split())
+    assert "weights: pretrained, from the folder's weight files" in out and "model.safetensors (sha256" in out
+    assert "pooling: cls" in out and "n0: 1" in out
 
 
 def test_other_model_types_go_to_the_right_loader(twins, tmp_path):
