@@ -195,7 +195,7 @@ def test_mean_override_leaves_cls_and_registers_out(twins, label):
     tw = twins["twins"][label]
     enc = get_encoder(f"hf:{tw['folder']}", pooling="mean")
     pixels, hs = _reference(tw, FRAMES)
-    x = pixels if tw["family"].kind == "image" else pixels
+    x = pixels
     prefix = 1 + int(getattr(tw["model"].config, "num_register_tokens", 0) or 0)
     with torch.inference_mode():
         got = enc.forward_layers(x)

@@ -177,7 +177,7 @@ class HFProcessorPreprocess:
         d = self.processor.to_dict()
         keep = ("size", "crop_size", "do_resize", "do_center_crop", "resample", "do_rescale", "rescale_factor",
                 "do_normalize", "image_mean", "image_std")
-        out = {k: (int(d[k]) if k == "resample" and d.get(k) is not None else d[k]) for k in keep if k in d}
+        out = {k: _plain(d[k]) for k in keep if k in d}
         return {"processor": type(self.processor).__name__, "image_size": self.image_size, **out}
 
 
@@ -190,6 +190,18 @@ def _hub_file(where: str, filename: str, revision: str | None) -> str | None:
                            _raise_exceptions_for_connection_errors=False)
     except (OSError, ValueError):
         return None
+
+
+def _plain(value):
+    """A processor setting as JSON: enums (PIL or torchvision resampling) by value, tuples as lists."""
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    inner = getattr(value, "value", None)
+    return inner if isinstance(inner, (int, str)) else str(value)
 
 
 def load_processor(where: str, family: Family, *, revision: str | None, trust_remote_code: bool):
