@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP, one_int
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -26,12 +26,13 @@ def _names(text: str, option: str) -> list[str]:
     return out
 
 
-def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean"):
+def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean",
+              random_weights=False):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
                                         text_pooling=text_pooling, skip_bad=skip_bad,
-                                        temporal_pooling=temporal_pooling))
+                                        temporal_pooling=temporal_pooling, random_weights=random_weights))
 
 
 def _ci(ci) -> str:
@@ -87,13 +88,15 @@ def test_of_time_cmd(
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Test of Time: alignment at k = 1, 2, 3 and which related caption each space ranks nearest."""
     from vlgap.data.test_of_time import RELATIONS
     from vlgap.probe.test_of_time import run_test_of_time
 
-    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling)
+    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling,
+                         random_weights=random_weights)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
                            seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out, features=features)
     if as_json:
@@ -147,6 +150,7 @@ def temporal_cmd(
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Reorder probe (positive vs negative captions) and frame-order controls, with paired intervals."""
@@ -156,7 +160,7 @@ def temporal_cmd(
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = one_int(n_frames, "--n-frames")
-    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling)
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling, random_weights)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
@@ -201,6 +205,7 @@ def cross_vision_cmd(
     image_size: Optional[int] = typer.Option(None),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
@@ -209,7 +214,7 @@ def cross_vision_cmd(
     res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=one_int(n_frames, "--n-frames"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
                               features=_features(cache_dir, device, dtype, image_size,
-                                                 temporal_pooling=temporal_pooling))
+                                                 temporal_pooling=temporal_pooling, random_weights=random_weights))
     if as_json:
         print(to_json(res))
         return

@@ -30,6 +30,8 @@ class FeatureOptions:
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
     progress: bool = True
+    #: every encoder with random weights (speed tests; cached apart, labelled "random weights")
+    random_weights: bool = False
 
     def __post_init__(self):
         from vlgap.features.temporal_pooling import parse_mode
@@ -88,14 +90,14 @@ class FeatureSource:
                 from vlgap.encoders.registry import get_encoder
 
                 return get_encoder(name, device=o.device, dtype=o.dtype, pooling=None if vision else o.text_pooling,
-                                   image_size=o.image_size if vision else None)
+                                   image_size=o.image_size if vision else None, random_weights=o.random_weights)
             self.encoders[name] = LazyEncoder(load)
         return self.encoders[name]
 
     def _common(self) -> dict[str, Any]:
         o = self.options
         return dict(cache_dir=o.cache_dir, device=o.device, dtype=o.dtype, skip_bad=o.skip_bad,
-                    batch_size=o.batch_size, workers=o.workers, progress=o.progress)
+                    batch_size=o.batch_size, workers=o.workers, progress=o.progress, random_weights=o.random_weights)
 
     def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None):
         from vlgap.features.extract import extract
@@ -120,7 +122,8 @@ class FeatureSource:
         o = self.options
         key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
                                      o.image_size if param == "n_f" else None,
-                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None),
+                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None,
+                                     random_weights=o.random_weights),
                          man.fingerprint(), param, value)
         return Entry(key, cache_root(o.cache_dir)).is_complete()
 
