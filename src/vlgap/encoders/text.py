@@ -174,6 +174,17 @@ def placement(device, n_bytes: int | None = None) -> tuple[torch.device, Any]:
     return dev, None
 
 
+def _cached_commit(repo_id: str, revision: str | None) -> str | None:
+    """The snapshot (commit) of a hub repo that the local cache resolved, when it can be told."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except Exception:  # an unusual cache layout: the record just lacks the commit
+        return None
+    return Path(found).parent.name if isinstance(found, str) else None
+
+
 def _first_device(device_map: dict) -> torch.device:
     """The device of the first placed module (where the embeddings and so the inputs live)."""
     for d in device_map.values():
@@ -259,8 +270,10 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
         source.update(weights="random initialisation (seed 0), asked for", random_weights=True)
     elif is_local and hash_weights:
         source.update(weights_of_folder(folder))
-    elif getattr(config, "_commit_hash", None) or revision:
-        source["revision"] = getattr(config, "_commit_hash", None) or revision
+    elif not is_local:
+        commit = getattr(config, "_commit_hash", None) or _cached_commit(src, revision) or revision
+        if commit:
+            source["revision"] = commit
     source.update(extra_source or {})
     return HFTextEncoder(name=spec, model=model, tokenizer=tokenizer, pooling=pooling,
                          device=dev, dtype=dt, source=source, max_length=max_length)
