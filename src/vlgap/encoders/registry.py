@@ -191,10 +191,14 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
     return None
 
 
-def _auto_device_check(spec: str, modality: str, device) -> None:
-    if device == "auto" and modality != "text":
-        raise VlgapError(f"device 'auto' (spread over GPUs) applies to text models; {spec!r} is a vision encoder: "
-                         "use 'cuda', 'cuda:N' or 'cpu'")
+def _vision_device(modality: str, device):
+    """device 'auto' spreads text models over GPUs; a vision encoder (which fits one GPU) takes the first
+    GPU, or the CPU when there is none."""
+    if device == "auto" and modality == "vision":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
 
 
 def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
@@ -205,8 +209,8 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     pooling: vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text 'mean'
     (mask-aware mean over tokens, default) or 'last' (last real token). image_size: vision input size
     (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit (default the
-    model's). device 'auto' (text models): spread a large model over every visible GPU (accelerate
-    device_map="auto"); see text.load_hf_text for the rule.
+    model's). device 'auto': text models are spread over every visible GPU (accelerate
+    device_map="auto"; see text.placement for the rule), vision models take the first GPU (else the CPU).
     random_weights: build the architecture with random weights (seed 0) instead of loading trained ones,
     for speed tests; the record, results and reports then say "random weights" beside the name.
     Without it, weights that cannot be found raise a VlgapError (never a silent random model)."""
@@ -237,7 +241,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if spec in NAMED:
         entry = NAMED[spec]
         modality_check(entry.modality)
-        _auto_device_check(spec, entry.modality, device)
+        common["device"] = _vision_device(entry.modality, device)
         return entry.build(**common, **random_opts, **(vision_opts if entry.modality == "vision" else text_opts))
     prefix, _, rest = spec.partition(":")
     prefix += ":"
@@ -247,7 +251,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         raise _unknown(spec)
     modality = "text" if prefix in ("hf:", "gguf:") else "vision"
     modality_check(modality)
-    _auto_device_check(spec, modality, device)
+    common["device"] = _vision_device(modality, device)
     if prefix == "tv:":
         from vlgap.encoders.vision import build_torchvision
 
