@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vlgap.encoders.registry import get_encoder, labelled, weights_note
+from vlgap.encoders.registry import get_encoder, labelled, mark_random_weights, weights_note
 from vlgap.errors import VlgapError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -186,3 +186,24 @@ def test_random_weights_are_labelled_in_console_record_json_and_report(tmp_path)
     assert proc.returncode == 0, proc.stderr
     page = (out / "report.html").read_text()
     assert "tv:resnet18 (random weights)" in page and "minilm (random weights)" in page
+
+
+def test_probe_results_and_sections_label_random_weights(tmp_path):
+    """Probes fed through FeatureOptions(random_weights=True) mark every encoder in their JSON results
+    and their report sections."""
+    from vlgap.data.shapes.write import generate_shapes
+    from vlgap.features.source import FeatureOptions, FeatureSource
+    from vlgap.probe.cross_model import run_cross_alignment
+
+    man = generate_shapes(tmp_path / "shapes", 14, n_frames=4, size=32)
+    src = FeatureSource(FeatureOptions(cache_dir=tmp_path / "cache", image_size=32, random_weights=True,
+                                       progress=False))
+    d = run_cross_alignment(man, ["tv:resnet18", "timm:test_vit"], n_f=1, k=3, n_bootstrap=0, features=src,
+                            out=tmp_path / "run")
+    assert d["random_weights"] == ["timm:test_vit", "tv:resnet18"]
+    section = json.loads((tmp_path / "run" / "sections" / "43_cross_vision.json").read_text())
+    assert section["title"].endswith("(random weights)") and "tv:resnet18 (random weights)" in section["html"]
+    # a pretrained run is not marked; a config: spec always is
+    assert mark_random_weights({"vision": "a"}, []) == {"vision": "a"}
+    assert FeatureSource(FeatureOptions()).random_weight_names(["mobilenet_v2", "config:resnet18"]) == [
+        "config:resnet18"]

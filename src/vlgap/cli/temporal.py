@@ -35,6 +35,13 @@ def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=
                                         temporal_pooling=temporal_pooling, random_weights=random_weights))
 
 
+def _label(row: dict, key: str) -> str:
+    """A row's encoder name, "(random weights)" beside it when its features were."""
+    from vlgap.encoders.registry import labelled
+
+    return labelled(row[key], row.get(f"{key}_weights"))
+
+
 def _ci(ci) -> str:
     from vlgap.formatting import interval  # one number format for every summary
 
@@ -65,7 +72,7 @@ def _print_differences(rows: list[dict], title: str, extra: str | None = None) -
     for c in cols:
         table.add_column(c)
     for r in rows:
-        table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
+        table.add_row(_label(r, "vision"), _label(r, "text"), *([str(r[extra])] if extra else []), str(r["n"]),
                       f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
                       f"{r['difference']:+.4f}", _ci(r["ci"]),
                       _p(r.get("p_value")),
@@ -106,14 +113,14 @@ def test_of_time_cmd(
     for c in ("items", "vision", "text", "N", "k", "score", "95% CI", "chance", "layers"):
         table.add_column(c)
     for r in res["alignment"]:
-        table.add_row(r["view"], r["vision"], r["text"], str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
+        table.add_row(r["view"], _label(r, "vision"), _label(r, "text"), str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
                       f"{r['chance']:.3f}", f"{r['x_layer_name']} / {r['y_layer_name']}")
     console.print(table)
     table = Table(title="nearest related caption (last layer; 95% group-bootstrap CI)")
     for c in ("encoder", "space", *RELATIONS, "tied"):
         table.add_column(c)
     for r in res["nearest_related"]:
-        table.add_row(r["encoder"], r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
+        table.add_row(_label(r, "encoder"), r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
                       f"{r['tied']:.2f}")
     console.print(table)
     _after(out)
@@ -218,7 +225,9 @@ def cross_vision_cmd(
     if as_json:
         print(to_json(res))
         return
-    names = res["names"]
+    from vlgap.encoders.registry import labelled
+
+    names = [labelled(n, n in (res.get("random_weights") or ())) for n in res["names"]]
     table = Table(title=f"vision x vision {res['metric']} (k={res['k']}, N={res['n']}), clustered order")
     table.add_column("")
     for i in res["order"]:

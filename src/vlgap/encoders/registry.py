@@ -50,6 +50,35 @@ def labelled(name: str, note: str | bool | dict | None) -> str:
     return f"{name} ({note})" if note else name
 
 
+#: keys of result rows that hold an encoder's name
+NAME_KEYS = ("vision", "text", "encoder")
+
+
+def mark_random_weights(result, names) -> Any:
+    """A JSON-like result with "random weights" beside every encoder name in `names`: each dict holding
+    one of NAME_KEYS with such a name gains "<key>_weights": "random weights", and the top-level dict
+    lists them under "random_weights". In place; returns `result`."""
+    names = set(names or ())
+    if not names:
+        return result
+
+    def walk(obj):
+        if isinstance(obj, dict):
+            for key in NAME_KEYS:
+                if isinstance(obj.get(key), str) and obj[key] in names:
+                    obj[f"{key}_weights"] = RANDOM_WEIGHTS_NOTE
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    walk(result)
+    if isinstance(result, dict):
+        result["random_weights"] = sorted(names)
+    return result
+
+
 def _mobilenet_v2(**kw):
     from vlgap.encoders.vision import build_mobilenet_v2
 

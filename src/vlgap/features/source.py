@@ -78,6 +78,11 @@ class FeatureSource:
             return cls(features)
         raise VlgapError(f"features must be a FeatureSource or FeatureOptions, got {type(features).__name__}")
 
+    def random_weight_names(self, names) -> list[str]:
+        """Which of these encoders run with random weights: all of them with random_weights, else the
+        config: specs (random by definition). Probes label them in their results."""
+        return [n for n in dict.fromkeys(names) if self.options.random_weights or str(n).startswith("config:")]
+
     @property
     def cache_dir(self):
         return self.options.cache_dir

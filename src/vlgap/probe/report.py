@@ -58,8 +58,16 @@ def save_figure(fig, run_dir: str | Path, rel: str) -> str:
     return rel
 
 
-def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str]) -> Path:
-    """RUN_DIR/sections/<name>.json ({title, html, figures}), included by `vlgap report` in name order."""
+def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str],
+                  random_weights: list[str] | None = None) -> Path:
+    """RUN_DIR/sections/<name>.json ({title, html, figures}), included by `vlgap report` in name order.
+    random_weights: encoders of this section that ran with random weights (said in the title and body)."""
+    if random_weights:
+        from vlgap.encoders.registry import labelled
+
+        title += " (random weights)"
+        body = ("<p class='warn'>" + html.escape("Random weights, not trained ones: " + ", ".join(
+            labelled(n, True) for n in random_weights) + ".") + "</p>") + body
     path = Path(run_dir) / "sections" / f"{name}.json"
     atomic_write_json(path, {"title": title, "html": body, "figures": list(figures)})
     return path
