@@ -133,7 +133,7 @@ def test_preprocess_resizes_crops_and_normalises():
 
 
 def test_torchvision_spec_random_and_weights_file(tmp_path):
-    enc = get_encoder("tv:resnet18")
+    enc = get_encoder("tv:resnet18", random_weights=True)
     assert enc.layer_names == [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]
     assert enc.layer_dims == [64, 64, 128, 128, 256, 256, 512, 512]
     w = tmp_path / "r18.pth"
@@ -148,8 +148,8 @@ def test_torchvision_spec_random_and_weights_file(tmp_path):
 
 
 def test_timm_vit_blocks_match_forward_intermediates():
-    cls_enc = get_encoder("timm:vit_tiny_patch16_224", image_size=64)
-    mean_enc = get_encoder("timm:vit_tiny_patch16_224", image_size=64, pooling="mean")
+    cls_enc = get_encoder("timm:vit_tiny_patch16_224", image_size=64, random_weights=True)
+    mean_enc = get_encoder("timm:vit_tiny_patch16_224", image_size=64, pooling="mean", random_weights=True)
     assert cls_enc.num_layers == 12 and set(cls_enc.layer_dims) == {192}
     x = torch.randn(2, 3, 64, 64)
     with torch.inference_mode():
@@ -161,9 +161,9 @@ def test_timm_vit_blocks_match_forward_intermediates():
 
 
 def test_timm_cnns_every_block_or_forward_intermediates():
-    res = get_encoder("timm:resnet18", image_size=64)
+    res = get_encoder("timm:resnet18", image_size=64, random_weights=True)
     assert res.layer_names == [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]
-    reg = get_encoder("timm:regnetx_002", image_size=64)  # no known block layout: timm's own stage API
+    reg = get_encoder("config:regnetx_002", image_size=64)  # no known block layout: timm's own stage API
     assert reg.layer_names == ["stem", "s1", "s2", "s3", "s4"]
     x = torch.randn(2, 3, 64, 64)
     with torch.inference_mode():
@@ -381,7 +381,7 @@ def test_bad_options_fail_before_loading():
     with pytest.raises(VlgapError, match="pooling"):
         get_encoder("minilm", pooling="max")
     with pytest.raises(VlgapError, match="pooling 'cls' is not available"):
-        get_encoder("tv:resnet18", pooling="cls")
+        get_encoder("tv:resnet18", pooling="cls", random_weights=True)
 
 
 def test_missing_package_says_what_to_install(monkeypatch):
@@ -402,7 +402,7 @@ def test_expected_shape_from_the_name_matches_the_loaded_encoder(mobilenet, lite
     from vlgap.features.extract import encoder_info
 
     loaded = {"mobilenet_v2": mobilenet, "efficientnet_lite0": lite0, "minilm": minilm,
-              "tv:resnet18": get_encoder("tv:resnet18", image_size=32),
+              "tv:resnet18": get_encoder("tv:resnet18", image_size=32, random_weights=True),
               "config:resnet18": get_encoder("config:resnet18", image_size=32)}
     for name, enc in loaded.items():
         info, guess = encoder_info(enc), expected_shape(name)

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import POOLING_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
+from vlgap.cli.options import POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -50,7 +50,8 @@ def extract_cmd(
     n_frames: Optional[str] = typer.Option(None, "--n-frames", help="vision: comma list of n_f, e.g. 1,2,4,8"),
     n_captions: Optional[str] = typer.Option(None, "--n-captions", help="text: comma list of n_c, e.g. 1,2,4,8"),
     cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:1 ..."),
+    device: str = typer.Option("cpu", help="cpu | cuda | cuda:1 ... | auto (text models: spread a large model "
+                               "over every GPU)"),
     dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
     pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
@@ -65,6 +66,7 @@ def extract_cmd(
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers",
                                               help="encoder actors (default: one per GPU, or CPUs - 1)"),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
 ):
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
@@ -76,8 +78,11 @@ def extract_cmd(
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers,
         threads=threads, ray=ray, ray_workers=ray_workers, trust_remote_code=trust_remote_code,
+        random_weights=random_weights,
     )
-    console.print(f"[bold]{encoder}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
+    from rich.markup import escape
+
+    console.print(f"[bold]{escape(res.label or encoder)}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
     for line in encoder_facts(next(iter(res.features.values())).record.get("encoder", {})) if res.features else []:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)

@@ -44,3 +44,8 @@ def one_int(text: str, name: str) -> int:
 
 TEMPORAL_POOLING_HELP = ("image encoders on video: mean (default, order-blind) | segments:S (S contiguous "
                          "segments of the sampled frames, each averaged, concatenated) | meandiff (mean, last - first)")
+
+
+RANDOM_WEIGHTS_HELP = ("build every encoder with random weights (seed 0) instead of its trained ones: for speed "
+                       "tests only; cached apart and labelled \"random weights\" in the console, record.json, JSON "
+                       "results and the report. Without it, weights that cannot be found are an error")

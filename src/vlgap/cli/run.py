@@ -10,11 +10,18 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
 console = Console()
+
+
+def row_label(row: dict, side: str) -> str:
+    """A result row's encoder name, with "(random weights)" beside it when its features were."""
+    from vlgap.encoders.registry import labelled
+
+    return labelled(row[side], row.get(f"{side}_weights"))
 
 
 def _print_rows(rows: list[dict]) -> None:
@@ -23,7 +30,7 @@ def _print_rows(rows: list[dict]) -> None:
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
-        table.add_row(r["vision"], r["text"], str(r["n_f"]), str(r["n_c"]), number(r["score"]),
+        table.add_row(row_label(r, "vision"), row_label(r, "text"), str(r["n_f"]), str(r["n_c"]), number(r["score"]),
                       interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
                       f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
     console.print(table)
@@ -62,6 +69,7 @@ def sweep_cmd(
                                       "else a local one) or a cluster address"),
     ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help="encoder actors for extraction"),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
     from vlgap.probe.sweep import SweepConfig, run_sweep
@@ -70,7 +78,7 @@ def sweep_cmd(
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
-                      skip_bad=skip_bad, trust_remote_code=trust_remote_code,
+                      skip_bad=skip_bad, trust_remote_code=trust_remote_code, random_weights=random_weights,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)
     if as_json:
@@ -97,6 +105,7 @@ def demo_cmd(
     device: Optional[str] = typer.Option(None),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     quiet: bool = typer.Option(False, help="no progress bars"),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
@@ -105,7 +114,8 @@ def demo_cmd(
 
     t0 = time.perf_counter()
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
-                               "temporal_pooling": temporal_pooling})
+                               "temporal_pooling": temporal_pooling,
+                               "random_weights": True if random_weights else None})
     report = run_demo(cfg, progress=not quiet)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)

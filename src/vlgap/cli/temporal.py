@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import TEMPORAL_POOLING_HELP, one_int
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -26,12 +26,20 @@ def _names(text: str, option: str) -> list[str]:
     return out
 
 
-def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean"):
+def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean",
+              random_weights=False):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
                                         text_pooling=text_pooling, skip_bad=skip_bad,
-                                        temporal_pooling=temporal_pooling))
+                                        temporal_pooling=temporal_pooling, random_weights=random_weights))
+
+
+def _label(row: dict, key: str) -> str:
+    """A row's encoder name, "(random weights)" beside it when its features were."""
+    from vlgap.encoders.registry import labelled
+
+    return labelled(row[key], row.get(f"{key}_weights"))
 
 
 def _ci(ci) -> str:
@@ -64,7 +72,7 @@ def _print_differences(rows: list[dict], title: str, extra: str | None = None) -
     for c in cols:
         table.add_column(c)
     for r in rows:
-        table.add_row(r["vision"], r["text"], *([str(r[extra])] if extra else []), str(r["n"]),
+        table.add_row(_label(r, "vision"), _label(r, "text"), *([str(r[extra])] if extra else []), str(r["n"]),
                       f"{r['name_a']} {r['score_a']:.4f}", f"{r['name_b']} {r['score_b']:.4f}",
                       f"{r['difference']:+.4f}", _ci(r["ci"]),
                       _p(r.get("p_value")),
@@ -87,13 +95,15 @@ def test_of_time_cmd(
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Test of Time: alignment at k = 1, 2, 3 and which related caption each space ranks nearest."""
     from vlgap.data.test_of_time import RELATIONS
     from vlgap.probe.test_of_time import run_test_of_time
 
-    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling)
+    features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling,
+                         random_weights=random_weights)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
                            seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out, features=features)
     if as_json:
@@ -103,14 +113,14 @@ def test_of_time_cmd(
     for c in ("items", "vision", "text", "N", "k", "score", "95% CI", "chance", "layers"):
         table.add_column(c)
     for r in res["alignment"]:
-        table.add_row(r["view"], r["vision"], r["text"], str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
+        table.add_row(r["view"], _label(r, "vision"), _label(r, "text"), str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
                       f"{r['chance']:.3f}", f"{r['x_layer_name']} / {r['y_layer_name']}")
     console.print(table)
     table = Table(title="nearest related caption (last layer; 95% group-bootstrap CI)")
     for c in ("encoder", "space", *RELATIONS, "tied"):
         table.add_column(c)
     for r in res["nearest_related"]:
-        table.add_row(r["encoder"], r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
+        table.add_row(_label(r, "encoder"), r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
                       f"{r['tied']:.2f}")
     console.print(table)
     _after(out)
@@ -147,6 +157,7 @@ def temporal_cmd(
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Reorder probe (positive vs negative captions) and frame-order controls, with paired intervals."""
@@ -156,7 +167,7 @@ def temporal_cmd(
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = one_int(n_frames, "--n-frames")
-    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling)
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling, random_weights)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
@@ -201,6 +212,7 @@ def cross_vision_cmd(
     image_size: Optional[int] = typer.Option(None),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
@@ -209,11 +221,13 @@ def cross_vision_cmd(
     res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=one_int(n_frames, "--n-frames"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
                               features=_features(cache_dir, device, dtype, image_size,
-                                                 temporal_pooling=temporal_pooling))
+                                                 temporal_pooling=temporal_pooling, random_weights=random_weights))
     if as_json:
         print(to_json(res))
         return
-    names = res["names"]
+    from vlgap.encoders.registry import labelled
+
+    names = [labelled(n, n in (res.get("random_weights") or ())) for n in res["names"]]
     table = Table(title=f"vision x vision {res['metric']} (k={res['k']}, N={res['n']}), clustered order")
     table.add_column("")
     for i in res["order"]:

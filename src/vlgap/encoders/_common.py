@@ -113,3 +113,31 @@ def pool_output(out: Any, pooling: str, *, prefix_tokens: int = 0, channels_last
     if out.dim() == 2:
         return out.float()
     raise VlgapError(f"cannot pool a layer output of shape {tuple(out.shape)}")
+
+
+# -------------------------------------------------------------------------------------------------
+# pretrained weights: found, or refused in one line (random weights only when asked for)
+
+def offline() -> bool:
+    """True when downloads must not be tried: VLGAP_OFFLINE, HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set to
+    1/true/yes. (timm and transformers honour HF_HUB_OFFLINE themselves; torchvision has no such switch.)"""
+    import os
+
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("VLGAP_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+def weights_unavailable(spec: str, looked_in: str, reason: str, *, local_form: str,
+                        random_form: str | None = None) -> VlgapError:
+    """The one refusal for pretrained weights that cannot be had: names the model, where it looked, why,
+    and the ways out (a local file; random weights on request, for speed tests only). Every adapter that
+    loads pretrained weights (tv:, timm:, hf:, hf-video:) raises this instead of building random ones.
+
+    spec: what the user wrote (e.g. "tv:resnet50"); local_form: the spec with a local file or folder (e.g.
+    "tv:resnet50@/path/weights.pth"); random_form: a random-weight spelling besides --random-weights (e.g.
+    "config:resnet50")."""
+    reason = " ".join(str(reason).split())[:300]
+    also = f"{random_form} or " if random_form else ""
+    return VlgapError(f"encoder {spec!r}: pretrained weights not available (looked in {looked_in}; {reason}); "
+                      f"ways out: give a local file or folder ({local_form}), or, for speed tests only, random weights "
+                      f"with {also}--random-weights (random_weights=True)")

@@ -360,15 +360,24 @@ def _source_record(where: str, folder: Path | None, config, revision: str | None
 
 def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revision: str | None = None,
             pooling: str | None = None, device="cpu", dtype="float32", image_size: int | None = None,
-            max_length: int | None = None, trust_remote_code: bool = False):
+            max_length: int | None = None, trust_remote_code: bool = False, random_weights: bool = False):
     """Any transformers model by hub id or folder; the config's model_type picks the family (module doc).
-    Returns an HFVisionEncoder, or an HFTextEncoder for text models and '#text' towers."""
+    Returns an HFVisionEncoder, or an HFTextEncoder for text models and '#text' towers. device 'auto':
+    text models are spread over the GPUs (encoders.text.placement), vision models take the first GPU.
+    random_weights: text models only (the architecture from its config, labelled); a vision family with
+    random weights is built by `config:` specs."""
     require("transformers", "transformers", for_what="a Hugging Face model")
     from transformers import AutoConfig
 
     name = name or f"hf:{src}"
     where, folder = _where(src)
-    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    if device == "auto":
+        import torch
+
+        dev = resolve_device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        dev = resolve_device(device)
+    dt = resolve_dtype(dtype)
     try:
         with quiet_transformers():
             config = AutoConfig.from_pretrained(where, revision=revision, trust_remote_code=trust_remote_code)
@@ -393,13 +402,16 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
             raise VlgapError(f"image_size applies to vision encoders; {name!r} is a text encoder")
         from vlgap.encoders.text import load_hf_text
 
-        if folder is not None:
+        if folder is not None and not random_weights:
             _check_weights_present(folder, src)
         try:
             return load_hf_text(src, name=name, revision=revision, pooling=pooling if pooling != "auto" else None,
-                                device=device, dtype=dtype, max_length=max_length)
+                                device=device, dtype=dtype, max_length=max_length, random_weights=random_weights)
         except OSError as err:  # e.g. a hub repository whose cache holds the config but not the weights
             raise VlgapError(f"could not load the weights of {src!r}: {str(err).splitlines()[0]}") from None
+    if random_weights:
+        raise VlgapError(f"random weights for {name!r}: hf: image and video models load trained weights only; use "
+                         "config:videomae-small|base|large|huge or config:<timm name> for a random-weight vision model")
     if folder is not None:
         _check_weights_present(folder, src)
     if tower == "text":

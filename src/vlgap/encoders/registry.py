@@ -5,6 +5,11 @@ minilm, smollm2, gemma3_270m. Generic specs reach everything else: tv:<name>[@we
 timm:<name>[@checkpoint], hf:<hub id or folder>[@revision][#vision|#text] (any transformers image, video or
 text model: the config decides, see encoders/hf_families), gguf:<file.gguf>, hf-video: (an alias of hf:),
 config:<timm/torchvision name or videomae-small|base|large|huge> (random weights, for speed tests).
+
+Pretrained unless told otherwise: tv: and timm: load their library's pretrained weights (torch hub cache,
+Hugging Face cache or hub) or refuse in one line (`_common.weights_unavailable`); random weights come only
+from config: specs or `random_weights=True` (CLI --random-weights), and are then labelled "random
+weights" beside the encoder's name everywhere (`weights_note`, `labelled`).
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from typing import Any, Callable
 
 from vlgap.errors import VlgapError
 
+RANDOM_WEIGHTS_NOTE = "random weights"  # the one label, beside an encoder's name wherever it is shown
+
 
 @dataclass(frozen=True)
 class NamedEncoder:
@@ -23,6 +30,54 @@ class NamedEncoder:
     install: str
     modules: tuple[str, ...]  # import names that must be present
     build: Callable[..., Any]
+
+
+def weights_note(record: dict | None) -> str | None:
+    """"random weights" when an encoder record (Encoder.record(), a features record's "encoder") says its
+    weights are a random initialisation; None for trained weights."""
+    if not isinstance(record, dict):
+        return None
+    if record.get("random_weights") or str(record.get("weights", "")).startswith("random"):
+        return RANDOM_WEIGHTS_NOTE
+    return None
+
+
+def labelled(name: str, note: str | bool | dict | None) -> str:
+    """"timm:x (random weights)" for display; `note`: a weights_note, True (random), or a record."""
+    if isinstance(note, dict):
+        note = weights_note(note)
+    elif note is True:
+        note = RANDOM_WEIGHTS_NOTE
+    return f"{name} ({note})" if note else name
+
+
+#: keys of result rows that hold an encoder's name
+NAME_KEYS = ("vision", "text", "encoder")
+
+
+def mark_random_weights(result, names) -> Any:
+    """A JSON-like result with "random weights" beside every encoder name in `names`: each dict holding
+    one of NAME_KEYS with such a name gains "<key>_weights": "random weights", and the top-level dict
+    lists them under "random_weights". In place; returns `result`."""
+    names = set(names or ())
+    if not names:
+        return result
+
+    def walk(obj):
+        if isinstance(obj, dict):
+            for key in NAME_KEYS:
+                if isinstance(obj.get(key), str) and obj[key] in names:
+                    obj[f"{key}_weights"] = RANDOM_WEIGHTS_NOTE
+            for v in obj.values():
+                walk(v)
+        elif isinstance(obj, list):
+            for v in obj:
+                walk(v)
+
+    walk(result)
+    if isinstance(result, dict):
+        result["random_weights"] = sorted(names)
+    return result
 
 
 def _mobilenet_v2(**kw):
@@ -112,11 +167,13 @@ NAMED: dict[str, NamedEncoder] = {
 }
 
 SPEC_PREFIXES: dict[str, str] = {
-    "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier (random weights unless a file is given)",
-    "timm:": "timm:<timm model>[@checkpoint] - timm model (pretrained=False unless a local checkpoint is given)",
+    "tv:": "tv:<torchvision model>[@weights.pth] - torchvision classifier, its DEFAULT pretrained weights (torch hub "
+           "cache) or the file given",
+    "timm:": "timm:<timm model>[@checkpoint] - timm model, pretrained (Hugging Face cache / hub) or the checkpoint given",
     "hf:": "hf:<hub id or folder>[@revision][#vision|#text] - any transformers model: image (ViT, DINOv2/v3, CLIP, "
-           "SigLIP, MAE), video (VideoMAE, V-JEPA 2, TimeSformer, ViViT, X-CLIP) or text (encoder or decoder LM); "
-           "the config's model_type decides; #text picks the text tower of CLIP/SigLIP",
+           "SigLIP, MAE), video (VideoMAE, V-JEPA 2, TimeSformer, ViViT, X-CLIP) or text (encoder, decoder LM; "
+           "T5-family: encoder only; chat templates off; device 'auto' spreads large LMs over GPUs); the config's "
+           "model_type decides; #text picks the text tower of CLIP/SigLIP",
     "gguf:": "gguf:<file.gguf> - a GGUF text model via transformers' GGUF loader (converted once, cached)",
     "hf-video:": "hf-video:<hub id or folder>[@revision] - an alias of hf: (kept for older specs)",
     "config:": "config:<timm or torchvision name | videomae-small/base/large/huge> - random weights, speed tests",
@@ -167,23 +224,40 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
     return None
 
 
+def _vision_device(modality: str, device):
+    """device 'auto' spreads text models over GPUs; a vision encoder (which fits one GPU) takes the first
+    GPU, or the CPU when there is none."""
+    if device == "auto" and modality == "vision":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
 def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", pooling: str | None = None, *,
-                image_size: int | None = None, max_length: int | None = None, trust_remote_code: bool = False):
+                image_size: int | None = None, max_length: int | None = None, trust_remote_code: bool = False,
+                random_weights: bool = False):
     """Load an encoder by registry name or spec (see module doc).
 
-    device: 'cpu' (default), 'cuda', 'cuda:N', 'mps'. dtype: float32 (default), bfloat16, float16.
+    device: 'cpu' (default), 'cuda', 'cuda:N', 'mps', or 'auto': text models are spread over every visible
+    GPU (accelerate device_map="auto"; see text.placement for the rule), vision models take the first GPU
+    (else the CPU). dtype: float32 (default), bfloat16, float16.
     pooling: 'auto' (default: the paper's rule, the CLS token where the architecture has one, else the
     mean over tokens); vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text
     'mean' (mask-aware mean over tokens, the text default) or 'last' (last real token). image_size: vision
     input size (e.g. 160 for quick CPU runs; default the model's own). max_length: text token limit
     (default the model's). trust_remote_code: let hf: models run code from their repository (VideoMAEv2);
-    never implied."""
+    never implied. random_weights: build the architecture with random weights (seed 0) instead of loading
+    trained ones, for speed tests; the record, results and reports then say "random weights" beside the
+    name. Without it, weights that cannot be found raise a VlgapError (never a silent random model)."""
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
     from vlgap.encoders._common import resolve_device, resolve_dtype
 
-    resolve_device(device), resolve_dtype(dtype)  # fail fast, before any weights load
+    if device != "auto":
+        resolve_device(device)
+    resolve_dtype(dtype)  # fail fast, before any weights load
     if pooling is not None and pooling not in ("auto", "mean", "cls", "last"):
         raise VlgapError(f"pooling {pooling!r} is not known; use 'auto' (the paper's rule), 'mean', 'cls' "
                          "(ViT / CLS-token models) or 'last' (text: last real token)")
@@ -197,6 +271,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if pooling == "auto" and prefix not in ("hf:", "hf-video:"):
         pooling = None  # every other adapter's default already is the paper's rule (CLS for ViTs, else mean)
     common = dict(device=device, dtype=dtype, pooling=pooling)
+    random_opts = {"random_weights": True} if random_weights else {}
 
     def modality_check(modality: str) -> None:
         if modality == "text" and image_size:
@@ -207,7 +282,8 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if spec in NAMED:
         entry = NAMED[spec]
         modality_check(entry.modality)
-        return entry.build(**common, **(vision_opts if entry.modality == "vision" else text_opts))
+        common["device"] = _vision_device(entry.modality, device)
+        return entry.build(**common, **random_opts, **(vision_opts if entry.modality == "vision" else text_opts))
     prefix, _, rest = spec.partition(":")
     prefix += ":"
     if prefix not in SPEC_PREFIXES or not rest:
@@ -219,23 +295,25 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
 
         src, revision, tower = parse_hf_spec(rest)
         return load_hf(src, name=spec, tower=tower, revision=revision, image_size=image_size, max_length=max_length,
-                       trust_remote_code=trust_remote_code, **common)
+                       trust_remote_code=trust_remote_code, **common, **random_opts)
     modality = "text" if prefix == "gguf:" else "vision"
     modality_check(modality)
+    common["device"] = _vision_device(modality, device)
     if prefix == "tv:":
         from vlgap.encoders.vision import build_torchvision
 
         arch, weights = _split_at(rest)
-        return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **vision_opts)
+        return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **random_opts,
+                                 **vision_opts)
     if prefix == "timm:":
         from vlgap.encoders.vision import build_timm
 
         arch, ckpt = _split_at(rest)
-        return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **vision_opts)
+        return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **random_opts, **vision_opts)
     if prefix == "gguf:":
         from vlgap.encoders.text import load_gguf_text
 
-        return load_gguf_text(rest, name=spec, **common, **text_opts)
+        return load_gguf_text(rest, name=spec, **common, **random_opts, **text_opts)
     # config: random-weight builds for speed measurements
     from vlgap.encoders.video import VIDEOMAE_SIZES, build_videomae_from_config
 
@@ -247,10 +325,10 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         import timm
 
         if timm.is_model(rest):
-            return build_timm(rest, display_name=spec, **common, **vision_opts)
+            return build_timm(rest, display_name=spec, random_weights=True, **common, **vision_opts)
     import torchvision.models as tvm
 
     if rest in tvm.list_models(module=tvm):
-        return build_torchvision(rest, display_name=spec, **common, **vision_opts)
+        return build_torchvision(rest, display_name=spec, random_weights=True, **common, **vision_opts)
     raise VlgapError(f"config:{rest!r} is neither a VideoMAE size ({', '.join(VIDEOMAE_SIZES)}) nor a timm or "
                      "torchvision model name (e.g. config:vit_large_patch16_224, config:videomae-large)")

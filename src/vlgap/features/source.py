@@ -30,6 +30,8 @@ class FeatureOptions:
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
     progress: bool = True
+    #: every encoder with random weights (speed tests; cached apart, labelled "random weights")
+    random_weights: bool = False
 
     def __post_init__(self):
         from vlgap.features.temporal_pooling import parse_mode
@@ -76,6 +78,11 @@ class FeatureSource:
             return cls(features)
         raise VlgapError(f"features must be a FeatureSource or FeatureOptions, got {type(features).__name__}")
 
+    def random_weight_names(self, names) -> list[str]:
+        """Which of these encoders run with random weights: all of them with random_weights, else the
+        config: specs (random by definition). Probes label them in their results."""
+        return [n for n in dict.fromkeys(names) if self.options.random_weights or str(n).startswith("config:")]
+
     @property
     def cache_dir(self):
         return self.options.cache_dir
@@ -88,14 +95,14 @@ class FeatureSource:
                 from vlgap.encoders.registry import get_encoder
 
                 return get_encoder(name, device=o.device, dtype=o.dtype, pooling=None if vision else o.text_pooling,
-                                   image_size=o.image_size if vision else None)
+                                   image_size=o.image_size if vision else None, random_weights=o.random_weights)
             self.encoders[name] = LazyEncoder(load)
         return self.encoders[name]
 
     def _common(self) -> dict[str, Any]:
         o = self.options
         return dict(cache_dir=o.cache_dir, device=o.device, dtype=o.dtype, skip_bad=o.skip_bad,
-                    batch_size=o.batch_size, workers=o.workers, progress=o.progress)
+                    batch_size=o.batch_size, workers=o.workers, progress=o.progress, random_weights=o.random_weights)
 
     def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None):
         from vlgap.features.extract import extract
@@ -120,7 +127,8 @@ class FeatureSource:
         o = self.options
         key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
                                      o.image_size if param == "n_f" else None,
-                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None),
+                                     temporal_pooling=o.temporal_pooling if param == "n_f" else None,
+                                     random_weights=o.random_weights),
                          man.fingerprint(), param, value)
         return Entry(key, cache_root(o.cache_dir)).is_complete()
 

@@ -88,11 +88,79 @@ class LayerStates:
         return len(self.feats)
 
 
+#: layouts of a 3-D array of per-layer features: [layers, items, dim] (vlgap's) or [items, layers, dim]
+#: (platonic-rep's feature files, stacked transformers hidden states)
+LAYOUTS = ("LND", "NLD")
+
+
+def _check_layout(layout: str | None) -> None:
+    if layout is not None and layout not in LAYOUTS:
+        raise VlgapError(f"layout={layout!r}: use 'LND' ([layers, items, dim]) or 'NLD' ([items, layers, dim], "
+                         "platonic-rep's stacked hidden states), or None (LND unless that is ambiguous)")
+
+
+def _is_3d(obj) -> bool:
+    return not isinstance(obj, (list, tuple, LayerStates)) and getattr(obj, "ndim", None) == 3
+
+
+def _item_counts(obj, layout: str | None) -> dict[str, int]:
+    """How many items each possible reading of `obj` gives: {layout: N} for a 3-D array (one entry when
+    `layout` is given), {"fixed": N} for lists, 2-D arrays and LayerStates."""
+    if isinstance(obj, LayerStates):
+        return {"fixed": obj.n}
+    if isinstance(obj, (list, tuple)):
+        return {"fixed": int(obj[0].shape[0])} if obj and hasattr(obj[0], "shape") else {}
+    shape = tuple(getattr(obj, "shape", ()))
+    if len(shape) != 3:
+        return {"fixed": int(shape[0])} if len(shape) == 2 else {}
+    both = {"LND": int(shape[1]), "NLD": int(shape[0])}
+    return {layout: both[layout]} if layout else both
+
+
+def _ambiguous(shape, k: int | None) -> str:
+    return (f"a 3-D array of shape {tuple(shape)} reads as [layers, items, dim] (N={shape[1]}) or as [items, "
+            f"layers, dim] (N={shape[0]}), and both are >= k+1 = {(k or 1) + 1}")
+
+
+def resolve_layouts(xs, ys, layout: str | None, k: int | None) -> tuple[str | None, str | None]:
+    """The layout of each side's 3-D array (None for lists / 2-D / LayerStates). `layout` given: every
+    3-D array is read that way. Otherwise a 3-D array is read the one way whose item count is at least
+    k+1 and equals the other side's; when two readings remain (same N and L, both >= k+1, or two 3-D
+    arrays that fit both ways) it is refused, never guessed."""
+    _check_layout(layout)
+    if layout is not None:
+        return (layout if _is_3d(xs) else None), (layout if _is_3d(ys) else None)
+    need = (k or 1) + 1
+    cx = {lo: n for lo, n in _item_counts(xs, None).items() if lo == "fixed" or n >= need}
+    cy = {lo: n for lo, n in _item_counts(ys, None).items() if lo == "fixed" or n >= need}
+    combos = [(a, b) for a, na in cx.items() for b, nb in cy.items() if na == nb]
+    if len(combos) == 1:
+        a, b = combos[0]
+        return (None if a == "fixed" else a), (None if b == "fixed" else b)
+    if len(combos) > 1:
+        which = [f"{lbl}: {_ambiguous(o.shape, k)}" for o, lbl in ((xs, "X"), (ys, "Y")) if _is_3d(o)
+                 and len({c[0 if lbl == 'X' else 1] for c in combos}) > 1]
+        raise VlgapError(f"cannot tell the layout of {'; '.join(which)}; pass layout='LND' or layout='NLD' "
+                         "(platonic-rep's [N, L, D] files and stacked hidden states are NLD)")
+    # no reading agrees: read as LND (the documented default); the item-count check then says what differs
+    return ("LND" if _is_3d(xs) else None), ("LND" if _is_3d(ys) else None)
+
+
+def as_lnd(obj, layout: str | None):
+    """A 3-D array in [layers, items, dim] order (a view, no copy); anything else unchanged."""
+    if layout == "NLD" and _is_3d(obj):
+        return obj.transpose(0, 1) if isinstance(obj, torch.Tensor) else np.swapaxes(np.asarray(obj), 0, 1)
+    return obj
+
+
 def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: float | None = None,
                       preset: str | None = None, cca_dim: int = 10, n_layers_total: int | None = None,
                       for_bootstrap: bool = True, device=None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                      name: str = "X", ray: str | bool | None = None) -> LayerStates:
-    """Prepare one side (list of [N, D_l] arrays or one [L, N, D] array) for `layer_search`.
+                      name: str = "X", ray: str | bool | None = None, layout: str | None = None) -> LayerStates:
+    """Prepare one side (list of [N, D_l] arrays or one 3-D array) for `layer_search`.
+
+    layout: of a 3-D array, "LND" ([layers, items, dim]) or "NLD" ([items, layers, dim]); None reads
+    LND, and refuses an array whose two first dimensions are both >= k+1 (it could be either).
 
     for_bootstrap keeps a deeper neighbour ranking (mutual k-NN), which makes later bootstraps
     fast; it costs a little memory (N x (4k+32) indices per layer). n_layers_total: layers on
@@ -103,6 +171,13 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     vlgap.distributed.knn: exact k-NN in row blocks, the same lists as here).
     """
     q = preset_quantile(preset, q)
+    _check_layout(layout)
+    if _is_3d(xs) and layout is None:
+        if min(xs.shape[0], xs.shape[1]) >= (k or 1) + 1:
+            raise VlgapError(f"{name}: cannot tell the layout of {_ambiguous(xs.shape, k)}; pass layout='LND' or "
+                             "layout='NLD' (platonic-rep's [N, L, D] files and stacked hidden states are NLD)")
+        layout = "LND"
+    xs = as_lnd(xs, layout)
     dev = resolve_device(device, xs[0] if isinstance(xs, (list, tuple)) and xs else xs)
     # finiteness is checked while preparing each layer (prepare reuses the row norms for it)
     raw = as_layers(xs, name, dev, check_finite=False)
@@ -184,10 +259,12 @@ class LayerSearchResult:
 
 
 def _side(obj, other_layers: int, name: str, **kw) -> LayerStates:
+    """Layer states of one side, `obj` already in LND order when 3-D."""
     if isinstance(obj, LayerStates):
         return obj
     n_own = len(obj) if isinstance(obj, (list, tuple)) else (obj.shape[0] if obj.ndim == 3 else 1)
-    return precompute_layers(obj, n_layers_total=n_own + other_layers, name=name, **kw)
+    return precompute_layers(obj, n_layers_total=n_own + other_layers, name=name,
+                             layout="LND" if _is_3d(obj) else None, **kw)
 
 
 def _n_layers(obj) -> int:
@@ -216,6 +293,7 @@ def layer_search(
     device=None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     ray: str | bool | None = None,
+    layout: str | None = None,
 ) -> LayerSearchResult:
     """Score every pair of X layers and Y layers and pick the best pair.
 
@@ -232,10 +310,15 @@ def layer_search(
     Ties for the best score go to the first pair in row-major order.
     ray: "auto" or a cluster address: every layer's neighbour lists in row blocks on Ray workers
     (vlgap.distributed.knn); the result equals the single-process one.
+    layout: of 3-D arrays, "LND" ([layers, items, dim]) or "NLD" ([items, layers, dim], as platonic-rep's
+    feature files and stacked hidden states). None: LND, unless the other side's item count says NLD;
+    an array that reads both ways (same N and L, both >= k+1) is refused with a message, never guessed.
     """
     q = preset_quantile(preset, q)
     kw = dict(k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
               device=device, chunk_bytes=chunk_bytes, ray=ray)
+    lay_x, lay_y = resolve_layouts(xs, ys, layout, k)
+    xs, ys = as_lnd(xs, lay_x), as_lnd(ys, lay_y)
     lx, ly = _n_layers(xs), _n_layers(ys)
     sx = _side(xs, ly, "X", **kw)
     sy = _side(ys, lx, "Y", **kw)

@@ -22,11 +22,14 @@ DEFAULT_CHUNK_BYTES = 256 * 2**20
 
 
 def resolve_device(device: str | torch.device | None, like: Any = None) -> torch.device:
-    """`None` keeps a torch input where it is and puts everything else on the CPU."""
+    """`None` keeps a torch input where it is and puts everything else on the CPU; "auto" is the first
+    GPU when there is one, else the CPU."""
     if device is None:
         if isinstance(like, torch.Tensor):
             return like.device
         return torch.device("cpu")
+    if device == "auto":  # a sweep's --device auto (large LMs spread over GPUs): metrics on the first GPU
+        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
     dev = torch.device(device)
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise VlgapError(f"device={str(device)!r}: CUDA is not available here; use device='cpu'")

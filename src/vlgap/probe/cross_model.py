@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vlgap.data.manifest import read_manifest
+from vlgap.encoders.registry import mark_random_weights
 from vlgap.errors import VlgapError
 from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
@@ -161,6 +162,7 @@ def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8
         key: [layer_name(sets[a], la), layer_name(sets[b], lb)] for key, (la, lb) in res.layers.items()
         for a, b in [key.split("|")]},
         "seconds": round(time.perf_counter() - t0, 1)})
+    mark_random_weights(d, src.random_weight_names(encoders_names))
     if out is not None:
         write_cross_section(res, d, out)
     return d
@@ -184,4 +186,5 @@ def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | P
             + html_table(["encoder A", "encoder B", "N", "alignment", "95% CI", "chance", "layers (A / B)"], rows)
             + ("" if len(res.names) > 2 else "<p>With two encoders the clustering is trivial; add encoders with "
                "<code>vlgap cross-vision</code> for a real matrix.</p>"))
-    return write_section(run_dir, "43_cross_vision", "Vision × vision alignment", body, figs)
+    return write_section(run_dir, "43_cross_vision", "Vision × vision alignment", body, figs,
+                         random_weights=d.get("random_weights"))

@@ -46,6 +46,8 @@ class DemoConfig:
     temporal: bool = True
     out: str = "runs/demo"
     cache_dir: str | None = None
+    #: every encoder with random weights (speed tests only; labelled "random weights" everywhere)
+    random_weights: bool = False
 
 
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> DemoConfig:
@@ -100,7 +102,7 @@ def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
-                            cache_dir=cfg.cache_dir)
+                            cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights))
     result = run_sweep(sweep_cfg, cfg.out, progress=progress)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.data.manifest import read_manifest
+from vlgap.encoders.registry import mark_random_weights
 from vlgap.errors import VlgapError
 from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
@@ -93,6 +94,7 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
            "rows": rows, "checks": checks, "confidence": confidence, "image_check_items": image_check_items,
            "temporal_pooling": pooling,
            "seconds": round(time.perf_counter() - t0, 1)}
+    mark_random_weights(res, src.random_weight_names([*vision, *text]))
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "frame_order.json", res)
         write_frame_order_section(res, out)
@@ -138,4 +140,5 @@ def write_frame_order_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                "aggregation, not evidence that the videos carry no order information; only a native video "
                "encoder (e.g. hf-video:...) can show an order effect here.</p>" if any_image else "")
             + table + "<h3>Feature check</h3>" + checks)
-    return write_section(run_dir, "42_frame_order", "Temporal: frame-order controls", body, figs)
+    return write_section(run_dir, "42_frame_order", "Temporal: frame-order controls", body, figs,
+                         random_weights=res.get("random_weights"))

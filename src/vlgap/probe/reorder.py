@@ -12,6 +12,7 @@ from typing import Any
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.reorder import caption_manifest, read_reorder_json, reorder_triples
+from vlgap.encoders.registry import mark_random_weights
 from vlgap.features.source import FeatureOptions, FeatureSource, common_ids, feature_options_moved, layer_name
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.conditions import Space, negative_sides, owner_rows, prepared_layers, reorder_from_sides
@@ -72,6 +73,7 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
            "temporal_pooling": src.options.temporal_pooling,
            "rows": rows, "confidence": confidence, "seconds": round(time.perf_counter() - t0, 1),
            "example": {"positive": triples[0].positive, "negative": triples[0].negatives[0]}}
+    mark_random_weights(res, src.random_weight_names([*vision, *text]))
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "reorder.json", res)
         write_reorder_section(res, out)
@@ -108,4 +110,5 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
             "order-blind vision encoder shows. Image encoders that average frames (temporal pooling mean) are "
             "such a baseline by construction (vision kind 'image' below): any drop they show comes from how the "
             "text space moves the reordered caption relative to the content the vision side sees.</p>" + table)
-    return write_section(run_dir, "41_reorder", "Temporal: event reorder (VideoComp style)", body, figs)
+    return write_section(run_dir, "41_reorder", "Temporal: event reorder (VideoComp style)", body, figs,
+                         random_weights=res.get("random_weights"))

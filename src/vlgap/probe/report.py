@@ -25,6 +25,14 @@ def _pairs(rows: list[dict]) -> list[tuple[str, str]]:
     return list(seen)
 
 
+def pair_labels(rows: list[dict], vision: str, text: str) -> tuple[str, str]:
+    """The pair's encoder names as shown: "(random weights)" beside a name whose features were."""
+    from vlgap.encoders.registry import labelled
+
+    r = next((r for r in rows if r["vision"] == vision and r["text"] == text), {})
+    return labelled(vision, r.get("vision_weights")), labelled(text, r.get("text_weights"))
+
+
 def matrix_name(vision: str, text: str, n_f: int, n_c: int) -> str:
     safe = lambda s: "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in s)  # noqa: E731
     return f"{safe(vision)}__{safe(text)}__f{n_f}_c{n_c}.npy"
@@ -50,8 +58,16 @@ def save_figure(fig, run_dir: str | Path, rel: str) -> str:
     return rel
 
 
-def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str]) -> Path:
-    """RUN_DIR/sections/<name>.json ({title, html, figures}), included by `vlgap report` in name order."""
+def write_section(run_dir: str | Path, name: str, title: str, body: str, figures: list[str],
+                  random_weights: list[str] | None = None) -> Path:
+    """RUN_DIR/sections/<name>.json ({title, html, figures}), included by `vlgap report` in name order.
+    random_weights: encoders of this section that ran with random weights (said in the title and body)."""
+    if random_weights:
+        from vlgap.encoders.registry import labelled
+
+        title += " (random weights)"
+        body = ("<p class='warn'>" + html.escape("Random weights, not trained ones: " + ", ".join(
+            labelled(n, True) for n in random_weights) + ".") + "</p>") + body
     path = Path(run_dir) / "sections" / f"{name}.json"
     atomic_write_json(path, {"title": title, "html": body, "figures": list(figures)})
     return path
@@ -365,7 +381,8 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             law = fit.get("r2")
             bad = fit.get("not_identified") or []
             ident = Raw("all" if not bad else f"<span class='warn'>not identified: {html.escape(', '.join(bad))}</span>")
-        summary_rows.append([v, t, low["score"], top["score"], _ci_cell(top, no_ci),
+        v_label, t_label = pair_labels(rows, v, t)
+        summary_rows.append([v_label, t_label, low["score"], top["score"], _ci_cell(top, no_ci),
                              fmt_or_na(top.get("p_value"), no_p, 4), law if isinstance(law, Raw) else Num(fmt(law, 4)),
                              ident])
     level = cfg.get("confidence", 0.95)
@@ -376,17 +393,18 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         fit = fits.get(f"{v}|{t}")
         tag = matrix_name(v, t, 0, 0)[: -len("__f0_c0.npy")]
-        parts.append(f"<h2>{html.escape(v)} × {html.escape(t)}</h2>")
+        v_label, t_label = pair_labels(rows, v, t)
+        parts.append(f"<h2>{html.escape(v_label)} × {html.escape(t_label)}</h2>")
         top = max(sub, key=lambda r: (r["n_f"], r["n_c"]))
         mpath = run / "matrices" / matrix_name(v, t, top["n_f"], top["n_c"])
         if mpath.is_file():
             m = np.load(mpath)
             data = _save(heatmap_figure(m, (top["x_layer"], top["y_layer"]),
-                                        f"{v} × {t}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",
+                                        f"{v_label} × {t_label}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",
                                         top["chance"]), figs / f"{tag}_heatmap.png")
             parts.append(_img(data, "layer-pair heatmap"))
         for axis in ("n_f", "n_c"):
-            data = _save(scaling_figure(sub, axis, fit, f"{v} × {t}"), figs / f"{tag}_vs_{axis}.png")
+            data = _save(scaling_figure(sub, axis, fit, f"{v_label} × {t_label}"), figs / f"{tag}_vs_{axis}.png")
             parts.append(_img(data, f"alignment vs {axis}"))
         parts.append(_fit_section(fit or {}))
         parts.append("<h3>Cells</h3>" + html_table(

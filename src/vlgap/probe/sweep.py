@@ -60,6 +60,8 @@ class SweepConfig:
     preset: str | None = None
     #: let hf: models run code from their repository (VideoMAEv2); never implied
     trust_remote_code: bool = False
+    #: every encoder with random weights (speed tests): cached apart, labelled "random weights" in rows
+    random_weights: bool = False
 
     def __post_init__(self):
         from vlgap.features.temporal_pooling import parse_mode
@@ -100,6 +102,22 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan}
 
 
+def weights_fields(vision_record: dict, text_record: dict) -> dict[str, str]:
+    """{"vision_weights": "random weights"} / {"text_weights": ...} for a side whose features came from
+    random weights (asked for, or a config: spec); nothing for trained weights. Every JSON result and
+    table shows it beside the encoder's name."""
+    out = {}
+    for side, rec in (("vision", vision_record), ("text", text_record)):
+        note = rec.get("weights_note")
+        if note is None:
+            from vlgap.encoders.registry import weights_note
+
+            note = weights_note(rec.get("encoder"))
+        if note:
+            out[f"{side}_weights"] = note
+    return out
+
+
 def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:
     """Items present in every feature set (bad items skipped by any encoder are dropped everywhere)."""
     sets = [fs for r in results for fs in r.features.values()]
@@ -131,7 +149,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
                   batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
-                  trust_remote_code=cfg.trust_remote_code)
+                  trust_remote_code=cfg.trust_remote_code, random_weights=cfg.random_weights)
     loaded = encoders or {}
     vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                       loaded_encoder=loaded.get(v), **common) for v in cfg.vision}
@@ -173,9 +191,10 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     for ci, cell in enumerate(cells):
         cell_path = cells_dir / f"{matrix_name(*cell)[:-4]}.json"
         done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
-        # a cell of another preset or temporal pooling is redone
+        # a cell of another preset, temporal pooling or weights (random / trained) is redone
         if (done is not None and done.get("preset") == cfg.preset
-                and done.get("temporal_pooling", "mean") == cfg.temporal_pooling):
+                and done.get("temporal_pooling", "mean") == cfg.temporal_pooling
+                and bool(done.get("random_weights")) == cfg.random_weights):
             by_cell[ci] = done
         else:
             todo.append(ci)
@@ -197,6 +216,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             x_names, y_names = layer_names(features("v", v, nf)), layer_names(features("t", t, nc))
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
                    "temporal_pooling": cfg.temporal_pooling,
+                   **weights_fields(features("v", v, nf).record, features("t", t, nc).record),
+                   **({"random_weights": True} if cfg.random_weights else {}),
                    "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
                    "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
             atomic_write_json(cells_dir / f"{name}.json", row)

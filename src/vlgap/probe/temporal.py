@@ -56,7 +56,9 @@ def run_temporal_sections(cfg, result=None, progress: bool = True, encoders: dic
     boot = n_bootstrap if n_bootstrap is not None else max(200, int(getattr(cfg, "n_bootstrap", 200)))
     src = FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
                                        image_size=cfg.image_size, progress=progress,
-                                       temporal_pooling=getattr(cfg, "temporal_pooling", "mean")), encoders=encoders)
+                                       temporal_pooling=getattr(cfg, "temporal_pooling", "mean"),
+                                       random_weights=bool(getattr(cfg, "random_weights", False))),
+                       encoders=encoders)
     timings: dict[str, float] = {}
     summary: dict[str, Any] = {}
     manifest = cached_shapes_manifest(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir,

@@ -14,6 +14,7 @@ import numpy as np
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.test_of_time import PLACEMENTS, RELATIONS, tot_dataset
+from vlgap.encoders.registry import mark_random_weights
 from vlgap.errors import VlgapError
 from vlgap.features.source import FeatureOptions, FeatureSource, feature_options_moved, layer_names
 from vlgap.io_utils import atomic_write_json
@@ -118,6 +119,7 @@ def run_test_of_time(vision: Sequence[str], text: Sequence[str], *, n_f: int = 8
                                confidence=confidence, seed=seed)
     res.update({"manifest": str(man.path), "n_videos": len(videos), "n_distinct_captions": len(captions), "n_f": n_f,
                 "n_c": 1, "seconds": round(time.perf_counter() - t0, 1)})
+    mark_random_weights(res, src.random_weight_names([*vision, *text]))
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "test_of_time.json", res)
         write_test_of_time_section(res, out)
@@ -224,4 +226,5 @@ def write_test_of_time_section(res: dict[str, Any], run_dir: str | Path) -> Path
         "and the colour and relation swaps share the other video of the group (always a tie): the vision rows "
         "only confirm the data structure. The text rows are the finding: a bag-of-words reading puts the "
         "colour swap first, a temporal (logical) reading the equivalent caption.</p>" + table2 + _tot_reading(res))
-    return write_section(run_dir, "40_test_of_time", "Temporal: Test of Time", body, figs)
+    return write_section(run_dir, "40_test_of_time", "Temporal: Test of Time", body, figs,
+                         random_weights=res.get("random_weights"))
