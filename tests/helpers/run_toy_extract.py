@@ -30,5 +30,5 @@ if pause_after:
     store_mod.Entry.write_chunk = write_then_maybe_pause
 
 res = extract(manifest, "toy", n_frames=[1, 3, 8], cache_dir=cache, loaded_encoder=ToyVision(delay=delay),
-              progress=False, batch_size=4)
+              progress=False, batch_size=4, allow_repeated_frames=True)
 print("DONE", res.n)
