@@ -464,7 +464,8 @@ def _warn_repeated(rows: list[dict]) -> None:
             stderr_console.print(f"[yellow]warning:[/] ... and {len(items) - k} more items with repeated frames "
                                  "(all listed in record.json as repeated_frames)", highlight=False, soft_wrap=True)
             break
-        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has {frames} frames, fewer "
+        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has {frames} "
+                             f"frame{'s' if frames != 1 else ''}, fewer "
                              f"than n_f={','.join(map(str, vs))}: frames repeat (kept by --allow-repeated-frames)",
                              highlight=False, soft_wrap=True)
 
