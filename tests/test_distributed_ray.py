@@ -203,7 +203,7 @@ def test_killed_driver_resumes_from_the_store(ray_cluster, tiny_dataset, tmp_pat
     # the single encoder actor killed the driver right after writing its 2nd chunk, then itself
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert marker.is_file()
-    assert not list(cache.glob("features/*/*/*/COMPLETE"))
+    assert not list(cache.glob("features/*/*/*/.features.safetensors.seal.json"))  # no entry finished
     chunk_dirs = sorted(cache.glob("features/*/*/*/chunks"))
     assert len(chunk_dirs) == 2  # n_f = 1 and 3
     done = [sorted(p.name for p in d.glob("*.npz")) for d in chunk_dirs]
