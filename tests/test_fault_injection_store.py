@@ -274,7 +274,7 @@ def test_allowed_repeated_frames_are_warned_counted_and_recorded(one_frame, tmp_
     err = capfd.readouterr().err
     warnings = [line for line in err.splitlines() if "warning" in line and "repeat" in line]
     assert len(warnings) == 1 and "'single'" in warnings[0] and "n_f=2,4" in warnings[0]  # one line per item
-    assert "repeated frames in 1 items" in res.summary()
+    assert "repeated frames in 1 item " in res.summary()
     assert res.n == 14 and "still" in res.features[4].ids  # a still image is one frame by declaration
     for v in (2, 4):
         rec = json.loads((res.features[v].path / "record.json").read_text())
@@ -415,3 +415,32 @@ def test_cache_cli_check_prune_json(videos, tmp_path):
     assert r.returncode == 0 and "removed" in r.stdout, r.stderr
     r = subprocess.run([*cli, "--cache-dir", str(cache)], capture_output=True, text=True)
     assert r.returncode == 0 and "everything verified" in r.stdout
+
+
+def test_cache_check_models_and_other_sealed_artefacts(tmp_path):
+    from vlgap import check_cache
+
+    cache = tmp_path / "c"
+    done = cache / "models" / "gguf-0123456789abcdef"
+    done.mkdir(parents=True)
+    (done / "vlgap_gguf.json").write_text(json.dumps({"gguf_sha256": "0123456789abcdef" + "0" * 48}))
+    unfinished = cache / "models" / "gguf-fedcba9876543210"
+    unfinished.mkdir()
+    (unfinished / "model.safetensors").write_bytes(b"half")
+    conversion_tmp = cache / "models" / ".gguf-fedcba9876543210.k2j3.tmp"
+    conversion_tmp.mkdir()
+    cell = cache / "runs" / "cell.json"  # another module's sealed artefact under the root
+    reuse.write_artefact(cell, b'{"score": 0.5}', {"cell": 1})
+    lost = cache / "runs" / "lost.bin"
+    reuse.write_artefact(lost, b"x", {"k": 1})
+    lost.unlink()
+    res = check_cache(cache)
+    by_path = {f.path: f for f in res.findings}
+    assert by_path[str(done)].status == "ok" and by_path[str(cell)].status == "ok"
+    assert by_path[str(unfinished)].status == by_path[str(conversion_tmp)].status == "orphaned"
+    assert by_path[str(reuse.seal_path(lost))].status == "orphaned"
+    cell.write_bytes(b'{"score": 0.9}')
+    assert {f.path: f.status for f in check_cache(cache).findings}[str(cell)] == "corrupt"
+    pruned = check_cache(cache, prune=True)
+    assert pruned.ok and done.is_dir() and not unfinished.exists() and not conversion_tmp.exists()
+    assert not cell.exists() and not reuse.seal_path(cell).exists() and not reuse.seal_path(lost).exists()

@@ -75,10 +75,15 @@ class ExtractResult:
             lines.append(f"skipped {len(self.bad_items)} bad items: " + "; ".join(f"{b['id']}: {b['reason']}" for b in self.bad_items[:5]))
         if self.repeated_frames:
             items = _repeated_by_item(self.repeated_frames)
-            lines.append(f"repeated frames in {len(items)} items (fewer frames than n_f, kept by --allow-repeated-frames; "
-                         "listed in record.json as repeated_frames): "
-                         + "; ".join(f"{i}: {f} frames < n_f {','.join(map(str, vs))}" for i, (f, vs) in list(items.items())[:5]))
+            lines.append(f"repeated frames in {_count(len(items), 'item')} (fewer frames than n_f, kept by "
+                         "--allow-repeated-frames; listed in record.json as repeated_frames): "
+                         + "; ".join(f"{i}: {_count(f, 'frame')} < n_f {','.join(map(str, vs))}"
+                                     for i, (f, vs) in list(items.items())[:5]))
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _repeated_by_item(rows: list[dict]) -> dict[str, tuple[int, list[int]]]:
@@ -417,8 +422,8 @@ def item_problems(bad: list[dict], repeated: list[dict], value: int, position: d
     if not skip_bad:
         out += [(position.get(b["id"], len(position)), value, bad_item_message(b)) for b in bad]
         if not allow_repeated_frames:
-            out += [(position.get(r["id"], len(position)), value, repeated_frames_message(r["id"], r["frames"], r["n_f"]))
-                    for r in repeated]
+            out += [(position.get(r["id"], len(position)), value,
+                     repeated_frames_message(r["id"], r["frames"], r["n_f"])) for r in repeated]
     return out
 
 
@@ -445,7 +450,8 @@ def apply_item_policy(fs: FeatureSet, kinds: dict[str, str], skip_bad: bool, all
     short = _repeated_by_item(repeated)
     record["repeated_frames"] = []
     record["bad_items"] = list(record.get("bad_items", [])) + [
-        {"id": i, "reason": f"its video has {f} frames, fewer than n_f={','.join(map(str, vs))} (frames would repeat)"}
+        {"id": i, "reason": f"its video has {_count(f, 'frame')}, fewer than n_f={','.join(map(str, vs))} "
+                            "(frames would repeat)"}
         for i, (f, vs) in short.items()]
     kept = fs.subset([i for i in fs.ids if i not in short])
     return FeatureSet(kept.layers, kept.ids, record, fs.path)
@@ -464,9 +470,9 @@ def _warn_repeated(rows: list[dict]) -> None:
             stderr_console.print(f"[yellow]warning:[/] ... and {len(items) - k} more items with repeated frames "
                                  "(all listed in record.json as repeated_frames)", highlight=False, soft_wrap=True)
             break
-        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has {frames} "
-                             f"frame{'s' if frames != 1 else ''}, fewer "
-                             f"than n_f={','.join(map(str, vs))}: frames repeat (kept by --allow-repeated-frames)",
+        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has "
+                             f"{_count(frames, 'frame')}, fewer than n_f={','.join(map(str, vs))}: frames repeat "
+                             "(kept by --allow-repeated-frames)",
                              highlight=False, soft_wrap=True)
 
 

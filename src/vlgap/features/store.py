@@ -212,8 +212,9 @@ class Entry:
         """The finished entry; a VlgapError naming the reason when it is not finished or not intact."""
         v = self.verdict(verify_bytes=False)
         if not v.ok:
-            raise VlgapError(f"cache entry {self.dir} is not complete ({v.status}"
-                             + (f": {v.reason}" if v.reason else "") + "); run `vlgap extract` again to finish or redo it")
+            why = v.status + (f": {v.reason}" if v.reason else "")
+            raise VlgapError(f"cache entry {self.dir} is not complete ({why}); run `vlgap extract` again to finish "
+                             "or redo it")
         try:
             return self._load_verified()
         except VlgapError as err:
