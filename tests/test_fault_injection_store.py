@@ -342,7 +342,7 @@ def test_chunks_of_a_skip_bad_run_are_refused_without_skip_bad(videos, tmp_path,
 # -- count options ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("kw", [{"batch_size": 0}, {"workers": 0}, {"threads": 0}, {"ray_workers": -1},
-                                {"batch_size": 2.5}])
+                                {"batch_size": 2.5}, {"image_size": 0}])
 def test_count_options_are_one_line_errors(videos, tmp_path, kw):
     name = next(iter(kw))
     with pytest.raises(VlgapError, match=rf"^{name} .*must be an integer >= 1, got {kw[name]}$"):

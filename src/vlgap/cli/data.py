@@ -77,6 +77,7 @@ def extract_cmd(
     positive_int(workers, "--workers")
     positive_int(threads, "--threads", optional=True)
     positive_int(ray_workers, "--ray-workers", optional=True)
+    positive_int(image_size, "--image-size", optional=True)
     res = extract(
         manifest, encoder,
         n_frames=int_list(n_frames, "--n-frames") if n_frames else None,

@@ -333,6 +333,7 @@ def extract(
     workers = require_count(workers, "workers (decoding threads)")
     threads = require_count(threads, "threads (torch CPU threads)", optional=True)
     ray_workers = require_count(ray_workers, "ray_workers (encoder actors)", optional=True)
+    image_size = require_count(image_size, "image_size (vision input side in pixels)", optional=True)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
