@@ -1,4 +1,4 @@
-"""CLI commands for datasets and features: import, make-data, extract, encoders."""
+"""CLI commands for datasets and features: import, make-data, extract, encoders, cache."""
 from __future__ import annotations
 
 from pathlib import Path

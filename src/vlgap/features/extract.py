@@ -236,9 +236,11 @@ class Job:
         return [r for r in ranges if any(r not in done[v] for v in self.pending)]
 
     def write_chunk(self, r: tuple[int, int], out: dict[int, list[np.ndarray]], decoded: Decoded) -> None:
-        """Write one finished chunk for every pending value (atomic and sealed; rewriting a value's
-        chunk that was already finished writes the same bytes)."""
+        """Write one finished chunk for every pending value that lacks it (atomic and sealed; a value
+        whose chunk was finished earlier keeps it: `todo` verified its bytes)."""
         for v in self.pending:
+            if self.entries[v].has_chunk(*r):
+                continue
             meta = None
             if v in decoded.frame_log:
                 meta = {"frame_indices": decoded.frame_log[v], "repeated_frames": decoded.repeated.get(v, [])}

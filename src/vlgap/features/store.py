@@ -265,6 +265,10 @@ class Entry:
                 reuse.discard(path)
         return out
 
+    def has_chunk(self, start: int, end: int) -> bool:
+        """Whether this chunk is on disk sealed under this entry's key (bytes not re-read)."""
+        return reuse.check_artefact(self.chunk_path(start, end), self.chunk_key(start, end), verify_bytes=False).ok
+
     def write_chunk(self, start: int, end: int, layers: list[np.ndarray], ids: list[str], bad: list[dict],
                     meta: dict | None = None) -> None:
         """Write one finished chunk and its seal (vlgap.reuse.write_artefact). meta: JSON-able facts
