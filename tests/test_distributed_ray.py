@@ -203,13 +203,18 @@ def test_killed_driver_resumes_from_the_store(ray_cluster, tiny_dataset, tmp_pat
     # the single encoder actor killed the driver right after writing its 2nd chunk, then itself
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     assert marker.is_file()
-    assert not list(cache.glob("features/*/*/*/COMPLETE"))
+    assert not list(cache.glob("features/*/*/*/.features.safetensors.seal.json"))  # no entry finished
     chunk_dirs = sorted(cache.glob("features/*/*/*/chunks"))
     assert len(chunk_dirs) == 2  # n_f = 1 and 3
     done = [sorted(p.name for p in d.glob("*.npz")) for d in chunk_dirs]
     assert done[0] == done[1] and len(done[0]) == 2
+    # a flipped byte in one of them: reported and recomputed with the missing ones, never read
+    flipped = chunk_dirs[0] / done[0][0]
+    data = bytearray(flipped.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    flipped.write_bytes(bytes(data))
     resumed = _vision(tiny_dataset, cache, ray="auto", ray_workers=1)
-    assert (resumed.chunks_total, resumed.chunks_computed) == (4, 2)  # only the missing chunks
+    assert (resumed.chunks_total, resumed.chunks_computed) == (4, 3)  # the missing chunks and the flipped one
     _assert_same(_vision(tiny_dataset, tmp_path / "single"), resumed)
     # the record lists every item's frames, also those of the chunks written before the crash
     assert len(resumed.features[3].record["sampling"]["frame_indices"]) == 8

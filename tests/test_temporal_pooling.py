@@ -98,7 +98,8 @@ def _naive(enc, item, n_f, mode, order=slice(None)):
 
 def test_extraction_pools_sampled_frames_and_reversal_reverses_segments(tiny_dataset, tmp_path):
     enc = ToyVision()
-    kw = dict(cache_dir=tmp_path, loaded_encoder=enc, progress=False)
+    # v0 (5 frames) and the frame folder (4) are shorter than n_f=8: kept with repeated frames
+    kw = dict(cache_dir=tmp_path, loaded_encoder=enc, progress=False, allow_repeated_frames=True)
     man = read_manifest(tiny_dataset)
     mean = extract(tiny_dataset, "toy", n_frames=[8], **kw).features[8]
     again = extract(tiny_dataset, "toy", n_frames=[8], temporal_pooling="mean", **kw)
@@ -127,7 +128,8 @@ def test_extraction_pools_sampled_frames_and_reversal_reverses_segments(tiny_dat
                      **kw).features[8]
     np.testing.assert_allclose(md.layers[1][:, :8], mean.layers[1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(md_rev.layers[1][:, 8:], -md.layers[1][:, 8:], rtol=1e-5, atol=1e-6)
-    loaded = load_features(tiny_dataset, "toy", "n_f", 8, cache_dir=tmp_path, temporal_pooling="meandiff")
+    loaded = load_features(tiny_dataset, "toy", "n_f", 8, cache_dir=tmp_path, temporal_pooling="meandiff",
+                           allow_repeated_frames=True)
     np.testing.assert_array_equal(loaded.layers[1], md.layers[1])
 
 
@@ -157,7 +159,8 @@ def test_frame_order_probe_measures_order_with_segments(tiny_dataset, tmp_path):
     from vlgap.probe.frame_order import run_frame_order
 
     def run(mode):
-        src = FeatureSource(FeatureOptions(cache_dir=tmp_path, progress=False, temporal_pooling=mode),
+        src = FeatureSource(FeatureOptions(cache_dir=tmp_path, progress=False, temporal_pooling=mode,
+                                           allow_repeated_frames=True),  # v0 and the folder: < 8 frames
                             encoders={"toy": ToyVision(), "toyt": ToyText()})
         return run_frame_order(tiny_dataset, ["toy"], ["toyt"], n_f=8, k=2, orders=["reversed"], n_bootstrap=20,
                                image_check_items=2, features=src, out=tmp_path / mode.replace(":", "_"))

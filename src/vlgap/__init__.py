@@ -27,6 +27,7 @@ _API = {
     "extract": "vlgap.features.extract:extract",
     "reuse_freed_memory": "vlgap.memory:reuse_freed_memory",
     "load_features": "vlgap.features.extract:load_features",
+    "check_cache": "vlgap.cache_check:check_cache",
     "pool_frames": "vlgap.features.temporal_pooling:pool_frames",
     "get_encoder": "vlgap.encoders.registry:get_encoder",
     "list_encoders": "vlgap.encoders.registry:list_encoders",

@@ -1,4 +1,4 @@
-"""CLI commands for datasets and features: import, make-data, extract, encoders."""
+"""CLI commands for datasets and features: import, make-data, extract, encoders, cache."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
+from vlgap.cli.options import (POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP,
+                               int_list, positive_int)
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -57,7 +58,12 @@ def extract_cmd(
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
-    skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary)"),
+    skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary): "
+                                  "undecodable ones, and videos with fewer frames than n_f unless "
+                                  "--allow-repeated-frames"),
+    allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames",
+                                               help="keep videos with fewer frames than n_f (frames repeat; each "
+                                                    "warned, counted in the summary, listed in record.json)"),
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
     workers: int = typer.Option(2, help="background decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
@@ -71,12 +77,18 @@ def extract_cmd(
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
 
+    positive_int(batch_size, "--batch-size")
+    positive_int(workers, "--workers")
+    positive_int(threads, "--threads", optional=True)
+    positive_int(ray_workers, "--ray-workers", optional=True)
+    positive_int(image_size, "--image-size", optional=True)
     res = extract(
         manifest, encoder,
         n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
         n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
-        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad, batch_size=batch_size, workers=workers,
+        temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad,
+        allow_repeated_frames=allow_repeated_frames, batch_size=batch_size, workers=workers,
         threads=threads, ray=ray, ray_workers=ray_workers, trust_remote_code=trust_remote_code,
         random_weights=random_weights,
     )
@@ -184,3 +196,26 @@ def encoders_cmd(as_json: bool = typer.Option(False, "--json")):
     console.print(fam)
     console.print("tested: every hf: spec above on a tiny random-weight twin built from its own config, loaded from "
                   "a folder and by its hub id from an offline cache (tests/test_hf_families.py)", highlight=False)
+
+
+@app.command("cache")
+def cache_cmd(
+    check: bool = typer.Option(True, "--check/--no-check", help="verify every entry's seal and checksum (default)"),
+    prune: bool = typer.Option(False, "--prune", help="remove what is stale, corrupt or orphaned"),
+    cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
+    as_json: bool = typer.Option(False, "--json", help="print the result as JSON on stdout"),
+):
+    """Verify the cache: features, chunks, seals, leftovers of killed runs, converted models; --prune
+    removes what is stale, corrupt or orphaned. Exit code 1 while such findings remain."""
+    from vlgap.cache_check import check_cache
+    from vlgap.io_utils import to_json
+
+    if not (check or prune):
+        raise VlgapError("nothing to do: --no-check without --prune")
+    res = check_cache(cache_dir, prune=prune)
+    if as_json:
+        print(to_json(res.to_dict()))
+    else:
+        console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
+    if res.remaining:
+        raise typer.Exit(1)

@@ -34,6 +34,15 @@ def int_list(text: str, name: str) -> list[int]:
     return vals
 
 
+def positive_int(value, name: str, *, optional: bool = False):
+    """A count option (`--batch-size`, `--workers`, ...): an integer >= 1, or a one-line error naming the flag."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise VlgapError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
 def one_int(text: str, name: str) -> int:
     """A comma list holding exactly one integer (for commands that run at one value)."""
     vals = int_list(text, name)

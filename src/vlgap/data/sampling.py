@@ -10,7 +10,8 @@ from vlgap.errors import VlgapError
 def frame_indices(num_frames: int, n_f: int) -> np.ndarray:
     """Indices of n_f frames spread uniformly from the first to the last frame (rounded to the nearest).
     n_f = 1 gives the first frame, the paper's "image on image" setting. n_f may exceed num_frames
-    (frames then repeat, nearest-neighbour interpolation)."""
+    (frames then repeat, nearest-neighbour interpolation); extraction refuses such videos unless
+    --allow-repeated-frames or --skip-bad (features.chunk_steps.VisionSteps.collect)."""
     if num_frames < 1:
         raise VlgapError(f"a video needs at least one frame, got {num_frames}")
     if n_f < 1:

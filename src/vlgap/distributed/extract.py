@@ -10,15 +10,17 @@ says (`expected_shape`); once the loaded encoder confirms the guess, the actors 
 uint8 frames themselves (a separate preprocessing task would start the encoders seconds later:
 scheduling, and the cold import of torchvision's transforms in a decoding worker). An actor call
 encodes one chunk with the shared steps of `vlgap.features.chunk_steps` and writes its chunk files
-itself (atomic rename); the driver finally joins the chunks and writes COMPLETE exactly as a single
-process does. Chunk boundaries, batches and code being the same, the arrays are bit-identical to a
+itself (atomic rename, then the chunk's seal: vlgap.reuse, keyed by the entry's key and the chunk's
+items); the driver verifies every chunk (key and checksum) before it counts as done, finally joins
+them and seals the entry exactly as a single process does. Chunk boundaries, batches and code being the same, the arrays are bit-identical to a
 single-process run on the same device, dtype and torch thread count; records differ only in
 provenance (a `ray` block with hosts and actors, times, command).
 
 Faults: a decode task whose process dies is re-run (`max_retries`); an encoder actor that dies is
 restarted, reloads the model and re-runs the calls it held (`max_restarts`, `max_task_retries`);
-chunk writes are atomic and idempotent. A driver that dies loses nothing written: a re-run computes
-only the chunks that are missing. The cache must be on a filesystem all workers share; chunks
+chunk writes are atomic, sealed and idempotent. A driver that dies loses nothing written: a re-run
+computes only the chunks that are missing or fail their seal, and removes the temporary files of
+killed writes first. The cache must be on a filesystem all workers share; chunks
 written to node-local disks make the final join fail with the list of missing chunks.
 """
 from __future__ import annotations

@@ -29,6 +29,8 @@ class Decoded:
     bad: dict[int, list[dict]]
     payload: Any
     frame_log: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    #: per value, the kept videos with fewer frames than n_f: [{"id", "frames", "n_f"}]
+    repeated: dict[int, list[dict]] = field(default_factory=dict)
 
     @staticmethod
     def join(parts: list["Decoded"]) -> "Decoded":
@@ -41,24 +43,42 @@ def join_decoded(parts: list[Decoded]) -> Decoded:
     ids = {v: [i for p in parts for i in p.ids[v]] for v in first.ids}
     bad = {v: [b for p in parts for b in p.bad[v]] for v in first.bad}
     log = {v: {i: x for p in parts for i, x in p.frame_log[v].items()} for v in first.frame_log}
+    repeated = {v: [x for p in parts for x in p.repeated.get(v, [])] for v in first.repeated}
     if isinstance(first.payload, dict):  # text: per value
         payload = {v: [x for p in parts for x in p.payload[v]] for v in first.payload}
     else:
         payload = [x for p in parts for x in p.payload]
-    return Decoded(ids, bad, payload, log)
+    return Decoded(ids, bad, payload, log, repeated)
+
+
+def bad_item_message(bad: dict) -> str:
+    """The one-line error a run without --skip-bad gives for a bad item (fresh or cached alike)."""
+    reason = str(bad["reason"])
+    text = reason if reason.startswith(f"item {bad['id']!r}") else str(BadItemError(bad["id"], reason))
+    return f"{text} (pass --skip-bad to skip and report such items)"
+
+
+def repeated_frames_message(item_id: str, frames: int, n_f: int) -> str:
+    """The one-line error for a video with fewer frames than n_f (fresh or cached alike)."""
+    return (f"item {item_id!r}: its video has {frames} frame{'s' if frames != 1 else ''} but n_f={n_f} were "
+            f"requested, so frames would repeat; request n_f <= {frames}, pass --allow-repeated-frames "
+            "(allow_repeated_frames=True) to keep it with repeated frames (warned and recorded), or --skip-bad "
+            "to skip such items")
 
 
 def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
+    bad = {"id": item_id, "reason": reason}
     if not skip_bad:
-        raise VlgapError(f"{BadItemError(item_id, reason)} (pass --skip-bad to skip and report such items)")
-    return {"id": item_id, "reason": reason}
+        raise VlgapError(bad_item_message(bad))
+    return bad
 
 
 class VisionSteps:
     def __init__(self, values: list[int], n0: int, is_video: bool, frame_order: str = "ordered",
-                 skip_bad: bool = False, temporal_pooling: str = "mean"):
+                 skip_bad: bool = False, temporal_pooling: str = "mean", allow_repeated_frames: bool = False):
         self.values, self.n0, self.is_video = values, n0, is_video
         self.frame_order, self.skip_bad, self.temporal_pooling = frame_order, skip_bad, temporal_pooling
+        self.allow_repeated_frames = allow_repeated_frames
         if self.is_video:
             for v in values:
                 check_n_f(v, self.n0)
@@ -113,20 +133,31 @@ class VisionSteps:
             return ("bad", err.item_id, err.reason)
         payload = preprocess(frames) if preprocess is not None else frames
         pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
-        return ("ok", payload, pos, per_value)
+        return ("ok", payload, pos, per_value, total)
 
     def collect(self, items: list[Item], outcomes: list) -> Decoded:
+        """One chunk's decoded items. Undecodable items are refused (or listed with --skip-bad); a video
+        with fewer frames than an n_f is refused unless --allow-repeated-frames or --skip-bad, and else
+        kept and listed in `repeated` (the flags are applied again to whatever is reused later, see
+        features.extract.apply_item_policy, so a chunk's content does not depend on them)."""
         prepared, ids, bad = [], [], []
         log: dict[int, dict[str, list[int]]] = {v: {} for v in self.values}
+        repeated: dict[int, list[dict]] = {v: [] for v in self.values}
         for item, out in zip(items, outcomes):
             if out[0] == "bad":
                 bad.append(_bad(out[1], out[2], self.skip_bad))
                 continue
-            prepared.append(out[1:])
+            total = int(out[4])
+            for v in self.values:
+                if item.kind != "image" and total < v:  # a still image is one frame by declaration
+                    if not (self.allow_repeated_frames or self.skip_bad):
+                        raise VlgapError(repeated_frames_message(item.id, total, v))
+                    repeated[v].append({"id": item.id, "frames": total, "n_f": v})
+            prepared.append(out[1:4])
             ids.append(item.id)
             for v in self.values:
                 log[v][item.id] = out[3][v].tolist()
-        return Decoded({v: ids for v in self.values}, {v: bad for v in self.values}, prepared, log)
+        return Decoded({v: ids for v in self.values}, {v: bad for v in self.values}, prepared, log, repeated)
 
     def encode_chunk(self, enc, decoded: Decoded, batch_size: int) -> tuple[dict[int, list[np.ndarray]], int]:
         """Every layer for every n_f of one chunk; uint8 frames are preprocessed here first (float arrays
@@ -237,7 +268,7 @@ class TextSteps:
                     texts[v].append(value)
                     ids[v].append(item.id)
                 elif not self.skip_bad:
-                    raise VlgapError(f"{value} (pass --skip-bad to skip and report such items)")
+                    raise VlgapError(bad_item_message({"id": item.id, "reason": value}))
                 else:
                     bad[v].append({"id": item.id, "reason": value})
         return Decoded(ids, bad, texts)

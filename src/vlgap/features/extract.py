@@ -7,8 +7,16 @@ features/temporal_pooling), so a sweep over n_f costs the union of frames, not t
 run clips of n0 frames (n_f / n0 sub-clips, averaged).
 Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
 
-Work is done in chunks of items; each finished chunk is written atomically, so a killed run resumes
-from the last finished chunk and produces exactly the same features as an uninterrupted one.
+Work is done in chunks of items; each finished chunk is written atomically and sealed under the
+entry's key (vlgap.reuse), so a killed run resumes from the last finished chunk and produces exactly
+the same features as an uninterrupted one; a chunk or entry whose key or checksum does not match is
+reported in one line and recomputed, never read.
+
+Degenerate items are named, never silently used: an undecodable item stops the run (--skip-bad: skipped
+and listed), and so does a video with fewer frames than n_f (--allow-repeated-frames: kept, warned per
+item, counted in the summary and listed in the record; --skip-bad: skipped and listed). Entries hold
+the same content whatever the flags, and `apply_item_policy` applies them on every use, cached or not,
+so a cached result answers exactly as a fresh run would.
 
 One implementation of the per-chunk steps serves both executors: `VisionSteps` / `TextSteps`
 in `features/chunk_steps` (`decode_one` per item, `collect` per chunk, `encode_chunk` with a loaded
@@ -31,8 +39,9 @@ import numpy as np
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.errors import VlgapError
-from vlgap.features.chunk_steps import Decoded, TextSteps, VisionSteps
-from vlgap.features.store import Entry, FeatureKey, FeatureSet, cache_root, load_entry
+from vlgap.features.chunk_steps import (Decoded, TextSteps, VisionSteps, bad_item_message,
+                                        repeated_frames_message)
+from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
 from vlgap.memory import reuse_freed_memory
@@ -49,6 +58,8 @@ class ExtractResult:
     seconds: float = 0.0
     chunks_computed: int = 0  # chunks encoded in this run (a resumed run skips the finished ones)
     chunks_total: int = 0
+    #: kept videos with fewer frames than n_f (--allow-repeated-frames): [{"id", "frames", "n_f"}]
+    repeated_frames: list[dict] = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -71,7 +82,36 @@ class ExtractResult:
             lines.append(f"{self.param}={v}{note}: N={fs.n} items x {len(fs.layers)} layers (widths {widths}) [{src}] {fs.path}")
         if self.bad_items:
             lines.append(f"skipped {len(self.bad_items)} bad items: " + "; ".join(f"{b['id']}: {b['reason']}" for b in self.bad_items[:5]))
+        if self.repeated_frames:
+            items = _repeated_by_item(self.repeated_frames)
+            lines.append(f"repeated frames in {_count(len(items), 'item')} (fewer frames than n_f, kept by "
+                         "--allow-repeated-frames; listed in record.json as repeated_frames): "
+                         + "; ".join(f"{i}: {_count(f, 'frame')} < n_f {','.join(map(str, vs))}"
+                                     for i, (f, vs) in list(items.items())[:5]))
         return "\n".join(lines)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _repeated_by_item(rows: list[dict]) -> dict[str, tuple[int, list[int]]]:
+    """{item id: (its frame count, the n_f values that repeat its frames)}, in first-seen order."""
+    out: dict[str, tuple[int, list[int]]] = {}
+    for r in rows:
+        frames, vs = out.setdefault(r["id"], (int(r["frames"]), []))
+        if r["n_f"] not in vs:
+            vs.append(r["n_f"])
+    return {i: (f, sorted(vs)) for i, (f, vs) in out.items()}
+
+
+def require_count(value: Any, name: str, *, optional: bool = False) -> int | None:
+    """An integer >= 1 (a count option), or a one-line VlgapError naming `name`."""
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise VlgapError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
 
 
 def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
@@ -165,6 +205,7 @@ class Job:
     device: str
     dtype: str
     encoder_options: dict      # pooling / image_size / random_weights for get_encoder
+    allow_repeated_frames: bool = False
 
     @property
     def label(self) -> str:
@@ -201,7 +242,7 @@ class Job:
                              "is a video encoder (its sub-clips are averaged): use 'mean'")
         if self.param == "n_f":
             return VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
-                               self.temporal_pooling)
+                               self.temporal_pooling, self.allow_repeated_frames)
         return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
 
     def check_weights(self, info: dict) -> None:
@@ -224,16 +265,32 @@ class Job:
         size = steps.chunk_items()
         return [(s, min(s + size, len(self.items))) for s in range(0, len(self.items), size)]
 
-    def todo(self, ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
-        done = {v: self.entries[v].done_chunks() for v in self.pending}
+    def todo(self, ranges: list[tuple[int, int]], report=None) -> list[tuple[int, int]]:
+        """The chunks to compute: those not finished for some pending value. Finished chunks are
+        verified (key and checksum; others are reported and removed) and their items checked against
+        this run's --skip-bad / --allow-repeated-frames, so reusing them fails exactly where a fresh
+        run would, before any work."""
+        done = {v: self.entries[v].verified_chunks(ranges, report) for v in self.pending}
+        position = {it.id: i for i, it in enumerate(self.items)}
+        problems = []
+        for v, chunks in done.items():
+            for chunk in chunks.values():
+                problems += item_problems(chunk.bad, chunk.meta.get("repeated_frames", []), v, position,
+                                          self.skip_bad, self.allow_repeated_frames)
+        if problems:
+            raise VlgapError(min(problems)[2])
         return [r for r in ranges if any(r not in done[v] for v in self.pending)]
 
     def write_chunk(self, r: tuple[int, int], out: dict[int, list[np.ndarray]], decoded: Decoded) -> None:
-        """Write one finished chunk for every pending value (atomically; finished ones are kept)."""
+        """Write one finished chunk for every pending value that lacks it (atomic and sealed; a value
+        whose chunk was finished earlier keeps it: `todo` verified its bytes)."""
         for v in self.pending:
-            if r not in self.entries[v].done_chunks():
-                meta = {"frame_indices": decoded.frame_log[v]} if v in decoded.frame_log else None
-                self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
+            if self.entries[v].has_chunk(*r):
+                continue
+            meta = None
+            if v in decoded.frame_log:
+                meta = {"frame_indices": decoded.frame_log[v], "repeated_frames": decoded.repeated.get(v, [])}
+            self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
 
     def base_record(self, info: dict, batch_size: int) -> dict:
         from vlgap.encoders.registry import labelled, weights_note
@@ -259,18 +316,18 @@ class Job:
         }
 
     def finish(self, result: "ExtractResult", steps, ranges, record: dict, truncated: int) -> None:
-        """Join the chunks of every pending value into its features file and mark it COMPLETE."""
+        """Join the chunks of every pending value into its features file, sealed with the entry's key."""
         if truncated:
             stderr_console.print(f"[yellow]warning:[/] {truncated} texts were longer than {self.encoder}'s context "
                                  "and were truncated (recorded as texts_truncated)")
-        if hasattr(steps, "frame_log"):  # every item's frame indices, from the chunks (this run's or earlier)
-            for v in self.pending:
-                done = self.entries[v].done_chunks()  # a missing chunk is reported by finalize
-                steps.frame_log[v] = {i: idx for r in ranges if r in done
-                                      for i, idx in self.entries[v].chunk_meta(*r).get("frame_indices", {}).items()}
         for v in self.pending:
+            chunks: dict[tuple[int, int], Chunk] = self.entries[v].verified_chunks(ranges)  # a missing one: finalize
+            if hasattr(steps, "frame_log"):  # every item's frame indices, from the chunks (this run's or earlier)
+                steps.frame_log[v] = {i: idx for r in ranges if r in chunks
+                                      for i, idx in chunks[r].meta.get("frame_indices", {}).items()}
             rec = dict(record, value=v, **steps.policy(v), chunk_items=steps.chunk_items(), texts_truncated=truncated)
-            fs = self.entries[v].finalize(ranges, rec)
+            fs = self.entries[v].finalize(ranges, rec, chunks)
+            del chunks
             if fs.record.get("bad_items"):
                 atomic_write_text(self.entries[v].dir / "bad_items.jsonl",
                                   "".join(json.dumps(b) + "\n" for b in fs.record["bad_items"]))
@@ -300,6 +357,7 @@ def extract(
     frame_order: str = "ordered",
     temporal_pooling: str | None = None,
     skip_bad: bool = False,
+    allow_repeated_frames: bool = False,
     batch_size: int = 32,
     workers: int = 2,
     threads: int | None = None,
@@ -318,6 +376,11 @@ def extract(
     temporal_pooling: how an image encoder's per-frame embeddings become one vector
     (`vlgap.features.temporal_pooling`): "mean" (default), "segments:S" or "meandiff". Video and text
     encoders take "mean" only (a video encoder's sub-clips are always averaged).
+    skip_bad: skip (and list) undecodable items, and videos with fewer frames than an n_f unless
+    allow_repeated_frames; without it such an item stops the run with a one-line error.
+    allow_repeated_frames: keep videos with fewer frames than n_f (frames repeat, nearest-neighbour
+    sampling), each warned in one line, counted in the summary and listed in the record. Still images
+    (manifest "image" items) are one frame by declaration and never count as repeated.
     ray: None (this process), "auto" (a running Ray cluster, else a local one) or a cluster address:
     decoding runs as Ray tasks and encoding on `ray_workers` actors (one per GPU with device="cuda";
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract).
@@ -325,6 +388,11 @@ def extract(
     random_weights: the encoder's architecture with random weights (speed tests); cached apart from the
     trained model's features and labelled "random weights" in the record and every summary."""
     t0 = time.perf_counter()
+    batch_size = require_count(batch_size, "batch_size (frames or texts per forward pass)")
+    workers = require_count(workers, "workers (decoding threads)")
+    threads = require_count(threads, "threads (torch CPU threads)", optional=True)
+    ray_workers = require_count(ray_workers, "ray_workers (encoder actors)", optional=True)
+    image_size = require_count(image_size, "image_size (vision input side in pixels)", optional=True)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
@@ -353,10 +421,15 @@ def extract(
     result = ExtractResult({}, param, len(items))
     pending = []
     for v, e in entries.items():
-        if e.is_complete():
-            result.features[v] = e.load()
+        e.remove_leftovers()  # temporaries of killed runs (older than this process)
+        fs = e.reuse()  # verified, else reported and removed
+        if fs is not None:
+            result.features[v] = fs
         else:
             pending.append(v)
+    # cached entries answer as a fresh run would under this run's flags: fail before any work
+    kinds = {it.id: it.kind for it in items}
+    _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
     if pending:
         opts: dict[str, Any] = {}
         if pooling:
@@ -368,7 +441,7 @@ def extract(
         if random_weights:
             opts["random_weights"] = True
         job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
-                  skip_bad, batch_size, device, dtype, opts)
+                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames)
         if ray:
             if loaded_encoder is not None:
                 raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
@@ -378,9 +451,93 @@ def extract(
             run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
         else:
             _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
+    _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
+    result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
+                       for v, fs in sorted(result.features.items())}
     result.bad_items = _collect_bad(result.features)
+    result.repeated_frames = [r for fs in result.features.values() for r in fs.record.get("repeated_frames", [])]
+    _warn_repeated(result.repeated_frames)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+# -- degenerate items: the flags applied to what an entry holds (cached or fresh) -------------------
+
+def repeated_items(fs: FeatureSet, kinds: dict[str, str]) -> list[dict]:
+    """The entry's kept videos with fewer frames than its n_f: [{"id", "frames", "n_f"}]. Entries written
+    before this list existed are read from their frame indices (fewer distinct frames than n_f; the
+    last sampled index is the last frame)."""
+    rec = fs.record
+    if "repeated_frames" in rec:
+        return list(rec["repeated_frames"])
+    out = []
+    sampling = rec.get("sampling") or {}
+    n_f = sampling.get("n_f")
+    for item_id, idx in (sampling.get("frame_indices") or {}).items():
+        if item_id in fs.ids and kinds.get(item_id, "video") != "image" and len(set(idx)) < len(idx):
+            out.append({"id": item_id, "frames": int(max(idx)) + 1, "n_f": int(n_f or len(idx))})
+    return out
+
+
+def item_problems(bad: list[dict], repeated: list[dict], value: int, position: dict[str, int], skip_bad: bool,
+                  allow_repeated_frames: bool) -> list[tuple[int, int, str]]:
+    """(item position, value, the one-line error a fresh run gives) for each item these flags refuse."""
+    out = []
+    if not skip_bad:
+        out += [(position.get(b["id"], len(position)), value, bad_item_message(b)) for b in bad]
+        if not allow_repeated_frames:
+            out += [(position.get(r["id"], len(position)), value,
+                     repeated_frames_message(r["id"], r["frames"], r["n_f"])) for r in repeated]
+    return out
+
+
+def _check_items(features: dict[int, FeatureSet], items: list[Item], kinds: dict[str, str], skip_bad: bool,
+                 allow_repeated_frames: bool) -> None:
+    position = {it.id: i for i, it in enumerate(items)}
+    problems = []
+    for v, fs in features.items():
+        problems += item_problems(fs.record.get("bad_items", []), repeated_items(fs, kinds), v, position, skip_bad,
+                                  allow_repeated_frames)
+    if problems:
+        raise VlgapError(min(problems)[2])  # the first item in manifest order, as a fresh run stops at it
+
+
+def apply_item_policy(fs: FeatureSet, kinds: dict[str, str], skip_bad: bool, allow_repeated_frames: bool) -> FeatureSet:
+    """The entry as this run's flags see it (after `_check_items` has refused what they refuse):
+    with --allow-repeated-frames, short videos are kept and listed in record["repeated_frames"];
+    with --skip-bad alone they are left out and listed in record["bad_items"]."""
+    repeated = repeated_items(fs, kinds)
+    record = dict(fs.record)
+    if allow_repeated_frames or not repeated:
+        record["repeated_frames"] = repeated
+        return FeatureSet(fs.layers, fs.ids, record, fs.path)
+    short = _repeated_by_item(repeated)
+    record["repeated_frames"] = []
+    record["bad_items"] = list(record.get("bad_items", [])) + [
+        {"id": i, "reason": f"its video has {_count(f, 'frame')}, fewer than n_f={','.join(map(str, vs))} "
+                            "(frames would repeat)"}
+        for i, (f, vs) in short.items()]
+    kept = fs.subset([i for i in fs.ids if i not in short])
+    return FeatureSet(kept.layers, kept.ids, record, fs.path)
+
+
+#: per-item warning lines printed before the rest is summarised (the record lists every item)
+MAX_WARNING_LINES = 20
+
+
+def _warn_repeated(rows: list[dict]) -> None:
+    from rich.markup import escape
+
+    items = _repeated_by_item(rows)
+    for k, (item_id, (frames, vs)) in enumerate(items.items()):
+        if k == MAX_WARNING_LINES:
+            stderr_console.print(f"[yellow]warning:[/] ... and {len(items) - k} more items with repeated frames "
+                                 "(all listed in record.json as repeated_frames)", highlight=False, soft_wrap=True)
+            break
+        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has "
+                             f"{_count(frames, 'frame')}, fewer than n_f={','.join(map(str, vs))}: frames repeat "
+                             "(kept by --allow-repeated-frames)",
+                             highlight=False, soft_wrap=True)
 
 
 def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: int | None, progress: bool) -> None:
@@ -443,10 +600,15 @@ def _collect_bad(features: dict[int, FeatureSet]) -> list[dict]:
 def load_features(manifest: str | Path | Manifest, encoder: str, param: str, value: int, *,
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
                   image_size: int | None = None, frame_order: str = "ordered",
-                  temporal_pooling: str | None = None, random_weights: bool = False) -> FeatureSet:
-    """Features from the cache without loading the model (assembling shards when needed)."""
+                  temporal_pooling: str | None = None, random_weights: bool = False, skip_bad: bool = False,
+                  allow_repeated_frames: bool = False) -> FeatureSet:
+    """Features from the cache without loading the model (assembling shards when needed), verified,
+    with `skip_bad` / `allow_repeated_frames` applied as `extract` applies them."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
                                  random_weights),
                      man.fingerprint(), param, int(value))
-    return load_entry(key, cache_dir)
+    fs = load_entry(key, cache_dir)
+    kinds = {it.id: it.kind for it in man.items}
+    _check_items({int(value): fs}, man.items, kinds, skip_bad, allow_repeated_frames)
+    return apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)

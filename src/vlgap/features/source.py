@@ -29,6 +29,8 @@ class FeatureOptions:
     batch_size: int = 32
     workers: int = 2  # video decoding threads
     skip_bad: bool = False  # skip unreadable items (reported in the record) instead of stopping
+    #: keep videos with fewer frames than n_f (frames repeat; warned per item, listed in the record)
+    allow_repeated_frames: bool = False
     progress: bool = True
     #: every encoder with random weights (speed tests; cached apart, labelled "random weights")
     random_weights: bool = False
@@ -102,6 +104,7 @@ class FeatureSource:
     def _common(self) -> dict[str, Any]:
         o = self.options
         return dict(cache_dir=o.cache_dir, device=o.device, dtype=o.dtype, skip_bad=o.skip_bad,
+                    allow_repeated_frames=o.allow_repeated_frames,
                     batch_size=o.batch_size, workers=o.workers, progress=o.progress, random_weights=o.random_weights)
 
     def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None):

@@ -1,0 +1,276 @@
+"""`vlgap cache --check / --prune`: verify everything vlgap reuses from its cache, name what is not.
+
+Under the cache root (`--cache-dir`, else $VLGAP_CACHE, else ~/.cache/vlgap):
+
+- feature entries (`features/.../features.safetensors`): the seal is re-derived from the entry's key
+  (a seal made under another key or an older store format is *stale*) and the bytes are checked
+  against its sha256 and size (*corrupt* otherwise); an entry written before seals is *legacy* when
+  its COMPLETE checksum matches (sealed at its next use), else corrupt;
+- feature chunks (`chunks/*.npz`) of unfinished entries: sealed and intact ones are *resumable*;
+  others are corrupt or stale; chunks beside a finished entry, unsealed chunks and features files
+  (interrupted writes), and seals without their file are *orphaned*;
+- temporary files of killed writes (`.<name>.<12 hex>.tmp`) anywhere under the root: orphaned;
+- converted models (`models/gguf-*`): a folder without its finished-conversion marker, and
+  temporary conversion folders, are orphaned (the weights carry no checksum of their own);
+- any other sealed artefact under the root (vlgap.reuse seals): checksum verified.
+
+`prune=True` removes what is stale, corrupt or orphaned (only vlgap's own file names, in vlgap's own
+folders); ok, legacy and resumable files stay. Run it while no extraction writes to the same cache:
+temporaries of a run in progress look like those of a killed one.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from vlgap import reuse
+from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_MARKER, FeatureKey, entry_dir_name)
+from vlgap.io_utils import cache_root, sha256_of_file
+
+#: statuses that are fine to keep
+KEEP = ("ok", "legacy", "resumable")
+#: statuses that --prune removes
+PROBLEMS = ("stale", "corrupt", "orphaned")
+#: files an entry folder may hold besides features, chunks and seals (removed with a bad entry)
+ENTRY_FILES = ("record.json", "bad_items.jsonl", LEGACY_MARKER)
+MODEL_MARKER = "vlgap_gguf.json"  # vlgap.encoders.gguf_cache.MARKER (not imported: that module pulls torch helpers)
+
+
+@dataclass
+class Finding:
+    path: str
+    area: str        # features | chunk | model | artefact | temporary
+    status: str      # ok | legacy | resumable | stale | corrupt | orphaned
+    reason: str = ""
+    size: int = 0
+    removed: bool = False
+
+
+@dataclass
+class CacheCheck:
+    """What `check_cache` found; `problems` are stale, corrupt or orphaned, `remaining` those still on disk."""
+
+    root: str
+    findings: list[Finding] = field(default_factory=list)
+    pruned: bool = False
+
+    @property
+    def problems(self) -> list[Finding]:
+        return [f for f in self.findings if f.status in PROBLEMS]
+
+    @property
+    def remaining(self) -> list[Finding]:
+        return [f for f in self.problems if not f.removed]
+
+    @property
+    def ok(self) -> bool:
+        return not self.remaining
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for f in self.findings:
+            out[f.status] = out.get(f.status, 0) + 1
+        return out
+
+    def to_dict(self) -> dict:
+        return {"root": self.root, "pruned": self.pruned, "counts": self.counts(),
+                "problems": len(self.problems), "remaining": len(self.remaining),
+                "bytes_removed": sum(f.size for f in self.findings if f.removed),
+                "findings": [asdict(f) for f in self.findings]}
+
+    def summary(self) -> str:
+        counts = self.counts()
+        head = f"cache {self.root}: " + (", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "empty")
+        lines = [head]
+        for f in self.problems:
+            verb = "removed" if f.removed else f.status
+            lines.append(f"  {verb}: {f.area} {f.path}" + (f" ({f.reason})" if f.reason else "")
+                         + (f" [{f.status}]" if f.removed else ""))
+        if self.remaining:
+            lines.append(f"{len(self.remaining)} stale, corrupt or orphaned; `vlgap cache --prune` removes them "
+                         "(each is recomputed when next needed)")
+        elif self.pruned and self.problems:
+            lines.append(f"removed {len(self.problems)} ({sum(f.size for f in self.problems if f.removed)} bytes)")
+        else:
+            lines.append("everything verified")
+        return "\n".join(lines)
+
+
+def _size(p: Path) -> int:
+    try:
+        if p.is_dir():
+            return sum(q.stat().st_size for q in p.rglob("*") if q.is_file())
+        return p.stat().st_size
+    except OSError:
+        return 0
+
+
+def _remove(p: Path) -> bool:
+    try:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+
+
+def _expected_key(seal: dict, entry_dir: Path) -> tuple[dict | None, str]:
+    """The key today's code gives the entry this seal sits in, or (None, why the seal is stale)."""
+    key = seal.get("key")
+    try:
+        fk = FeatureKey(key["encoder"], key["dataset"], key["param"], int(key["value"]), tuple(key["shard"]))
+    except (TypeError, KeyError, ValueError):
+        return None, "sealed under a key of another kind"
+    if entry_dir_name(fk.encoder, fk.dataset, fk.param, fk.value, fk.shard) != entry_dir.name:
+        return None, "sealed under the key of another entry"
+    return fk.seal_key(), ""
+
+
+def _check_entry(d: Path, out: list[Finding]) -> None:
+    features = d / FEATURES_FILE
+    finished = False
+    seal = reuse.read_seal(features)
+    if features.is_file():
+        if seal is None and reuse.seal_path(features).exists():
+            out.append(Finding(str(features), "features", "corrupt", "its seal is unreadable", _size(features)))
+        elif seal is None and (d / LEGACY_MARKER).is_file():
+            try:
+                expected = json.loads((d / LEGACY_MARKER).read_text())["sha256"]
+            except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+                expected = None
+            if expected is not None and sha256_of_file(features) == expected:
+                out.append(Finding(str(features), "features", "legacy",
+                                   "written before seals; COMPLETE checksum matches (sealed at its next use)",
+                                   _size(features)))
+                finished = True
+            else:
+                out.append(Finding(str(features), "features", "corrupt",
+                                   f"checksum mismatch with its {LEGACY_MARKER} marker", _size(features)))
+        elif seal is None:
+            out.append(Finding(str(features), "features", "orphaned",
+                               "no seal: an interrupted write (recomputed from the chunks)", _size(features)))
+        else:
+            key, why = _expected_key(seal, d)
+            if key is None:
+                out.append(Finding(str(features), "features", "stale", why, _size(features)))
+            else:
+                v = reuse.check_artefact(features, key)
+                status = {"ok": "ok", "stale": "stale"}.get(v.status, "corrupt")
+                out.append(Finding(str(features), "features", status, "" if v.ok else v.reason, _size(features)))
+                finished = v.ok
+    elif reuse.seal_path(features).exists():
+        out.append(Finding(str(reuse.seal_path(features)), "features", "orphaned", "a seal without its file", 0))
+    chunks = d / "chunks"
+    if chunks.is_dir():
+        for p in sorted(chunks.iterdir()):
+            if CHUNK_RE.match(p.name):
+                if finished:
+                    out.append(Finding(str(p), "chunk", "orphaned", "left beside a finished entry", _size(p)))
+                    continue
+                cseal = reuse.read_seal(p)
+                if cseal is None:
+                    status = "corrupt" if reuse.seal_path(p).exists() else "orphaned"
+                    out.append(Finding(str(p), "chunk", status, "its seal is unreadable" if status == "corrupt" else
+                                       "no seal: an interrupted write or an older vlgap", _size(p)))
+                    continue
+                key, why = _expected_key(cseal, d)
+                if key is None or cseal.get("key", {}).get("format") != key["format"]:
+                    out.append(Finding(str(p), "chunk", "stale", why or "an older store format", _size(p)))
+                    continue
+                v = reuse.check_artefact(p, None)
+                out.append(Finding(str(p), "chunk", "resumable" if v.ok else "corrupt", "" if v.ok else v.reason,
+                                   _size(p)))
+            elif p.name.endswith(".npz.seal.json") and CHUNK_RE.match(p.name[1:-len(".seal.json")]):
+                if not (chunks / p.name[1:-len(".seal.json")]).exists():
+                    out.append(Finding(str(p), "chunk", "orphaned", "a seal without its chunk", _size(p)))
+
+
+def _check_models(models: Path, out: list[Finding]) -> None:
+    if not models.is_dir():
+        return
+    for p in sorted(models.iterdir()):
+        if p.is_dir() and p.name.startswith("gguf-"):
+            try:
+                meta = json.loads((p / MODEL_MARKER).read_text())
+                good = str(meta.get("gguf_sha256", "")).startswith(p.name[len("gguf-"):])
+            except (OSError, ValueError):
+                good = False
+            out.append(Finding(str(p), "model", "ok" if good else "orphaned",
+                               "" if good else "an unfinished conversion (no finished-conversion marker)", _size(p)))
+        elif p.is_dir() and p.name.startswith(".") and p.name.endswith(".tmp"):
+            out.append(Finding(str(p), "model", "orphaned", "a temporary conversion folder of a killed run", _size(p)))
+
+
+def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False) -> CacheCheck:
+    """Verify every entry of the cache (see module docstring); `prune` removes what is stale, corrupt
+    or orphaned. Returns a CacheCheck (`.to_dict()`, `.summary()`, `.remaining`)."""
+    root = cache_root(cache_dir)
+    res = CacheCheck(str(root), pruned=prune)
+    if not root.is_dir():
+        return res
+    feats = root / "features"
+    if feats.is_dir():
+        for d in sorted(p for p in feats.glob("*/*/*") if p.is_dir()):
+            _check_entry(d, res.findings)
+    _check_models(root / "models", res.findings)
+    for p in sorted(root.rglob(".*.tmp")):  # temporary files of killed writes, anywhere
+        if p.is_file() and reuse.TEMP_RE.match(p.name):
+            res.findings.append(Finding(str(p), "temporary", "orphaned", "left by a killed write", _size(p)))
+    seen = {f.path for f in res.findings}
+    for sp in sorted(root.rglob(".*.seal.json")):  # other sealed artefacts (sweep cells, caches, ...)
+        target = sp.with_name(sp.name[1:-len(".seal.json")])
+        if str(sp) in seen or str(target) in seen or feats in sp.parents:
+            continue
+        if not target.exists():
+            res.findings.append(Finding(str(sp), "artefact", "orphaned", "a seal without its file", _size(sp)))
+            continue
+        v = reuse.check_artefact(target, None)
+        res.findings.append(Finding(str(target), "artefact", "ok" if v.ok else "corrupt", "" if v.ok else v.reason,
+                                    _size(target)))
+    if prune:
+        _prune(res)
+    return res
+
+
+def _prune(res: CacheCheck) -> None:
+    entries_touched: set[Path] = set()
+    for f in res.problems:
+        p = Path(f.path)
+        if f.area in ("features", "chunk"):
+            if p.name.endswith(".seal.json"):
+                f.removed = _remove(p)
+            else:
+                reuse.discard(p)
+                f.removed = not p.exists()
+            entry = p.parent.parent if f.area == "chunk" else p.parent
+            entries_touched.add(entry)
+            if f.area == "features" and f.status in ("stale", "corrupt"):
+                for name in ENTRY_FILES:  # the bad entry's record goes with it
+                    (entry / name).unlink(missing_ok=True)
+        elif f.area == "artefact" and p.name.endswith(".seal.json"):
+            f.removed = _remove(p)
+        elif f.area == "artefact":
+            reuse.discard(p)
+            f.removed = not p.exists()
+        else:  # temporaries, model folders
+            f.removed = _remove(p)
+    for entry in entries_touched:  # folders left with nothing but vlgap's own records
+        chunks = entry / "chunks"
+        try:
+            chunks.rmdir()
+        except OSError:
+            pass
+        if entry.is_dir() and not (entry / FEATURES_FILE).exists() and not chunks.exists():
+            for name in ENTRY_FILES:
+                (entry / name).unlink(missing_ok=True)
+            try:
+                entry.rmdir()
+            except OSError:
+                pass
