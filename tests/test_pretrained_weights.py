@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -107,6 +108,37 @@ def test_timm_loads_pretrained_weights_from_the_hugging_face_cache(empty_caches)
     rec = enc.record()
     assert rec["weights"] == "pretrained" and rec["hf_hub_id"] == "timm/test_resnet.r160_in1k"
     assert rec["weights_file"] == str((snapshot / "model.safetensors").resolve())
+
+
+def test_perception_encoder_spec_of_the_family_table_loads_from_the_hugging_face_cache(empty_caches):
+    """The family table's Perception Encoder spec (a timm model) loads its pretrained weights by hub id
+    from an offline cache: a twin with random weights stands for the real file."""
+    _, hf_home = empty_caches
+    import timm
+    from safetensors.torch import save_file
+
+    from vlgap.encoders.hf_families import family_table
+
+    spec = next(r["spec"] for r in family_table() if r["family"].startswith("Perception Encoder"))
+    name = spec.split(":", 1)[1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(5)
+        model = timm.create_model(name)
+    state = model.state_dict()
+    tag = model.pretrained_cfg["hf_hub_id"]  # e.g. timm/vit_pe_core_base_patch16_224.fb
+    repo = hf_home / "hub" / ("models--" + tag.replace("/", "--"))
+    snapshot = repo / "snapshots" / ("fedcba9876543210" * 3)[:40]
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+    save_file({k: v.contiguous() for k, v in state.items()}, str(snapshot / "model.safetensors"))
+    enc = get_encoder(spec)
+    _same_parameters(state, enc.model)
+    assert enc.record()["weights"] == "pretrained" and weights_note(enc.record()) is None
+    frames = np.random.default_rng(0).integers(0, 255, size=(2, 40, 48, 3), dtype=np.uint8)
+    layers = enc.forward_layers(enc.preprocess(frames))
+    assert [t.shape[1] for t in layers] == enc.layer_dims and all(t.shape[0] == 2 for t in layers)
+    assert all(torch.isfinite(t).all() for t in layers)
 
 
 def test_timm_refuses_silent_random_weights(empty_caches):

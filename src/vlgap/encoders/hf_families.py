@@ -506,7 +506,7 @@ def family_table() -> list[dict[str, Any]]:
     rows.append({"family": "Perception Encoder (PE-Core)", "spec": "timm:vit_pe_core_base_patch16_224", "kind": "image",
                  "model_types": ["(timm)"], "pooling": "timm adapter's rule", "n0": "1",
                  "note": "transformers has PE only inside PerceptionLM / PE-Video; the image encoder is in timm",
-                 "tested": "timm adapter (tests/test_encoders.py)"})
+                 "tested": "its timm twin by hub id from an offline cache (tests/test_pretrained_weights.py)"})
     return rows
 
 
