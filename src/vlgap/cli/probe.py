@@ -69,6 +69,8 @@ def _print_search(res, x: Path, y: Path) -> None:
         line += (f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.method}, "
                  f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
+    for note in getattr(res, "notes", []):
+        console.print(f"[yellow]n/a:[/] {note}", highlight=False)
     prep = (f"preset {res.preset} (one clamp at the {res.q:g} quantile of |x| over all layers of a side, then L2 rows)"
             if res.preset else (f"clamp at the {res.q:g} quantile per layer, then L2 rows" if res.q else "L2 rows"))
     console.print(f"features: {prep}", highlight=False)
