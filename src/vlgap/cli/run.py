@@ -43,7 +43,10 @@ def sweep_cmd(
     text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
     n_frames: str = typer.Option("1,2,4,8", help="comma list of n_f"),
     n_captions: str = typer.Option("1,2,4,8", help="comma list of n_c"),
-    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable)"),
+    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable; a folder holding "
+                             "another configuration or manifest is refused, see --force)"),
+    force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
+                               "configuration (its cells are recomputed, never mixed)"),
     k: int = typer.Option(10),
     metric: str = typer.Option("mutual_knn"),
     preset: Optional[str] = typer.Option(None, help="platonic-rep: its feature preparation (one clamp over all layers)"),
@@ -71,7 +74,7 @@ def sweep_cmd(
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad,
                       cache_dir=str(cache_dir) if cache_dir else None)
-    res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)
+    res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:
         print(to_json({"rows": res.rows, "scaling": res.fits}))
     else:
@@ -96,6 +99,8 @@ def demo_cmd(
     device: Optional[str] = typer.Option(None),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     quiet: bool = typer.Option(False, help="no progress bars"),
+    force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
+                               "configuration (recomputed, never mixed)"),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
@@ -105,7 +110,7 @@ def demo_cmd(
     t0 = time.perf_counter()
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
                                "temporal_pooling": temporal_pooling})
-    report = run_demo(cfg, progress=not quiet)
+    report = run_demo(cfg, progress=not quiet, force=force)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)
     scaling = Path(cfg.out) / "scaling.json"

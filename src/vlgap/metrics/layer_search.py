@@ -23,7 +23,7 @@ import torch
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.alignment import make_metric
-from vlgap.metrics.base import AlignmentMetric, chance_level, constant_message, is_constant
+from vlgap.metrics.base import AlignmentMetric, chance_level, ZeroVarianceError, constant_message, is_constant
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_layers, clamp_threshold, prepare, resolve_device
 from vlgap.metrics.uncertainty import (BootstrapSummary, IntervalMethod, PermutationSummary,
                                        bootstrap_best_pair, bootstrap_depth, permutation_best_pair)
@@ -302,7 +302,7 @@ def _search_without_constant_layers(sx: LayerStates, sy: LayerStates, *, metric:
     from the best pair, the bootstrap and the permutation null) and `notes` says why."""
     for side, label in ((sx, "X"), (sy, "Y")):
         if len(side.constant) == side.n_layers:
-            raise VlgapError(constant_message(metric, label, side.constant, side.n_layers, side.n))
+            raise ZeroVarianceError(constant_message(metric, label, side.constant, side.n_layers, side.n))
     keep_x = [i for i in range(sx.n_layers) if i not in sx.constant]
     keep_y = [j for j in range(sy.n_layers) if j not in sy.constant]
     sub = layer_search(sx.subset(keep_x), sy.subset(keep_y), metric=metric, **kw)
