@@ -48,6 +48,21 @@ def flip_byte(path: Path, where: float = 0.5) -> None:
     path.write_bytes(bytes(raw))
 
 
+def flip_tensor_byte(path: Path) -> None:
+    """Flip a byte inside the largest tensor of a torch.save file: the zip still opens and torch.load
+    succeeds (it checks no checksum), so only vlgap's seal can notice."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    start = info.header_offset + 30 + int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little") \
+        + int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    raw[start + info.file_size // 2] ^= 0x40
+    path.write_bytes(bytes(raw))
+    torch.load(path, weights_only=False)  # still loads
+
+
 def truncate(path: Path) -> None:
     raw = path.read_bytes()
     path.write_bytes(raw[: len(raw) // 2])
@@ -302,7 +317,7 @@ def wsv_full(tmp_path_factory):
     return train(_data(), WSVConfig(system="wsv", **TINY), out), out
 
 
-@pytest.mark.parametrize("damage", [flip_byte, truncate])
+@pytest.mark.parametrize("damage", [flip_tensor_byte, flip_byte, truncate])
 def test_wsv_damaged_checkpoint_is_not_resumed_and_training_equals_uninterrupted(wsv_full, tmp_path, capsys,
                                                                                 damage):
     from vlgap.wsv.train import WSVConfig, train
@@ -336,7 +351,7 @@ def test_wsv_damaged_model_is_refused_in_one_line(wsv_full, tmp_path):
 
     _, out = wsv_full
     shutil.copytree(out, tmp_path / "m")
-    flip_byte(tmp_path / "m" / "model.pt")
+    flip_tensor_byte(tmp_path / "m" / "model.pt")
     with pytest.raises(VlgapError, match=r"model\.pt changed after it was written \(checksum mismatch\)"):
         load_model(tmp_path / "m" / "model.pt")
     assert len(load_model(out / "model.pt").history) > 0  # the untouched one loads
