@@ -282,6 +282,16 @@ def test_fit_scaling_refuses_duplicate_cells_naming_the_rows(tmp_path, monkeypat
     grid.write_text("n_f,n_c,score\n" + "".join(f"{r['n_f']},{r['n_c']},{r['score']}\n" for r in rows))
     line = one_line_error(*run_cli(monkeypatch, capsys, "fit-scaling", grid, "--bootstrap", 0)[::2])
     assert "rows 5 and 9" in line
+    # a sweep.csv of two encoder pairs: refused as a whole, fitted pair by pair
+    two = tmp_path / "sweep.csv"
+    two.write_text("vision,text,n_f,n_c,score\n" + "".join(
+        f"{v},tt,{r['n_f']},{r['n_c']},{r['score'] + (0.1 if v == 'b' else 0)}\n" for v in ("a", "b") for r in rows[:9]))
+    line = one_line_error(*run_cli(monkeypatch, capsys, "fit-scaling", two, "--bootstrap", 0)[::2])
+    assert "9 duplicate cell(s)" in line and "--vision V --text T" in line
+    code, out, _ = run_cli(monkeypatch, capsys, "fit-scaling", two, "--bootstrap", 0, "--vision", "b", "--json")
+    assert code == 0 and json.loads(out)["n_cells"] == 9
+    line = one_line_error(*run_cli(monkeypatch, capsys, "fit-scaling", two, "--vision", "c")[::2])
+    assert "no row with vision = 'c'" in line
 
 
 # ------------------------------------------------------------------------------------------------ WSV
