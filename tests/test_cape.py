@@ -373,6 +373,10 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
 
     def fake_train(model, tok, pairs, out_dir, **kw):
         assert len(pairs) == 3 * 4
+        adapter = out_dir / "adapter"  # what the real one leaves: the adapter, sealed under the SFT key
+        adapter.mkdir(parents=True, exist_ok=True)
+        (adapter / "adapter_model.safetensors").write_bytes(b"stand-in weights")
+        L.seal_folder(adapter, kw["key"])
         return {"steps": kw["steps"], "batch_size": kw["batch_size"], "n_pairs": len(pairs), "seconds": 0.0,
                 "samples_per_second": 0.0, "train_loss": 1.0, "lora_r": kw["r"], "seed": kw["seed"],
                 "history": [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}]}

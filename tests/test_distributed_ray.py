@@ -294,7 +294,8 @@ def test_sweep_cells_on_ray_equal_serial_sweep(ray_cluster, tmp_path, one_thread
     assert json.dumps(dist.rows, sort_keys=True) == json.dumps(serial.rows, sort_keys=True)
     assert (tmp_path / "ray" / "sweep.csv").read_text() == (tmp_path / "serial" / "sweep.csv").read_text()
     for f in (tmp_path / "serial" / "matrices").glob("*.npy"):
-        assert np.array_equal(np.load(f), np.load(tmp_path / "ray" / "matrices" / f.name))
+        # n_f = 1 cells are n/a (NaN): the first frames of these videos are identical, so features are constant
+        assert np.array_equal(np.load(f), np.load(tmp_path / "ray" / "matrices" / f.name), equal_nan=True)
 
 
 def test_chunks_on_another_nodes_disk_fail_with_their_names(tiny_dataset, tmp_path, small_chunks, monkeypatch):

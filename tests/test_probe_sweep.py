@@ -73,9 +73,14 @@ def test_sweep_preset_is_applied_recorded_and_not_mixed_on_resume(toy_manifest, 
     assert row["preset"] == "platonic-rep" and row["score"] == pytest.approx(direct.best_score, abs=1e-12)
     saved = json.loads((tmp_path / "run" / "sweep.json").read_text())
     assert saved["config"]["preset"] == "platonic-rep"
-    # the same run folder without the preset: every cell is recomputed, none reused from the preset run
+    # the same run folder without the preset: refused with the difference named; with force every cell
+    # is recomputed, none reused from the preset run
+    from vlgap.errors import VlgapError
+
+    with pytest.raises(VlgapError, match='another configuration .*preset: "platonic-rep" -> null.*--force'):
+        run_sweep(SweepConfig(**{**cfg.to_dict(), "preset": None}), tmp_path / "run", progress=False, encoders=encs)
     plain = run_sweep(SweepConfig(**{**cfg.to_dict(), "preset": None}), tmp_path / "run", progress=False,
-                      encoders=encs)
+                      encoders=encs, force=True)
     assert all(r["preset"] is None for r in plain.rows)
     ref = layer_search(xs, ys, k=3)
     again = next(r for r in plain.rows if r["n_f"] == 2 and r["n_c"] == 1)

@@ -185,7 +185,9 @@ def test_sweep_records_mode_and_redoes_cells_of_another_mode(tiny_dataset, tmp_p
 
     a = run_sweep(cfg("meandiff"), tmp_path / "run", progress=False, encoders=encs)
     assert a.rows[0]["temporal_pooling"] == "meandiff"
-    b = run_sweep(cfg("mean"), tmp_path / "run", progress=False, encoders=encs)
+    with pytest.raises(VlgapError, match='temporal_pooling: "meandiff" -> "mean"'):
+        run_sweep(cfg("mean"), tmp_path / "run", progress=False, encoders=encs)  # never silently mixed
+    b = run_sweep(cfg("mean"), tmp_path / "run", progress=False, encoders=encs, force=True)
     assert b.rows[0]["temporal_pooling"] == "mean"  # not the meandiff cell reused
     assert json.loads((tmp_path / "run" / "config.json").read_text())["temporal_pooling"] == "mean"
     with pytest.raises(VlgapError, match="not valid"):

@@ -200,7 +200,25 @@ def _columns(grid: Any) -> dict[str, np.ndarray]:
         if bad.size:
             raise VlgapError(f"grid column {key!r} must be positive (a count of frames/captions); "
                              f"row(s) {bad[:5].tolist()}")
+    _refuse_duplicate_cells(out)
     return out
+
+
+def _refuse_duplicate_cells(cols: dict[str, np.ndarray]) -> None:
+    """One score per (n_f, n_c): two rows for one cell (e.g. a sweep.csv of several encoder pairs)
+    would be fitted as if they were independent measurements of one model."""
+    seen: dict[tuple[float, float], int] = {}
+    clashes: list[str] = []
+    for i, (f, c) in enumerate(zip(cols["n_f"].tolist(), cols["n_c"].tolist())):
+        first = seen.setdefault((f, c), i)
+        if first != i:
+            clashes.append(f"rows {first} and {i} (n_f={f:g}, n_c={c:g}, scores {cols['score'][first]:.4g} and "
+                           f"{cols['score'][i]:.4g})")
+    if clashes:
+        more = f" and {len(clashes) - 3} more" if len(clashes) > 3 else ""
+        raise VlgapError(f"grid has {len(clashes)} duplicate cell(s): " + "; ".join(clashes[:3]) + more
+                         + " (data rows counted from 0); give one score per (n_f, n_c): for a sweep.csv of several "
+                           "encoder pairs fit one pair at a time (`vlgap fit-scaling --vision V --text T`)")
 
 
 def _sigmas(cols: dict[str, np.ndarray], confidence: float) -> np.ndarray | None:
@@ -536,6 +554,20 @@ def fit_scaling(
         n_c_values=sorted(map(float, np.unique(nc))),
         param_samples=samples,
     )
+
+
+def select_rows(cols: dict[str, list], where: dict[str, str | None], *, what: str = "grid") -> dict[str, list]:
+    """The rows whose columns equal `where`'s values (None: any), e.g. one encoder pair of a sweep.csv."""
+    for name, want in where.items():
+        if want is None:
+            continue
+        if name not in cols:
+            raise VlgapError(f"{what}: no {name!r} column to select {name} = {want!r} from; columns: {sorted(cols)}")
+        keep = [i for i, v in enumerate(cols[name]) if v == want]
+        if not keep:
+            raise VlgapError(f"{what}: no row with {name} = {want!r}; it has {sorted(set(map(str, cols[name])))}")
+        cols = {k: [v[i] for i in keep] for k, v in cols.items()}
+    return cols
 
 
 def read_grid_csv(path: str | os.PathLike) -> dict[str, list[str]]:

@@ -12,6 +12,10 @@
 Every stage writes its result under `out_dir` atomically and is skipped when present (rewrites are
 cached per batch, SFT checkpoints every few steps, generator cells one file each), so a killed run
 resumes where it stopped. Presets: `demo` (reduced, one generator seed) and `full`.
+
+Reuse (vlgap.reuse): `out_dir` records the configuration (another one is refused with the
+differences unless `force`, which starts the folder over); every stage's file is sealed under a key
+of the configuration and its inputs, and one whose bytes changed is reported and recomputed.
 """
 from __future__ import annotations
 
@@ -56,6 +60,22 @@ class CapeConfig:
     gap_permutations: int = 500
     gap_bootstrap: int = 500
 
+    def __post_init__(self):
+        from vlgap.counts import check_count
+
+        flags = {"n_test": "--prompts", "n_train_videos": "--train-captions", "sft_steps": "--sft-steps",
+                 "n_bootstrap": "--bootstrap", "n_permutations": "--permutations"}
+        for name, minimum in (("n_sft_videos", 1), ("sft_steps", 1), ("sft_batch", 1), ("lora_r", 1),
+                              ("n_train_videos", 2), ("n_test", 2), ("gen_batch", 1), ("max_retries", 0),
+                              ("n_bootstrap", 0), ("n_permutations", 0), ("gap_permutations", 0),
+                              ("gap_bootstrap", 0)):
+            check_count(name, getattr(self, name), minimum, flag=flags.get(name))
+        check_count("lora_top_layers", self.lora_top_layers, 1, allow_none=True)
+        if not self.generator_seeds:
+            raise VlgapError("--generator-seeds: need at least 1 generator seed per cell, e.g. 3")
+        for s in self.generator_seeds:
+            check_count("generator seed", s, 0)
+
     def key(self) -> str:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
@@ -71,12 +91,60 @@ def _log(msg: str) -> None:
     print(f"[cape {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _cached(path: Path, make: Callable[[], Any]) -> Any:
-    if path.is_file():
-        return json.loads(path.read_text())
+#: version of the stage files' keys: a change recomputes every older stage file
+STAGE_FORMAT = 2
+
+
+def _digest(obj: Any) -> str:
+    from vlgap.reuse import key_digest
+
+    return key_digest(obj)[:24]
+
+
+def _cached(path: Path, make: Callable[[], Any], key: dict[str, Any] | None = None,
+            log: Callable[[str], None] | None = None) -> Any:
+    """The stage's value from `path` when it is sealed under `key` and unchanged, else `make()`, written
+    sealed (a changed or foreign file is said in one line and recomputed)."""
+    from vlgap.io_utils import to_json
+    from vlgap.reuse import read_verified, write_artefact
+
+    key = {"format": STAGE_FORMAT, **(key or {})}
+    raw = read_verified(path, key, what="CAPE stage file", report=log)
+    if raw is not None:
+        return json.loads(raw)
     value = make()
-    atomic_write_json(path, value)
-    return value
+    text = to_json(value) + "\n"
+    write_artefact(path, text.encode(), key)
+    return json.loads(text)
+
+
+#: what a run folder holds that `force` starts over (vlgap's own outputs only)
+STAGE_PATHS = ("sft", "rewrites", "cells", "mmd.json", "embeddings.npz", ".embeddings.npz.seal.json",
+               ".mmd.json.seal.json", "results.json", "report.md", "data.json")
+
+
+def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
+                      log: Callable[[str], None] = print) -> None:
+    """Record `cfg` in `out` (another configuration: refused with the differences unless `force`); a
+    folder that is new or taken over loses every stage output of an earlier run, so nothing (an HF
+    checkpoint of other SFT settings, above all) is resumed into this one."""
+    import shutil
+
+    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
+
+    legacy = (out / "config.json").is_file() and not (out / "run_config.json").exists()
+    if legacy:
+        log(f"{out}: a run folder of an older vlgap (no run record): its stages are unsealed and are recomputed")
+    resumed = claim_run_folder(out, "cape-experiment", {**asdict(cfg), "format": STAGE_FORMAT},
+                               force=force or legacy)
+    remove_stale_temporaries(out)  # leftovers of a killed run
+    if not resumed:
+        for name in STAGE_PATHS:
+            p = out / name
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
+                p.unlink()
 
 
 def _six_text(res: dict[str, Any]) -> str:
@@ -88,21 +156,15 @@ def _six_text(res: dict[str, Any]) -> str:
 
 
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
-                   log: Callable[[str], None] = _log) -> dict[str, Any]:
-    """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json."""
+                   log: Callable[[str], None] = _log, force: bool = False) -> dict[str, Any]:
+    """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
+    `force`: start over in a folder that holds a run of another configuration (refused otherwise)."""
     from vlgap.cape import operators as O
 
     cfg = config or CapeConfig()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg_path = out / "config.json"
-    if cfg_path.is_file():
-        old = json.loads(cfg_path.read_text())
-        if old.get("key") != cfg.key():
-            raise VlgapError(f"{out} holds a run with another configuration (key {old.get('key')}); "
-                             f"use another --out folder or delete it (this configuration: {cfg.key()})")
-    else:
-        atomic_write_json(cfg_path, {"key": cfg.key(), **asdict(cfg)})
+    claim_cape_folder(out, cfg, force=force, log=log)
+    atomic_write_json(out / "config.json", {"key": cfg.key(), **asdict(cfg)})
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -119,21 +181,39 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                                           "test_videos": [v.to_dict() for v in test_videos]})
 
     # SFT: the anchored PE and the third operator differ only in the LoRA seed (init + data order)
-    from vlgap.cape.lm import load_lm, train_lora
+    from vlgap.cape.lm import check_folder, load_lm, sft_key, train_lora
 
+    sft: dict[str, Any] = {}
     for name, s in (("pe", cfg.pe_seed), ("third", cfg.third_seed)):
         info_path = out / "sft" / name / "sft.json"
-        if not info_path.is_file():
+        # the SFT key holds the base model's hash, known only once it is loaded: the stage file is keyed
+        # by the configuration, and the adapter's files by the SFT key recorded in it
+        stage_key = {"what": "sft", "name": name, "seed": s, "pairs": _digest(pairs), "config": asdict(cfg)}
+
+        def make(name=name, s=s) -> dict[str, Any]:
             t0 = time.perf_counter()
             lm = load_lm(cfg.base)
+            key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
+                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=cfg.lora_top_layers, max_length=256,
+                          save_every=10)
             log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, LoRA seed {s}")
             info = train_lora(lm.model, lm.tokenizer, pairs, out / "sft" / name, steps=cfg.sft_steps,
                               batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=s, r=cfg.lora_r,
-                              top_layers=cfg.lora_top_layers, log=log)
+                              top_layers=cfg.lora_top_layers, log=log, key=key)
             info["base_model_hash"] = lm.model_hash
-            atomic_write_json(info_path, info)
+            info["sft_key"] = key
             timings[f"sft_{name}"] = time.perf_counter() - t0
-            del lm
+            return info
+
+        info = _cached(info_path, make, stage_key, log)
+        problems = check_folder(out / "sft" / name / "adapter", info.get("sft_key"))
+        if problems:  # the adapter changed after its SFT: train it again
+            log(f"SFT {name}: adapter not reused ({problems[0]}); training again")
+            from vlgap.reuse import discard
+
+            discard(info_path)
+            info = _cached(info_path, make, stage_key, log)
+        sft[name] = info
 
     ops = {
         "pe": O.anchored_operator("pe", out / "sft" / "pe" / "adapter", base=cfg.base, batch_size=cfg.gen_batch,
@@ -214,29 +294,34 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         return res
 
     t0 = time.perf_counter()
-    mmd = _cached(out / "mmd.json", diagnostics)
+    mmd = _cached(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": asdict(cfg)}, log)
     timings["mmd"] = time.perf_counter() - t0
 
     # generators: one per training-caption operator and seed, scored under each inference operator
     from vlgap.cape.generator import score_attributes, train_generator
 
     t0 = time.perf_counter()
+    import io
+
+    from vlgap.reuse import read_verified, write_artefact
+
     emb_path = out / "embeddings.npz"
+    emb_key = {"format": STAGE_FORMAT, "what": "embeddings", "encoder": "minilm"}  # entries keyed by their text
     all_texts = sorted({t for name in ops for ts in texts[name].values() for t in ts})
-    if emb_path.is_file():
-        z = np.load(emb_path, allow_pickle=False)
-        known = dict(zip(z["keys"].tolist(), z["x"]))
-    else:
-        known = {}
+    raw = read_verified(emb_path, emb_key, what="CAPE embedding cache", report=log)
+    known = {}
+    if raw is not None:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            known = dict(zip(z["keys"].tolist(), z["x"]))
     missing = [t for t in all_texts if hashlib.sha256(t.encode()).hexdigest() not in known]
     if missing:
         x = embed_texts(missing, text_encoder()).array
         for t, v in zip(missing, x):
             known[hashlib.sha256(t.encode()).hexdigest()] = v
         keys = sorted(known)
-        tmp = out / ".embeddings.tmp.npz"
-        np.savez(tmp, keys=np.array(keys), x=np.stack([known[k] for k in keys]))
-        tmp.replace(emb_path)
+        buf = io.BytesIO()
+        np.savez(buf, keys=np.array(keys), x=np.stack([known[k] for k in keys]))
+        write_artefact(emb_path, buf.getvalue(), emb_key)
 
     def emb(ts: list[str]) -> np.ndarray:
         return np.stack([known[hashlib.sha256(t.encode()).hexdigest()] for t in ts])
@@ -259,7 +344,9 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                         "accuracy": sc["accuracy"], "overall": sc["overall"], "n": sc["n"],
                         "predictions": [{**p, "event_order": list(p["event_order"])} for p in pred]}
 
-            cell = _cached(path, make)
+            cell = _cached(path, make, {"what": "cell", "train": train_op, "infer": infer_op, "seed": s,
+                                        "texts": _digest([texts[train_op]["train"], texts[infer_op]["test"]]),
+                                        "config": asdict(cfg)}, log)
             scores[(train_op, infer_op, s)] = cell["item"]
             acc = per_attr.setdefault(f"{train_op}/{infer_op}", {})
             for a, v in cell["accuracy"].items():
@@ -271,7 +358,6 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     analysis = two_by_two({k: v for k, v in scores.items() if k[0] != "template"},
                           n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed)
     ref = np.mean([np.mean(v) for (t, _i, _s), v in scores.items() if t == "template"])
-    sft = {name: json.loads((out / "sft" / name / "sft.json").read_text()) for name in ("pe", "third")}
     results = {
         "config": asdict(cfg), "config_key": cfg.key(),
         **analysis,

@@ -332,14 +332,61 @@ def lora_model(model, r: int = 16, alpha: int = 32, dropout: float = 0.05, seed:
     return get_peft_model(model, cfg)
 
 
+#: version of the SFT keys (adapter seals, checkpoint seals): a change retrains older adapters
+SFT_FORMAT = 2
+
+
+def sft_key(pairs: Sequence[tuple[str, str]], *, base_model_hash: str, steps: int, batch_size: int, lr: float,
+            seed: int, r: int, top_layers: int | None, max_length: int, save_every: int) -> dict[str, Any]:
+    """Everything that determines a LoRA SFT run's checkpoints and adapter."""
+    h = hashlib.sha256()
+    for x, y in pairs:
+        h.update(x.encode() + b"\0" + y.encode() + b"\0")
+    return {"format": SFT_FORMAT, "base_model_hash": base_model_hash, "pairs": h.hexdigest()[:24],
+            "n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
+            "top_layers": top_layers, "max_length": max_length, "save_every": save_every}
+
+
+def seal_folder(folder: Path, key: Any) -> None:
+    """Seal every file a library saved into `folder` (vlgap.reuse.seal_file), recursively."""
+    from vlgap.reuse import seal_file
+
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and not p.name.endswith(".seal.json") and not p.name.endswith(".tmp"):
+            seal_file(p, key)
+
+
+def check_folder(folder: Path, key: Any) -> list[str]:
+    """Problems of a sealed folder (files stale, changed, unsealed), one line each; [] when it may be used."""
+    from vlgap.reuse import check_artefact
+
+    files = [p for p in sorted(folder.rglob("*")) if p.is_file() and not p.name.endswith(".seal.json")]
+    if not files:
+        return [f"{folder}: empty"]
+    verdicts = [check_artefact(p, key) for p in files]
+    return [v.message() for v in verdicts if not v.ok]
+
+
 def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.PathLike, *, steps: int,
                batch_size: int = 8, lr: float = 1e-3, seed: int = 0, r: int = 16, save_every: int = 10,
-               max_length: int = 256, top_layers: int | None = None, log: Callable[[str], None] | None = None) -> dict[str, Any]:
+               max_length: int = 256, top_layers: int | None = None, log: Callable[[str], None] | None = None,
+               key: dict[str, Any] | None = None) -> dict[str, Any]:
     """LoRA SFT with transformers' Trainer (bf16 and gradient checkpointing off: on these CPUs both make a
     step ~15x slower). Checkpoints every `save_every` steps under out_dir/checkpoints and resumes from
-    the last one. Saves the adapter to out_dir/adapter. Returns the loss history and timing."""
+    the last one. Saves the adapter to out_dir/adapter. Returns the loss history and timing.
+
+    `key` (see `sft_key`): every checkpoint file and the adapter are sealed under it; a checkpoint of
+    another key or whose bytes changed is reported in one line and training starts from step 0."""
+    import shutil
+
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
+    from vlgap.counts import check_count
+
+    steps = check_count("steps", steps, 1, flag="--steps", example=16)
+    batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=8)
+    r = check_count("lora_r", r, 1, flag="--lora-r", example=16)
+    save_every = check_count("save_every", save_every, 1, example=10)
     ensure_pad(tok)
     out_dir = Path(out_dir)
     rows = encode_pairs(tok, pairs, max_length=max_length)
@@ -355,6 +402,12 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
                 if log:
                     log(f"SFT step {state.global_step}/{steps}: loss {logs['loss']:.4f}")
 
+        def on_save(self, args, state, control, **kw):
+            if key is not None:  # called after the Trainer wrote the checkpoint
+                folder = ckpt_dir / f"checkpoint-{state.global_step}"
+                if folder.is_dir():
+                    seal_folder(folder, key)
+
     args = TrainingArguments(
         output_dir=str(ckpt_dir), max_steps=steps, per_device_train_batch_size=batch_size, learning_rate=lr,
         lr_scheduler_type="linear", warmup_steps=max(1, steps // 10), logging_steps=1, save_strategy="steps",
@@ -366,16 +419,32 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
     last = None
     if ckpt_dir.is_dir():
         done = sorted(ckpt_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
+        if done and key is not None:
+            problems = check_folder(done[-1], key)
+            if problems:  # a changed or foreign checkpoint is never resumed
+                (log or _stderr_line)(f"SFT checkpoint {done[-1].name} not reused ({problems[0]}"
+                                      + (f" and {len(problems) - 1} more" if len(problems) > 1 else "")
+                                      + "); training from step 0")
+                shutil.rmtree(ckpt_dir)
+                done = []
         last = str(done[-1]) if done else None
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - t0
     peft_model.save_pretrained(str(out_dir / "adapter"))
+    if key is not None:
+        seal_folder(out_dir / "adapter", key)
     return {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
             "n_pairs": len(rows), "top_layers": top_layers, "seconds": round(seconds, 1), "resumed_from": last,
             "samples_per_second": round(steps * batch_size / max(seconds, 1e-9), 3),
             "train_loss": float(result.training_loss) if result.training_loss is not None else math.nan,
             "history": history}
+
+
+def _stderr_line(line: str) -> None:
+    import sys
+
+    print(f"vlgap: {line}", file=sys.stderr, flush=True)
 
 
 def load_adapter(lm: LoadedLM, adapter_dir: str | os.PathLike) -> LoadedLM:
@@ -384,10 +453,19 @@ def load_adapter(lm: LoadedLM, adapter_dir: str | os.PathLike) -> LoadedLM:
 
     from vlgap.io_utils import sha256_of_file
 
+    from vlgap.reuse import check_artefact
+
     adapter_dir = Path(adapter_dir)
     weights = adapter_dir / "adapter_model.safetensors"
     if not weights.is_file():
         raise VlgapError(f"no LoRA adapter at {str(adapter_dir)!r} (adapter_model.safetensors missing)")
+    for f in (weights, adapter_dir / "adapter_config.json"):
+        verdict = check_artefact(f)  # checksum only: an adapter may be used with any key
+        if verdict.status == "corrupt":
+            raise VlgapError(f"LoRA adapter file {verdict.message()}; retrain it (`vlgap cape train --out "
+                             f"{adapter_dir.parent}`)")
+        if verdict.status == "unsealed" and f == weights:
+            _stderr_line(f"LoRA adapter {weights} has no seal (not written by vlgap cape train): not verified")
     merged = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload().eval()
     digest = hashlib.sha256(f"{lm.model_hash}|{sha256_of_file(weights)}".encode()).hexdigest()
     return LoadedLM(merged, lm.tokenizer, f"{lm.name}+lora", digest, lm.load_seconds)

@@ -5,8 +5,9 @@ An operator maps input texts (captions or user prompts) to six-part rewrites:
   pe        the anchored PE: a LoRA-fine-tuned small LM, label-forced decoding
   rewriter  the prompted control: another LM, fixed six-part instruction + few-shot, no fine-tuning
   third     same size and data as the PE, another LoRA seed: the falsifier's operator
-Every result is cached under (operator name, model hash, input text); a cache file written by another
-model hash is refused with an error instead of being mixed in.
+Every result is cached under (operator name, model hash, input text). The cache file is sealed
+(vlgap.reuse) under its operator, model hash and decoding settings: a file of another key, or whose
+bytes changed after they were written, is reported in one line and recomputed, never mixed in.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -21,7 +23,6 @@ from vlgap.cape import world as W
 from vlgap.cape.schema import PARTS, SixPart
 from vlgap.data import shapes as S
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_json
 
 OPERATORS = ("template", "pe", "rewriter", "third")
 MAX_INPUT_TOKENS = 192
@@ -119,8 +120,12 @@ class LMOperator(Operator):
 
     def __init__(self, name: str, load: Callable[[], Any], *, prefix: str = "", batch_size: int = 16,
                  max_retries: int = 2, seed: int = 0, model_hash: str | None = None):
+        from vlgap.counts import check_count
+
         self.name, self._load, self.prefix = name, load, prefix
-        self.batch_size, self.max_retries, self.seed = batch_size, max_retries, seed
+        self.batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=16)
+        self.max_retries = check_count("max_retries", max_retries, 0, example=2)
+        self.seed = seed
         self._lm = None
         self._hash = model_hash
 
@@ -197,24 +202,39 @@ def _key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
+#: version of the rewrite cache files and their keys
+CACHE_FORMAT = 2
+
+
 class RewriteCache:
     """One JSON file per operator: {operator, model_hash, entries: {sha(input): result}}; rewritten
-    atomically after every batch, so a killed run resumes at the next unfinished batch."""
+    atomically after every batch, so a killed run resumes at the next unfinished batch.
 
-    def __init__(self, folder: str | os.PathLike, operator: str, model_hash: str):
+    Sealed under {operator, model hash, `settings` (decoding: retries, seed), format}: a file of
+    another key is refused with the differences (it holds another model's work: use another cache
+    folder); a file whose bytes changed, or an unsealed one, is said in one line and redone."""
+
+    def __init__(self, folder: str | os.PathLike, operator: str, model_hash: str,
+                 settings: dict[str, Any] | None = None):
+        from vlgap.reuse import check_artefact, read_verified
+
         self.path = Path(folder) / f"{operator}.json"
         self.operator, self.model_hash = operator, model_hash
+        self.key = {"format": CACHE_FORMAT, "operator": operator, "model_hash": model_hash, **(settings or {})}
         self.entries: dict[str, dict[str, Any]] = {}
-        if self.path.is_file():
+        verdict = check_artefact(self.path, self.key, verify_bytes=False)
+        if verdict.status == "stale" and "format" not in " ".join(verdict.differences):
+            shown = "; ".join(d if "model_hash" not in d else "model hash differs" for d in verdict.differences[:4])
+            raise VlgapError(f"rewrite cache {str(self.path)!r} holds another operator's results ({shown}); "
+                             "use another cache folder or delete the file")
+        raw = read_verified(self.path, self.key, what="rewrite cache")
+        if raw is not None:
             try:
-                data = json.loads(self.path.read_text())
-            except ValueError as err:
-                raise VlgapError(f"rewrite cache {str(self.path)!r} is not valid JSON ({err}); delete it") from None
-            if data.get("model_hash") != model_hash:
-                raise VlgapError(f"rewrite cache {str(self.path)!r} was written by operator {data.get('operator')!r} "
-                                 f"with model hash {str(data.get('model_hash'))[:16]}..., but this operator's model "
-                                 f"hash is {model_hash[:16]}...; delete the file or use another cache folder")
-            self.entries = data.get("entries", {})
+                data = json.loads(raw)
+            except ValueError as err:  # sealed, yet not JSON: written by a broken writer; redo
+                print(f"vlgap: rewrite cache {self.path} is not valid JSON ({err}); recomputing", file=sys.stderr)
+                data = {}
+            self.entries = data.get("entries", {}) if isinstance(data, dict) else {}
 
     def get(self, text: str) -> dict[str, Any] | None:
         return self.entries.get(_key(text))
@@ -223,8 +243,11 @@ class RewriteCache:
         self.entries[_key(text)] = {**result, "input": text}
 
     def save(self) -> None:
-        atomic_write_json(self.path, {"operator": self.operator, "model_hash": self.model_hash,
-                                      "entries": self.entries})
+        from vlgap.io_utils import to_json
+        from vlgap.reuse import write_artefact
+
+        doc = {"operator": self.operator, "model_hash": self.model_hash, "entries": self.entries}
+        write_artefact(self.path, (to_json(doc) + "\n").encode(), self.key)
 
 
 def check_prompts(texts: Sequence[str], op: Operator, max_input_tokens: int = MAX_INPUT_TOKENS,
@@ -251,8 +274,13 @@ def rewrite(op: Operator, texts: Sequence[str], *, cache_dir: str | os.PathLike 
             batch_size: int = 32, max_input_tokens: int = MAX_INPUT_TOKENS, truncate: bool = False,
             progress: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
     """Rewrite every text with `op`, in order; cached results are reused, new ones saved per batch."""
+    from vlgap.counts import check_count
+
+    batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=16)
+    max_input_tokens = check_count("max_input_tokens", max_input_tokens, 1, flag="--max-input-tokens", example=192)
     texts, cut = check_prompts(texts, op, max_input_tokens, truncate)
-    cache = RewriteCache(cache_dir, op.name, op.model_hash) if cache_dir is not None else None
+    settings = {"max_retries": getattr(op, "max_retries", None), "seed": getattr(op, "seed", None)}
+    cache = RewriteCache(cache_dir, op.name, op.model_hash, settings) if cache_dir is not None else None
     todo = [i for i, t in enumerate(texts) if cache is None or cache.get(t) is None]
     todo_unique = list(dict.fromkeys(texts[i] for i in todo))
     fresh: dict[str, dict[str, Any]] = {}

@@ -66,14 +66,23 @@ def train_command(
     lora_r: int = typer.Option(16, "--lora-r"),
     top_layers: Optional[int] = typer.Option(8, "--top-layers", help="LoRA on the last N layers only (0: all)."),
     seed: int = typer.Option(0, "--seed"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
+                                                      "another configuration (refused otherwise)."),
 ) -> None:
     """Fine-tune an anchored PE (LoRA SFT: input -> six-part target, loss on the target only)."""
     from vlgap.cape import world as W
-    from vlgap.cape.lm import load_lm, train_lora
+    from vlgap.cape.lm import load_lm, sft_key, train_lora
     from vlgap.cape.schema import read_targets_jsonl
+    from vlgap.counts import check_count
     from vlgap.errors import VlgapError
     from vlgap.io_utils import atomic_write_json, to_json
+    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
 
+    check_count("steps", steps, 1, flag="--steps", example=16)
+    check_count("batch_size", batch_size, 1, flag="--batch-size", example=8)
+    check_count("lora_r", lora_r, 1, flag="--lora-r", example=16)
+    check_count("n_videos", n_videos, 1, flag="--videos", example=48)
+    check_count("top_layers", top_layers, 0, flag="--top-layers", example=8, allow_none=True)
     if targets is not None:
         pairs = []
         for rec in read_targets_jsonl(targets):
@@ -84,18 +93,27 @@ def train_command(
     else:
         pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed))
     lm = load_lm(base)
+    key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                  r=lora_r, top_layers=top_layers or None, max_length=256, save_every=10)
+    if not claim_run_folder(out, "cape-train", key, force=force):
+        import shutil
+
+        for sub in ("checkpoints", "adapter"):  # a new or taken-over folder: nothing in it is this run's
+            if (out / sub).is_dir():
+                shutil.rmtree(out / sub)
+    remove_stale_temporaries(out)
     info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                      r=lora_r, top_layers=top_layers or None, log=lambda m: Console(stderr=True).print(m))
+                      r=lora_r, top_layers=top_layers or None, log=lambda m: Console(stderr=True).print(m), key=key)
     info["base_model_hash"] = lm.model_hash
     atomic_write_json(out / "sft.json", info)
     print(to_json({k: v for k, v in info.items() if k != "history"}))
 
 
-def _run(preset_name: str, out: Path, as_json: bool, **overrides) -> None:
+def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, **overrides) -> None:
     from vlgap.cape.experiment import preset, run_experiment
     from vlgap.io_utils import to_json
 
-    res = run_experiment(out, preset(preset_name, **overrides))
+    res = run_experiment(out, preset(preset_name, **overrides), force=force)
     if as_json:
         keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "validity", "template_reference",
                 "timings_s", "config")
@@ -108,9 +126,11 @@ def _run(preset_name: str, out: Path, as_json: bool, **overrides) -> None:
 def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
+                                                      "another configuration (refused otherwise)."),
 ) -> None:
     """Reduced experiment (few SFT steps and prompts, one generator seed): about 15 min on a shared CPU."""
-    _run("demo", out, as_json)
+    _run("demo", out, as_json, force=force)
 
 
 @cape_app.command("experiment")
@@ -125,10 +145,12 @@ def experiment_command(
     bootstrap: Optional[int] = typer.Option(None, "--bootstrap"),
     permutations: Optional[int] = typer.Option(None, "--permutations"),
     as_json: bool = typer.Option(False, "--json", help="JSON with cells, main_effects, interaction, third_operator."),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
+                                                      "another configuration (refused otherwise)."),
 ) -> None:
     """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
-    _run("full", out, as_json, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
-         generator_seeds=tuple(range(seeds)) if seeds else None, rewriter_model=rewriter_model,
+    _run("full", out, as_json, force=force, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
+         generator_seeds=tuple(range(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
          n_bootstrap=bootstrap, n_permutations=permutations)
 
 

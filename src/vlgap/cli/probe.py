@@ -69,6 +69,8 @@ def _print_search(res, x: Path, y: Path) -> None:
         line += (f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.method}, "
                  f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
+    for note in getattr(res, "notes", []):
+        console.print(f"[yellow]n/a:[/] {note}", highlight=False)
     prep = (f"preset {res.preset} (one clamp at the {res.q:g} quantile of |x| over all layers of a side, then L2 rows)"
             if res.preset else (f"clamp at the {res.q:g} quantile per layer, then L2 rows" if res.q else "L2 rows"))
     console.print(f"features: {prep}", highlight=False)
@@ -107,16 +109,21 @@ def fit_scaling_cmd(
     use_intervals: bool = typer.Option(True, "--use-intervals/--no-intervals",
                                        help="weight cells by their score_lo/score_hi intervals when present"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
+    vision: Optional[str] = typer.Option(None, "--vision", help="only the rows of this vision encoder "
+                                         "(a sweep.csv of several encoder pairs holds one cell per pair)"),
+    text: Optional[str] = typer.Option(None, "--text", help="only the rows of this text encoder"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Fit score = S_inf - (C_f n_f^-alpha + C_c n_c^-beta); intervals, held-out check, alternatives."""
+    from vlgap.counts import check_count
     from vlgap.io_utils import to_json
-    from vlgap.scaling import fit_scaling, read_grid_csv
-
     from vlgap.progress import counter
+    from vlgap.scaling import fit_scaling, read_grid_csv, select_rows
 
+    bootstrap = check_count("n_bootstrap", bootstrap, 0, flag="--bootstrap", example=1000)
+    cols = select_rows(read_grid_csv(grid), {"vision": vision, "text": text}, what=str(grid))
     with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:
-        fit = fit_scaling(read_grid_csv(grid), n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
+        fit = fit_scaling(cols, n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
                           use_intervals=use_intervals, seed=seed, progress=lambda done, total: report(done))
     if as_json:
         print(to_json(fit.to_dict()))

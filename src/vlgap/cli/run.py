@@ -50,7 +50,10 @@ def sweep_cmd(
     text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
     n_frames: str = typer.Option("1,2,4,8", help="comma list of n_f"),
     n_captions: str = typer.Option("1,2,4,8", help="comma list of n_c"),
-    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable)"),
+    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable; a folder holding "
+                             "another configuration or manifest is refused, see --force)"),
+    force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
+                               "configuration (its cells are recomputed, never mixed)"),
     k: int = typer.Option(10),
     metric: str = typer.Option("mutual_knn"),
     preset: Optional[str] = typer.Option(None, help="platonic-rep: its feature preparation (one clamp over all layers)"),
@@ -80,7 +83,7 @@ def sweep_cmd(
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad, trust_remote_code=trust_remote_code, random_weights=random_weights,
                       cache_dir=str(cache_dir) if cache_dir else None)
-    res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers)
+    res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:
         print(to_json({"rows": res.rows, "scaling": res.fits}))
     else:
@@ -97,15 +100,21 @@ def report_cmd(run_dir: Path = typer.Argument(..., help="a folder written by `vl
     console.print(f"report: {write_report(run_dir)}")
 
 
+#: the demo's own default, read from its config so the help cannot drift from it
+_DEMO_DEFAULT_VIDEOS = 192
+
+
 @app.command("demo")
 def demo_cmd(
-    config: Optional[Path] = typer.Option(None, help="TOML file with DemoConfig keys (optionally under [demo])"),
+    config: Optional[Path] = typer.Option(None, help="TOML file with DemoConfig keys (optionally under a \\[demo] table)"),
     out: Optional[str] = typer.Option(None, help="run folder (default runs/demo)"),
-    n_videos: Optional[int] = typer.Option(None, help="number of shapes videos (default 256)"),
+    n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
     device: Optional[str] = typer.Option(None),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     quiet: bool = typer.Option(False, help="no progress bars"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
+    force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
+                               "configuration (recomputed, never mixed)"),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
@@ -116,7 +125,7 @@ def demo_cmd(
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
                                "temporal_pooling": temporal_pooling,
                                "random_weights": True if random_weights else None})
-    report = run_demo(cfg, progress=not quiet)
+    report = run_demo(cfg, progress=not quiet, force=force)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)
     scaling = Path(cfg.out) / "scaling.json"

@@ -22,9 +22,12 @@ def _log(msg: str) -> None:
 
 
 def _threads(n: Optional[int]) -> None:
-    if n:
+    if n is not None:
         import torch
 
+        from vlgap.counts import check_count
+
+        n = check_count("threads", n, 1, flag="--threads", example=2)
         torch.set_num_threads(n)
 
 
@@ -43,6 +46,8 @@ def train_cmd(
     batch_size: int = typer.Option(32), checkpoint_every: int = typer.Option(100),
     threads: Optional[int] = typer.Option(None, help="torch threads."),
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root (default $VLGAP_CACHE or ~/.cache/vlgap)."),
+    force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
+                                                      "another configuration (refused otherwise)."),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
     from vlgap.wsv.api import train_system
@@ -51,7 +56,7 @@ def train_cmd(
     path = train_system(out, system=system, seed=seed, corpus=corpus, n_train=n_train, generator=generator, lm=lm,
                         caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                         lm_pretrain_steps=lm_pretrain_steps, batch_size=batch_size,
-                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log)
+                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log, force=force)
     console.print(f"model: {path}")
 
 
@@ -131,6 +136,19 @@ def demo_cmd(
     console.print(f"report: {path}")
 
 
+def _seeds(text: str) -> list[int]:
+    """"0,1,2" -> [0, 1, 2]: non-negative integers (0 is a seed)."""
+    from vlgap.errors import VlgapError
+
+    try:
+        vals = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise VlgapError(f"--seeds must be a comma-separated list of integers >= 0, e.g. 0,1,2; got {text!r}") from None
+    if not vals or min(vals) < 0:
+        raise VlgapError(f"--seeds {text!r}: give at least one integer >= 0, e.g. 0,1,2")
+    return vals
+
+
 @wsv_app.command("experiment")
 def experiment_cmd(
     out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
@@ -148,6 +166,8 @@ def experiment_cmd(
     second_systems: str = typer.Option("wsv"),
     summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
+    force: bool = typer.Option(False, "--force", help="Take over an --out folder that holds an experiment with "
+                                                      "another configuration (refused otherwise)."),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
@@ -155,12 +175,12 @@ def experiment_cmd(
     _threads(threads)
     cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
                            n_permutations=permutations, c2st_permutations=30,
-                           seeds=tuple(int(s) for s in seeds.split(",")), systems=tuple(systems.split(",")),
+                           seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
                                       prompter_dim=prompter_dim, checkpoint_every=50))
-    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only)
+    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force)
     console.print(summary_markdown(summary))
 
 

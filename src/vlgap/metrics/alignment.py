@@ -31,7 +31,7 @@ import torch
 
 from vlgap.errors import VlgapError
 from vlgap.metrics.base import (AlignmentMetric, KnnMetric, Neighbours, chance_level, check_k,  # noqa: F401
-                                inverse_permutation)
+                                ZeroVarianceError, constant_message, inverse_permutation, is_constant)
 from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, walk_rows, weighted_neighbours
 from vlgap.metrics.ordinal import EditDistanceKnn, LcsKnn
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare, resolve_device
@@ -392,6 +392,9 @@ def _pair(metric: str, feats_a, feats_b, k, *, q=None, normalize=True, device=No
     n = check_same_items([a], [b])
     engine = make_metric(metric, k, **options)
     engine.check(n)
+    for label, t in (("feats_A", a), ("feats_B", b)):
+        if is_constant(t):
+            raise ZeroVarianceError(constant_message(metric, label, [0], 1, n))
     engine.plan(n, 2)
     return float(engine.pair_scores([engine.layer_state(a)], [engine.layer_state(b)])[0, 0])
 

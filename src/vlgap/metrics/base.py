@@ -32,6 +32,24 @@ def chance_level(metric: str, n: int, k: int | None) -> float | None:
     return None
 
 
+class ZeroVarianceError(VlgapError):
+    """A metric asked of a layer whose items all have identical features (see `constant_message`)."""
+
+
+def is_constant(feats: torch.Tensor) -> bool:
+    """Zero variance: every row (item) is the same vector."""
+    return feats.shape[0] > 1 and bool((feats == feats[:1]).all())
+
+
+def constant_message(metric: str, label: str, layers: list[int], n_layers: int, n: int,
+                     verdict: str = "undefined there") -> str:
+    """One line naming the zero-variance layers of one side (a k-NN ranking of identical items would
+    be decided by index ties alone, and a kernel metric would divide 0 by 0)."""
+    which = (f"layer {layers[0]}" if len(layers) == 1 else f"layers {layers}") + f" of {n_layers}"
+    verb = "has" if len(layers) == 1 else "have"
+    return (f"{metric}: {label} {which} {verb} zero variance (all {n} items have identical features), so "
+            f"{metric} is {verdict}; check the features of that layer (a constant encoder output?)")
+
 
 class AlignmentMetric:
     """Base class. Subclasses define `layer_state` and `pair_scores`; resampling hooks have generic

@@ -23,7 +23,7 @@ import torch
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.alignment import make_metric
-from vlgap.metrics.base import AlignmentMetric, chance_level
+from vlgap.metrics.base import AlignmentMetric, chance_level, ZeroVarianceError, constant_message, is_constant
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_layers, clamp_threshold, prepare, resolve_device
 from vlgap.metrics.uncertainty import (BootstrapSummary, IntervalMethod, PermutationSummary,
                                        bootstrap_best_pair, bootstrap_depth, permutation_best_pair)
@@ -78,6 +78,15 @@ class LayerStates:
     states: list[Any] = field(repr=False)
     engine: AlignmentMetric = field(repr=False)
     preset: str | None = None
+    #: layers whose prepared features have zero variance (every item the same vector): no metric is
+    #: defined on them (a k-NN ranking would be decided by index ties alone), see `layer_search`
+    constant: list[int] = field(default_factory=list)
+
+    def subset(self, keep: list[int]) -> "LayerStates":
+        """The same side restricted to layers `keep` (in that order)."""
+        feats = PreparedLayers([self.feats.raw[i] for i in keep], self.feats.q, self.feats.name, self.feats.threshold)
+        return LayerStates(self.metric, self.k, self.q, self.cca_dim, feats, [self.states[i] for i in keep],
+                           self.engine, self.preset, [])
 
     @property
     def n(self) -> int:
@@ -188,13 +197,20 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     engine = make_metric(metric, k, cca_dim=cca_dim, depth=depth, chunk_bytes=chunk_bytes)
     engine.check(n)
     engine.plan(n, n_layers_total or 2 * len(feats))
+    constant: list[int] = []
     if ray:
         from vlgap.distributed.knn import layer_states
 
         states = layer_states(engine, feats, ray=ray, device=str(dev))
+        constant = [i for i in range(len(feats)) if is_constant(feats[i])]
     else:
-        states = [engine.layer_state(feats[i]) for i in range(len(feats))]
-    return LayerStates(metric, k if engine.uses_k else None, q, cca_dim, feats, states, engine, preset)
+        states = []
+        for i in range(len(feats)):
+            prepared = feats[i]
+            states.append(engine.layer_state(prepared))
+            if is_constant(prepared):
+                constant.append(i)
+    return LayerStates(metric, k if engine.uses_k else None, q, cca_dim, feats, states, engine, preset, constant)
 
 
 @dataclass
@@ -214,6 +230,8 @@ class LayerSearchResult:
     bootstrap: BootstrapSummary | None = None
     permutation: PermutationSummary | None = None
     preset: str | None = None
+    #: why some pairs are n/a (zero-variance layers), one line each
+    notes: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> dict[str, Any]:
@@ -253,6 +271,8 @@ class LayerSearchResult:
             d["p_value"] = self.permutation.p_value
             d["null_mean"] = self.permutation.null_mean
             d["permutation"] = self.permutation.to_dict()
+        if self.notes:
+            d["notes"] = list(self.notes)
         if self.bootstrap is not None or self.permutation is not None:
             d["seed"] = self.seed
         return d
@@ -330,6 +350,11 @@ def layer_search(
                              f"preset={preset!r}")
     if sx.n != sy.n:
         raise VlgapError(f"X has {sx.n} items but Y has {sy.n}: row i of X and of Y must be the same item")
+    if sx.constant or sy.constant:
+        return _search_without_constant_layers(sx, sy, metric=metric, k=k, q=q, preset=preset, cca_dim=cca_dim,
+                                               n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                                               confidence=confidence, interval=interval, seed=seed,
+                                               chunk_bytes=chunk_bytes)
     engine = sx.engine
     scores = engine.pair_scores(sx.states, sy.states)
     if np.all(np.isnan(scores)):
@@ -352,6 +377,29 @@ def layer_search(
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                    observed=best, n_permutations=n_permutations, seed=seed)
     return result
+
+
+def _search_without_constant_layers(sx: LayerStates, sy: LayerStates, *, metric: str, **kw) -> LayerSearchResult:
+    """Zero-variance layers: a single pair (or a side with no other layer) is refused in one line;
+    in a search over several layers each pair with such a layer is n/a (NaN in `scores`, excluded
+    from the best pair, the bootstrap and the permutation null) and `notes` says why."""
+    for side, label in ((sx, "X"), (sy, "Y")):
+        if len(side.constant) == side.n_layers:
+            raise ZeroVarianceError(constant_message(metric, label, side.constant, side.n_layers, side.n))
+    keep_x = [i for i in range(sx.n_layers) if i not in sx.constant]
+    keep_y = [j for j in range(sy.n_layers) if j not in sy.constant]
+    sub = layer_search(sx.subset(keep_x), sy.subset(keep_y), metric=metric, **kw)
+    scores = np.full((sx.n_layers, sy.n_layers), np.nan)
+    scores[np.ix_(keep_x, keep_y)] = sub.scores
+    sub.scores = scores
+    sub.x_layer, sub.y_layer = keep_x[sub.x_layer], keep_y[sub.y_layer]
+    if sub.bootstrap is not None:
+        for f in sub.bootstrap.best_pair_frequency:
+            f["x_layer"], f["y_layer"] = keep_x[f["x_layer"]], keep_y[f["y_layer"]]
+    sub.notes = [constant_message(metric, label, side.constant, side.n_layers, side.n,
+                                  "n/a for every pair with it (left out of the best pair)")
+                 for side, label in ((sx, "X"), (sy, "Y")) if side.constant]
+    return sub
 
 
 @dataclass

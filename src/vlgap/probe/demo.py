@@ -49,6 +49,16 @@ class DemoConfig:
     #: every encoder with random weights (speed tests only; labelled "random weights" everywhere)
     random_weights: bool = False
 
+    def check(self) -> "DemoConfig":
+        """Counts checked before anything runs (one-line errors naming the key)."""
+        from vlgap.counts import check_count
+
+        for name, minimum in (("n_videos", 1), ("n_frames_per_video", 1), ("video_size", 8), ("k", 1),
+                              ("n_bootstrap", 0), ("n_permutations", 0)):
+            setattr(self, name, check_count(name, getattr(self, name), minimum,
+                                            flag="--n-videos" if name == "n_videos" else None))
+        return self
+
 
 def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> DemoConfig:
     cfg = DemoConfig()
@@ -75,7 +85,7 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     from vlgap.features.temporal_pooling import parse_mode
 
     cfg.temporal_pooling = parse_mode(cfg.temporal_pooling)
-    return cfg
+    return cfg.check()
 
 
 def shapes_manifest(cfg: DemoConfig) -> Path:
@@ -94,16 +104,25 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
                                       cfg.cache_dir, log=say, progress=report)
 
 
-def run_demo(cfg: DemoConfig, progress: bool = True) -> Path:
-    from vlgap.probe.report import write_report
+def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> Path:
+    """The demo into cfg.out: a folder holding another demo configuration is refused with the
+    differences (`force` takes it over; every cell is keyed, so nothing is mixed either way)."""
+    from dataclasses import asdict
 
+    from vlgap.data.manifest import read_manifest
+    from vlgap.probe.report import write_report
+    from vlgap.probe.sweep import claim_sweep_folder, data_record
+
+    cfg.check()
     manifest = shapes_manifest(cfg)
+    record = {**asdict(cfg), "data": data_record(read_manifest(manifest))}
+    claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"))
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights))
-    result = run_sweep(sweep_cfg, cfg.out, progress=progress)
+    result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections
 

@@ -350,6 +350,12 @@ def write_report(run_dir: str | Path, progress: bool = True) -> Path:
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
+    from vlgap.reuse import check_artefact
+
+    for table in (sweep_path, run / "scaling.json"):
+        verdict = check_artefact(table)  # sealed by the sweep: a table changed since is not drawn
+        if verdict.status == "corrupt":
+            raise VlgapError(f"{verdict.message()}; rerun `vlgap sweep ... --out {run}` to rewrite it")
     with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
         return _write_report(run, sweep_path)
 

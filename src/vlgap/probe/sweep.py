@@ -4,6 +4,13 @@ Features come from the cache (extracted once per encoder for all grid values). E
 layer search, a bootstrap interval that re-selects the best pair inside every resample, and a
 permutation null. Finished cells are stored one file each under RUN_DIR/cells, so a killed sweep
 resumes where it stopped. Then the scaling law is fitted per encoder pair.
+
+Reuse (vlgap.reuse): RUN_DIR records the sweep's configuration with the data's fingerprint
+(run_config.json); a rerun with another configuration or manifest is refused with the differences
+(`force=True` / `--force` takes the folder over). Every cell and its score matrix is sealed with a key
+of all that determines it (data fingerprint, the items used, encoders, n_f, n_c, every setting, the
+cell's seed, the format); a cell whose key differs, or whose bytes changed after they were written,
+is reported in one line and recomputed.
 """
 from __future__ import annotations
 
@@ -21,13 +28,17 @@ from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
 from vlgap.features.source import layer_names
-from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
 from vlgap.keywords import renamed_fields
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 
 #: residual-bootstrap refits for the law's parameter intervals (each a warm-started refit)
 FIT_BOOTSTRAP = 300
+#: version of the cell files and their keys: a change makes every older cell stale (recomputed)
+SWEEP_FORMAT = 2
+#: config fields that do not change any number (where files live, throughput)
+RUN_IGNORE = ("manifest", "cache_dir", "batch_size")
 
 ROW_FIELDS = ["vision", "text", "n_f", "n_c", "score", "ci_lo", "ci_hi", "p_value", "null_mean", "x_layer", "y_layer",
               "x_layer_name", "y_layer_name", "n", "k", "chance", "metric"]
@@ -64,9 +75,22 @@ class SweepConfig:
     random_weights: bool = False
 
     def __post_init__(self):
+        from vlgap.counts import check_count
         from vlgap.features.temporal_pooling import parse_mode
 
         self.temporal_pooling = parse_mode(self.temporal_pooling)
+        self.k = check_count("k", self.k, 1, flag="--k", example=10)
+        self.n_bootstrap = check_count("n_bootstrap", self.n_bootstrap, 0, flag="--bootstrap", example=200)
+        self.n_permutations = check_count("n_permutations", self.n_permutations, 0, flag="--permutations",
+                                          example=200)
+        self.batch_size = check_count("batch_size", self.batch_size, 1, flag="--batch-size", example=32)
+        self.image_size = check_count("image_size", self.image_size, 1, flag="--image-size", example=224,
+                                      allow_none=True)
+        for name, flag in (("n_frames", "--n-frames"), ("n_captions", "--n-captions")):
+            values = list(getattr(self, name))
+            if not values:
+                raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
+            setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -85,13 +109,25 @@ class SweepResult:
 
 def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, n_bootstrap: int, n_permutations: int,
                seed: int, device: str = "cpu", preset: str | None = None) -> dict[str, Any]:
-    """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value."""
+    """Best layer pair, its bootstrap interval (selection inside each resample) and permutation p-value.
+    A cell where every layer of a side has zero variance is n/a: NaN numbers and `na_reason`."""
+    from vlgap.metrics.base import ZeroVarianceError
     from vlgap.metrics.layer_search import layer_search
 
-    # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
-    res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed,
-                       device=device, preset=preset)
     nan = float("nan")
+    # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
+    try:
+        res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                           seed=seed, device=device, preset=preset)
+    except ZeroVarianceError as err:
+        n_x, n_y = (len(s.states) if hasattr(s, "states") else len(s) for s in (xs, ys))
+        n = xs.n if hasattr(xs, "n") else len(xs[0])
+        from vlgap.metrics.base import chance_level
+
+        chance = chance_level(metric, n, k)
+        return {"matrix": np.full((n_x, n_y), nan), "score": nan, "x_layer": -1, "y_layer": -1,
+                "chance": chance if chance is not None else nan, "n": int(n), "k": int(k or 0), "ci_lo": nan,
+                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err)}
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
             "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
@@ -99,7 +135,8 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "k": int(res.k) if res.k is not None else 0,
             "ci_lo": float(ci[0]) if ci else nan, "ci_hi": float(ci[1]) if ci else nan,
             "p_value": float(res.p_value) if res.p_value is not None else nan,
-            "null_mean": float(res.null_mean) if res.null_mean is not None else nan}
+            "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
+            **({"notes": list(res.notes)} if res.notes else {})}
 
 
 def weights_fields(vision_record: dict, text_record: dict) -> dict[str, str]:
@@ -130,21 +167,70 @@ def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:
     return [i for i in order if i in keep], dropped
 
 
+def data_record(man: Manifest) -> dict[str, Any]:
+    """What identifies the data of a sweep: the manifest's content fingerprint and its size."""
+    return {"manifest_fingerprint": man.fingerprint(), "n_items": len(man)}
+
+
+def run_record(cfg: SweepConfig, man: Manifest) -> dict[str, Any]:
+    """The configuration a run folder records (vlgap.reuse.claim_run_folder)."""
+    return {**cfg.to_dict(), "data": data_record(man), "format": SWEEP_FORMAT}
+
+
+def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tuple, seed: int) -> dict[str, Any]:
+    """Everything that determines one cell's numbers (its row and its score matrix)."""
+    v, t, nf, nc = cell
+    settings = {k: v_ for k, v_ in cfg.to_dict().items()
+                if k not in (*RUN_IGNORE, "vision", "text", "n_frames", "n_captions", "seed", "fit")}
+    return {"format": SWEEP_FORMAT, "data": data, "items": items_digest, "vision": v, "text": t, "n_f": nf,
+            "n_c": nc, "seed": seed, **settings}
+
+
+def legacy_run_folder(run: Path) -> bool:
+    """A sweep folder written before run folders recorded their configuration (its cells are unsealed,
+    hence recomputed: taking it over mixes nothing)."""
+    from vlgap.reuse import RUN_RECORD
+
+    return (run / "config.json").is_file() and (run / "cells").is_dir() and not (run / RUN_RECORD).exists()
+
+
+def claim_sweep_folder(run: Path, kind: str, record: dict[str, Any], *, force: bool = False,
+                       ignore: tuple[str, ...] = ()) -> bool:
+    """`vlgap.reuse.claim_run_folder`, also taking over a sweep folder of an older vlgap (said once)."""
+    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
+
+    if legacy_run_folder(run) and not force:
+        stderr_console.print(f"{run}: a run folder of an older vlgap (no run_config.json); its cells are "
+                             "unsealed and will be recomputed", highlight=False)
+        force = True
+    resumed = claim_run_folder(run, kind, record, force=force, ignore=ignore)
+    remove_stale_temporaries(run)  # leftovers of a killed run
+    return resumed
+
+
 def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
               encoders: dict[str, Any] | None = None, ray: str | bool | None = None,
-              ray_workers: int | None = None) -> SweepResult:
+              ray_workers: int | None = None, *, force: bool = False, claim: bool = True) -> SweepResult:
     """Run (or resume) a sweep. `encoders` may map names to already-loaded encoder objects.
 
     ray: "auto" or a cluster address: extraction runs on Ray (`ray_workers` encoder actors) and every
     (vision, text, n_f, n_c) cell is an independent Ray task (vlgap.distributed.sweep); cells keep
-    their seeds (seed + cell number), so the table equals the serial sweep's."""
+    their seeds (seed + cell number), so the table equals the serial sweep's.
+    force: take over a run folder that holds another configuration (its cells are recomputed, by
+    their keys); without it such a folder is refused with the differences. claim=False: the caller
+    (`vlgap demo`) has claimed the folder for its own configuration."""
+    from vlgap.reuse import discard, key_digest, read_verified, write_artefact
+
     run = Path(run_dir)
-    run.mkdir(parents=True, exist_ok=True)
     if len(cfg.vision) == 0 or len(cfg.text) == 0:
         raise VlgapError("a sweep needs at least one vision encoder and one text encoder")
     man: Manifest = read_manifest(cfg.manifest)
     if cfg.k >= len(man) - 1:
         raise VlgapError(f"k={cfg.k} needs more than k+1 items; the manifest has {len(man)}")
+    record = run_record(cfg, man)
+    if claim:
+        claim_sweep_folder(run, "sweep", record, force=force, ignore=RUN_IGNORE)
+    run.mkdir(parents=True, exist_ok=True)
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
@@ -186,17 +272,26 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                                  n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed + ci,
                                  device=cfg.device, preset=cfg.preset)
 
+    data = record["data"]
+    items_digest = key_digest(ids)[:16]
+    keys = [cell_key(cfg, data, items_digest, cell, cfg.seed + ci) for ci, cell in enumerate(cells)]
+
+    def report(line: str) -> None:
+        stderr_console.print(f"vlgap: {line}", highlight=False, soft_wrap=True)
+
     by_cell: dict[int, dict] = {}
     todo = []
     for ci, cell in enumerate(cells):
-        cell_path = cells_dir / f"{matrix_name(*cell)[:-4]}.json"
-        done = json.loads(cell_path.read_text()) if cell_path.is_file() else None
-        # a cell of another preset, temporal pooling or weights (random / trained) is redone
-        if (done is not None and done.get("preset") == cfg.preset
-                and done.get("temporal_pooling", "mean") == cfg.temporal_pooling
-                and bool(done.get("random_weights")) == cfg.random_weights):
-            by_cell[ci] = done
+        name = matrix_name(*cell)[:-4]
+        cell_path, mat_path = cells_dir / f"{name}.json", mats_dir / f"{name}.npy"
+        # reused only when both files are sealed under this cell's key and unchanged since written
+        done = read_verified(cell_path, keys[ci], what="sweep cell", report=report)
+        matrix = read_verified(mat_path, keys[ci], what="sweep score matrix", report=report) if done else None
+        if done is not None and matrix is not None:
+            by_cell[ci] = json.loads(done)
         else:
+            discard(cell_path)
+            discard(mat_path)
             todo.append(ci)
     if ray and todo:
         from vlgap.distributed.sweep import score_cells
@@ -212,20 +307,25 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             name = matrix_name(v, t, nf, nc)[:-4]
             buf = io.BytesIO()
             np.save(buf, res.pop("matrix"))
-            atomic_write_bytes(mats_dir / f"{name}.npy", buf.getvalue())
+            about = {"cell": name, "run": str(run)}
+            write_artefact(mats_dir / f"{name}.npy", buf.getvalue(), keys[ci], extra=about)
             x_names, y_names = layer_names(features("v", v, nf)), layer_names(features("t", t, nc))
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
                    "temporal_pooling": cfg.temporal_pooling,
                    **weights_fields(features("v", v, nf).record, features("t", t, nc).record),
                    **({"random_weights": True} if cfg.random_weights else {}),
-                   "x_layer_name": x_names[res["x_layer"]] if res["x_layer"] < len(x_names) else "",
-                   "y_layer_name": y_names[res["y_layer"]] if res["y_layer"] < len(y_names) else ""}
-            atomic_write_json(cells_dir / f"{name}.json", row)
-            by_cell[ci] = row
+                   "x_layer_name": x_names[res["x_layer"]] if 0 <= res["x_layer"] < len(x_names) else "",
+                   "y_layer_name": y_names[res["y_layer"]] if 0 <= res["y_layer"] < len(y_names) else ""}
+            if "na_reason" in res:
+                report(f"cell {name} is n/a: {res['na_reason']}")
+            # the row as JSON round-trips it (NaN included): the resumed table equals this one
+            text = to_json(row) + "\n"
+            write_artefact(cells_dir / f"{name}.json", text.encode(), keys[ci], extra=about)
+            by_cell[ci] = json.loads(text)
             prog.advance(task)
     rows = [by_cell[ci] for ci in range(len(cells))]
     fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
-    write_tables(run, rows, cfg, fits)
+    write_tables(run, rows, cfg, fits, key=record)
     return SweepResult(run, rows, fits, dropped)
 
 
@@ -238,25 +338,39 @@ def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:
     fits = {}
     for v, t in dict.fromkeys((r["vision"], r["text"]) for r in rows):
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
-        grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub]
+        # n/a cells (zero-variance features) carry no score: the law is fitted without them, and says so
+        na = [f"n_f={r['n_f']} n_c={r['n_c']}" for r in sub if not np.isfinite(r["score"])]
+        grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub if np.isfinite(r["score"])]
+        note = f"{len(na)} n/a cell(s) left out ({', '.join(na)})" if na else None
         try:
             with counter(f"scaling law {v} x {t}: bootstrap refits", FIT_BOOTSTRAP, "refits", progress) as report:
                 fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP,
                                                progress=lambda done, total: report(done)).to_dict()
         except VlgapError as err:
-            fits[f"{v}|{t}"] = {"error": str(err)}
+            fits[f"{v}|{t}"] = {"error": str(err) + (f" ({note})" if note else "")}
+        else:
+            if note:
+                fits[f"{v}|{t}"].setdefault("warnings", []).append(note)
     return fits
 
 
-def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, dict]) -> None:
+def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, dict],
+                 key: dict[str, Any] | None = None) -> None:
+    """sweep.csv, sweep.json and scaling.json, sealed under the run's configuration (`key`): a table
+    edited afterwards is caught by `vlgap.reuse.check_artefact` (the report checks sweep.json)."""
+    from vlgap.reuse import write_artefact
+
+    key = key if key is not None else cfg.to_dict()
     rows = sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"]))
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=ROW_FIELDS, extrasaction="ignore")
     w.writeheader()
     w.writerows(rows)
-    atomic_write_text(run / "sweep.csv", buf.getvalue())
+    write_artefact(run / "sweep.csv", buf.getvalue().encode(), key)
     interval = (f"{cfg.n_bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
                 if cfg.n_bootstrap else "none")
-    atomic_write_json(run / "sweep.json", {"rows": rows, "config": dict(cfg.to_dict(), interval=interval),
-                                           "description": f"manifest {cfg.manifest}"})
-    atomic_write_json(run / "scaling.json", fits)
+    doc = {"rows": rows, "config": dict(cfg.to_dict(), interval=interval), "description": f"manifest {cfg.manifest}"}
+    if isinstance(key.get("data"), dict):
+        doc["data"] = key["data"]
+    write_artefact(run / "sweep.json", (to_json(doc) + "\n").encode(), key)
+    write_artefact(run / "scaling.json", (to_json(fits) + "\n").encode(), key)

@@ -40,13 +40,21 @@ def read_corpus(path: str | Path) -> list[str]:
 
 def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus: str | Path | list[str] | None = None,
                  n_train: int = 150, generator: str = "synthetic", lm: str = "scratch", n_frames: int = 16,
-                 size: int = 64, cache_dir=None, log: Callable[[str], None] = _quiet, **overrides) -> Path:
-    """Captions -> synthetic latents (cached) -> train `system`; returns OUT/model.pt."""
+                 size: int = 64, cache_dir=None, log: Callable[[str], None] = _quiet, force: bool = False,
+                 **overrides) -> Path:
+    """Captions -> synthetic latents (cached) -> train `system`; returns OUT/model.pt. OUT records the
+    run's configuration: another one is refused with the differences unless `force`."""
     from vlgap.wsv.experiment import embed_captions
     from vlgap.wsv.generate import ShapesT2V
     from vlgap.wsv.latents import MobileNetLatents, cached_latents
     from vlgap.wsv.train import TrainData, WSVConfig, train
 
+    from vlgap.counts import check_count
+
+    n_train = check_count("n_train", n_train, 1, flag="--n-train", example=150)
+    n_frames = check_count("n_frames", n_frames, 1, example=16)
+    size = check_count("size", size, 16, example=64)
+    cfg = WSVConfig(system=system, seed=seed, lm=lm, **overrides)  # settings checked before any work
     caps = read_corpus(corpus) if isinstance(corpus, (str, Path)) else (list(corpus) if corpus is not None
                                                                          else default_corpus(n_train))
     if not caps:
@@ -60,8 +68,7 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
                        lambda: {"z": enc.encode(t2v.generate(caps, seed=0))}, cache_dir=cache_dir, log=log)["z"]
     e = cached_latents({"what": "minilm", "captions": h}, lambda: {"e": embed_captions(caps)}, cache_dir=cache_dir,
                        log=log)["e"]
-    cfg = WSVConfig(system=system, seed=seed, lm=lm, **overrides)
-    train(TrainData(caps, z, e), cfg, out, log=log,
+    train(TrainData(caps, z, e), cfg, out, log=log, force=force,
           extra={"generator": t2v.record(), "latent_encoder": enc.record(), "n_captions": len(caps)})
     return Path(out) / "model.pt"
 
@@ -93,8 +100,11 @@ def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
 def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | None = None, *, polish: bool = False,
                      batch_size: int = 64, beam: int = 1, log: Callable[[str], None] = _quiet) -> list[dict[str, Any]]:
     """Captions for every video of a manifest, as coco results [{"image_id", "caption"}] (written to `out`)."""
+    from vlgap.counts import check_count
     from vlgap.wsv.train import load_model
 
+    batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=64)
+    beam = check_count("beam", beam, 1, flag="--beam", example=3)
     bundle = load_model(model)
     ids, _, z = manifest_latents(manifest, log=log)
     caps = bundle.caption(z, polish=polish, batch_size=batch_size, beam=beam)
@@ -107,8 +117,10 @@ def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | 
 def evaluate_predictions(predictions: str | Path | Any, references: str | Path | Any, *, n_bootstrap: int = 1000,
                          seed: int = 0) -> dict[str, Any]:
     """Caption metrics with intervals; references may be a manifest (its captions)."""
+    from vlgap.counts import check_count
     from vlgap.wsv.evaluate import score_captions
 
+    n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=1000)
     pred = predictions
     if isinstance(predictions, (str, Path)):
         p = Path(predictions)
@@ -138,8 +150,11 @@ def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: in
     from vlgap.wsv.evaluate import latent_gap
     from vlgap.wsv.generate import ShapesT2V
     from vlgap.wsv.latents import MobileNetLatents
+    from vlgap.counts import check_count
     from vlgap.wsv.train import load_model
 
+    n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=500)
+    n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=500)
     bundle = load_model(model)
     ids, caps, real = manifest_latents(manifest, log=log)
     if any(not c for c in caps):

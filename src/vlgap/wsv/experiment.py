@@ -47,6 +47,29 @@ class ExperimentConfig:
     c2st_permutations: int = 50
     train: dict[str, Any] = field(default_factory=dict)  # WSVConfig overrides (steps, sizes)
 
+    def __post_init__(self):
+        from vlgap.counts import check_count
+
+        for name, minimum in (("n_train", 1), ("n_eval", 2), ("n_unlabelled", 0), ("n_frames", 1), ("size", 16),
+                              ("n_bootstrap", 0), ("n_permutations", 0), ("c2st_permutations", 0)):
+            setattr(self, name, check_count(name, getattr(self, name), minimum,
+                                            flag="--bootstrap" if name == "n_bootstrap" else
+                                            "--permutations" if name == "n_permutations" else
+                                            "--" + name.replace("_", "-")))
+        self.seeds = tuple(check_count("seed", s, 0, flag="--seeds", example=0) for s in self.seeds)
+        if not self.seeds:
+            raise VlgapError("--seeds: give at least one training seed, e.g. 0,1,2")
+        for name in ("systems", "generators"):
+            if not tuple(getattr(self, name)):
+                raise VlgapError(f"--{name}: give at least one, e.g. {DEFAULT_SYSTEMS[0] if name == 'systems' else 'synthetic'}")
+        from vlgap.wsv.train import SYSTEMS, WSVConfig
+
+        unknown = [s for s in self.systems if s not in SYSTEMS]
+        if unknown:
+            raise VlgapError(f"--systems: unknown {unknown}; valid: {', '.join(SYSTEMS)}")
+        for s in self.systems:  # every training setting checked now, not after hours of other cells
+            WSVConfig(system=s, **self.train)
+
     def cells(self) -> list[tuple[str, str, int]]:
         """Seed-major order: a run cut short still has every system for its first seeds."""
         out = []
@@ -201,7 +224,7 @@ def _hash(texts: list[str]) -> str:
 
 
 def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int, cell_dir: Path,
-             log: Callable[[str], None] = _log_default) -> dict[str, Any]:
+             log: Callable[[str], None] = _log_default, force: bool = False) -> dict[str, Any]:
     """Train one (generator, system, seed) and score it on the held-out real-style videos."""
     from vlgap.wsv.evaluate import score_captions, two_sample
     from vlgap.wsv.train import TrainData, WSVConfig, train
@@ -210,7 +233,7 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
     data = TrainData(prep.corpus, prep.synth[generator], prep.text_emb,
                      real_unlabelled=prep.unlabelled if system == "wsv_mmd" else None)
     t0 = time.perf_counter()
-    bundle = train(data, wcfg, cell_dir, log=log)
+    bundle = train(data, wcfg, cell_dir, log=log, force=force)
     t_train = time.perf_counter() - t0
     caps = bundle.caption(prep.real)
     pred = dict(zip(prep.eval_ids, caps))
@@ -235,9 +258,13 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
 
 
 def bundle_history(cell_dir: Path) -> list:
+    import io
+
     import torch
 
-    return torch.load(Path(cell_dir) / "model.pt", weights_only=False)["history"]
+    from vlgap.wsv.train import read_model_bytes
+
+    return torch.load(io.BytesIO(read_model_bytes(Path(cell_dir) / "model.pt")), weights_only=False)["history"]
 
 
 def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, list[float] | None]:
@@ -251,39 +278,77 @@ def t_interval(values: list[float], confidence: float = 0.95) -> tuple[float, li
     return float(v.mean()), [float(v.mean() - half), float(v.mean() + half)]
 
 
+#: version of the cell and gap files' keys: a change recomputes every older cell
+CELL_FORMAT = 2
+
+
+def _cell_key(cfg: ExperimentConfig, what: str, **names: Any) -> dict[str, Any]:
+    """Everything that determines one result file of the experiment (the whole config: data, steps and
+    evaluation all enter every cell)."""
+    return {"format": CELL_FORMAT, "what": what, **names, "experiment": asdict(cfg)}
+
+
+def _read_cell(path: Path, key: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any] | None:
+    from vlgap.reuse import read_verified
+
+    raw = read_verified(path, key, what="WSV result", report=log)
+    return None if raw is None else json.loads(raw)
+
+
+def _write_cell(path: Path, value: dict[str, Any], key: dict[str, Any]) -> dict[str, Any]:
+    from vlgap.io_utils import to_json
+    from vlgap.reuse import write_artefact
+
+    text = to_json(value) + "\n"
+    write_artefact(path, text.encode(), key)
+    return json.loads(text)
+
+
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
-                   log: Callable[[str], None] = _log_default, summary_only: bool = False) -> dict[str, Any]:
+                   log: Callable[[str], None] = _log_default, summary_only: bool = False,
+                   force: bool = False) -> dict[str, Any]:
     """All cells (skipping finished ones), then summary.json and summary.md. summary_only: tabulate the
-    cells finished so far without training any (the summary says how many of the planned cells it has)."""
+    cells finished so far without training any (the summary says how many of the planned cells it has).
+    The folder records the configuration: another one is refused with the differences (`force`: take
+    it over; every result is keyed by the configuration, so nothing of the old run is reused)."""
+    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
+
     cfg = cfg or ExperimentConfig()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    cfg_path = out / "experiment_config.json"
-    if cfg_path.exists():
-        old = json.loads(cfg_path.read_text())
-        if old != json.loads(json.dumps(asdict(cfg))):
-            raise VlgapError(f"{out} holds an experiment with another configuration ({cfg_path}); use a new folder")
-    atomic_write_json(cfg_path, asdict(cfg))
+    legacy = (out / "experiment_config.json").is_file() and not (out / "run_config.json").exists()
+    if legacy:
+        log(f"{out}: an experiment folder of an older vlgap (no run record): its results are unsealed and "
+            "are recomputed")
+    claim_run_folder(out, "wsv-experiment", asdict(cfg), force=force or legacy)
+    # other workers may share this folder: only temporaries older than any write in progress are leftovers
+    remove_stale_temporaries(out, older_than=time.time() - 120)
+    atomic_write_json(out / "experiment_config.json", asdict(cfg))
     t0 = time.perf_counter()
     prep = prepare(cfg, cache_dir=cache_dir, log=log)
     atomic_write_json(out / "hygiene.json", prep.hygiene)
     raw_gap = {}
     for g in cfg.generators:  # raw synthetic vs real does not depend on the training seed: once per generator
         path = out / "gap" / f"raw-{g}.json"
-        if not path.exists():
+        key = _cell_key(cfg, "raw_gap", generator=g)
+        raw_gap[g] = _read_cell(path, key, log)
+        if raw_gap[g] is None:
             from vlgap.wsv.evaluate import two_sample
 
-            atomic_write_json(path, two_sample(prep.real, prep.heldout_synth[g], n_permutations=cfg.n_permutations,
-                                               n_bootstrap=cfg.n_bootstrap, c2st_permutations=cfg.c2st_permutations,
-                                               seed=cfg.world_seed))
-        raw_gap[g] = json.loads(path.read_text())
+            raw_gap[g] = _write_cell(path, two_sample(prep.real, prep.heldout_synth[g],
+                                                      n_permutations=cfg.n_permutations, n_bootstrap=cfg.n_bootstrap,
+                                                      c2st_permutations=cfg.c2st_permutations, seed=cfg.world_seed),
+                                     key)
         log(f"gap raw {g} vs real: MMD2 {raw_gap[g]['mmd2_unbiased']:.4f} (p {raw_gap[g]['p_value']:.3g}), "
             f"C2ST {raw_gap[g]['c2st']['accuracy']:.2f}, FD {raw_gap[g]['fd']:.2f}")
     cells = cfg.cells()
+    done: dict[str, dict[str, Any]] = {}
     for j, (g, s, seed) in enumerate(cells):
         name = f"{g}-{s}-s{seed}"
         path = out / "cells" / f"{name}.json"
-        if path.exists():
+        key = _cell_key(cfg, "cell", generator=g, system=s, seed=seed)
+        res = _read_cell(path, key, log)
+        if res is not None:
+            done[name] = res
             log(f"cell {j + 1}/{len(cells)} {name}: done earlier, skipped")
             continue
         if summary_only:
@@ -293,13 +358,22 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
             log(f"cell {j + 1}/{len(cells)} {name}: another worker is on it, skipped")
             continue
         log(f"cell {j + 1}/{len(cells)} {name}: training ({time.perf_counter() - t0:.0f} s elapsed)")
-        res = run_cell(prep, cfg, g, s, seed, out / "work" / name, log=log)
-        atomic_write_json(path, res)
+        res = run_cell(prep, cfg, g, s, seed, out / "work" / name, log=log, force=force)
+        done[name] = _write_cell(path, res, key)
         lock.unlink(missing_ok=True)
         sc = res["scores"]
         log(f"cell {name}: CIDEr {sc['CIDEr']['score']:.3f} BLEU-4 {sc['BLEU-4']['score']:.3f} distinct "
             f"{sc['distinct']['share']:.2f} ({res['seconds']:.0f} s)")
-    summary = summarise(out, cfg, prep.hygiene, raw_gap)
+    # cells other workers finished meanwhile are read (verified) too
+    for g, s, seed in cells:
+        name = f"{g}-{s}-s{seed}"
+        if name not in done:
+            res = _read_cell(out / "cells" / f"{name}.json", _cell_key(cfg, "cell", generator=g, system=s, seed=seed),
+                             log)
+            if res is not None:
+                done[name] = res
+    summary = summarise(out, cfg, prep.hygiene, raw_gap, cells=[done[f"{g}-{s}-s{seed}"] for g, s, seed in cells
+                                                              if f"{g}-{s}-s{seed}" in done])
     summary["wall_seconds_this_run"] = round(time.perf_counter() - t0, 1)
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", summary_markdown(summary))
@@ -330,11 +404,16 @@ def _claim(lock: Path) -> bool:
     return False
 
 
-def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap: dict[str, Any]) -> dict[str, Any]:
+def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap: dict[str, Any],
+              cells: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Tables over the finished cells (`cells`: as verified by run_experiment; default: read them,
+    verified, from out/cells)."""
     from vlgap.wsv.evaluate import HEADLINE
 
-    cells = [json.loads((out / "cells" / f"{g}-{s}-s{seed}.json").read_text()) for g, s, seed in cfg.cells()
-             if (out / "cells" / f"{g}-{s}-s{seed}.json").exists()]
+    if cells is None:
+        cells = [c for c in (_read_cell(out / "cells" / f"{g}-{s}-s{seed}.json",
+                                        _cell_key(cfg, "cell", generator=g, system=s, seed=seed), _log_default)
+                             for g, s, seed in cfg.cells()) if c is not None]
     rows, falsifier = [], []
     keys = sorted({(c["generator"], c["system"]) for c in cells},
                   key=lambda k: (cfg.generators.index(k[0]), cfg.systems.index(k[1]) if k[1] in cfg.systems else 99))

@@ -20,7 +20,10 @@ import torch
 import torch.nn.functional as F
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes, atomic_write_json, cache_root
+from vlgap.io_utils import atomic_write_json, cache_root
+
+#: version of the latent cache files and keys: a change recomputes every older file
+LATENTS_FORMAT = 2
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -112,21 +115,27 @@ def cache_key(key: dict[str, Any]) -> str:
 
 def cached_latents(key: dict[str, Any], compute: Callable[[], dict[str, np.ndarray]],
                    cache_dir: str | Path | None = None, log: Callable[[str], None] | None = None) -> dict[str, np.ndarray]:
-    """Arrays for `key` from `<cache>/wsv/latents/<hash>.npz`, computing and writing them atomically (with
-    the key beside them, so the cache says how to reproduce itself) when missing or unreadable."""
+    """Arrays for `key` from `<cache>/wsv/latents/<hash>.npz`, sealed with the key and a checksum
+    (vlgap.reuse): a file that is missing, unsealed, of another key or whose bytes changed (a flipped
+    byte, a truncated write) is said in one line and recomputed, then written atomically."""
+    from vlgap.reuse import discard, read_verified, write_artefact
+
     folder = cache_root(cache_dir) / "wsv" / "latents"
-    h = cache_key(key)
+    full_key = {"format": LATENTS_FORMAT, **key}
+    h = cache_key(full_key)
     path = folder / f"{h}.npz"
-    if path.exists():
+    say = log or (lambda line: None)
+    raw = read_verified(path, full_key, what="WSV latent cache", report=say)
+    if raw is not None:
         try:
-            with np.load(path, allow_pickle=False) as z:
+            with np.load(io.BytesIO(raw), allow_pickle=False) as z:
                 return {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:  # a damaged file is recomputed, and said so
-            if log:
-                log(f"latent cache {path} unreadable ({exc}); recomputing")
+        except Exception as exc:  # noqa: BLE001 - sealed but unreadable (written by a broken numpy): redo
+            say(f"WSV latent cache {path} unreadable ({type(exc).__name__}); recomputing")
+            discard(path)
     arrays = compute()
     buf = io.BytesIO()
     np.savez(buf, **arrays)
-    atomic_write_bytes(path, buf.getvalue())
-    atomic_write_json(folder / f"{h}.json", key)
+    write_artefact(path, buf.getvalue(), full_key)
+    atomic_write_json(folder / f"{h}.json", full_key)  # for people: how to reproduce the file
     return arrays

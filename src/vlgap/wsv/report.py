@@ -10,6 +10,7 @@ from typing import Callable
 
 import numpy as np
 
+from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_text
 
 # The demo is seed 0 of the experiment's synthetic-generator WSV and text-only cells: same data sizes and
@@ -58,8 +59,13 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
     from vlgap.wsv.experiment import prepare
 
     prep = prepare(cfg, cache_dir=cache_dir, log=log)
-    cells = {s: json.loads((run_dir / "wsv" / "cells" / f"{cfg.generators[0]}-{s}-s{cfg.seeds[0]}.json").read_text())
-             for s in cfg.systems}
+    from vlgap.wsv.experiment import _cell_key, _read_cell
+
+    g0, s0 = cfg.generators[0], cfg.seeds[0]
+    cells = {s: _read_cell(run_dir / "wsv" / "cells" / f"{g0}-{s}-s{s0}.json",
+                           _cell_key(cfg, "cell", generator=g0, system=s, seed=s0), log) for s in cfg.systems}
+    if any(c is None for c in cells.values()):  # another worker still on it, or removed meanwhile
+        raise VlgapError(f"{run_dir / 'wsv' / 'cells'}: a demo cell is missing; rerun `vlgap wsv demo`")
     show = prep.eval_ids[:n_show]
     videos = [render_styled(spec, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
               for j, spec in enumerate(prep.eval_specs[:n_show])]

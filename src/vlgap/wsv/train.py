@@ -9,6 +9,12 @@ loss). The checkpoint holds every module, the optimizer, all RNG states (torch, 
 stream), the stage and the step, written atomically; a resumed run continues bit-for-bit where the
 checkpoint left off, so kill + resume equals an uninterrupted run on the same machine.
 
+Reuse (vlgap.reuse): the output folder records the run's configuration and data fingerprint (a rerun
+with others is refused with the differences unless `force`); checkpoint.pt and model.pt are sealed
+with that key and a checksum. A checkpoint whose bytes changed (a flipped byte, a truncated write) is
+reported in one line and training starts again from step 0 (so the result still equals an
+uninterrupted run); a model whose bytes changed is refused by `load_model`.
+
 Systems: "wsv" (polished synthetic latents -> prompter -> LM), "wsv_mmd" (polisher also matched to
 unlabelled real latents), "no_polisher" (raw synthetic latents), "frozen_lm" (LM pretrained on the
 corpus, then frozen), "text_only" (caption embedding + Gaussian noise -> prefix MLP -> LM, CapDec-style;
@@ -17,8 +23,10 @@ replaces it by a softmax-weighted mix of training-caption embeddings).
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import random
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,8 +35,11 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from vlgap.counts import check_count
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes
+
+#: version of checkpoint.pt / model.pt keys: a change makes older checkpoints start over
+WSV_FORMAT = 2
 
 SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only")
 STAGES = {"wsv": ("head", "polisher", "caption"), "wsv_mmd": ("head", "polisher", "caption"),
@@ -68,6 +79,18 @@ class WSVConfig:
     def __post_init__(self):
         if self.system not in SYSTEMS:
             raise VlgapError(f"unknown system {self.system!r}; valid: {', '.join(SYSTEMS)}")
+        # a stage of this system with no steps would write an untrained model; unused stages may be 0
+        for stage in ("head", "polisher", "lm_pretrain", "caption"):
+            name = f"{stage}_steps"
+            used = stage in STAGES[self.system]
+            setattr(self, name, check_count(name, getattr(self, name), 1 if used else 0,
+                                            flag="--" + name.replace("_", "-"), example=300))
+        for name, minimum, example in (("batch_size", 1, 32), ("checkpoint_every", 1, 100), ("n_prompts", 1, 8),
+                                       ("prompter_dim", 1, 64), ("prompter_layers", 1, 2),
+                                       ("polisher_hidden", 1, 32), ("polisher_blocks", 0, 2), ("lm_layers", 1, 3),
+                                       ("lm_dim", 1, 128), ("lm_heads", 1, 4), ("lora_r", 0, 8), ("max_len", 4, 48)):
+            setattr(self, name, check_count(name, getattr(self, name), minimum,
+                                            flag="--" + name.replace("_", "-"), example=example))
         if self.system == "wsv_mmd" and self.mmd_weight <= 0:
             self.mmd_weight = 1.0
 
@@ -106,8 +129,13 @@ class TrainData:
 
         h = hashlib.sha256()
         h.update("\n".join(self.captions).encode())
-        h.update(np.ascontiguousarray(self.latents[:, :, :1]).tobytes())
-        h.update(str(self.latents.shape).encode())
+        for arr in (self.latents, self.text_emb, self.real_unlabelled):  # every number that training reads
+            if arr is None:
+                h.update(b"none")
+                continue
+            arr = np.ascontiguousarray(arr, np.float32)
+            h.update(f"{arr.shape}".encode())
+            h.update(arr.tobytes())
         return h.hexdigest()[:16]
 
 
@@ -160,6 +188,9 @@ class Bundle(torch.nn.Module):
     def caption(self, latents: np.ndarray, polish: bool = False, batch_size: int = 64,
                 max_new_tokens: int | None = None, beam: int = 1) -> list[str]:
         """Greedy (beam=1, with a key/value cache) or beam-search captions, batched."""
+        batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=64)
+        beam = check_count("beam", beam, 1, flag="--beam", example=3)
+        max_new_tokens = check_count("max_new_tokens", max_new_tokens, 1, example=40, allow_none=True)
         self.eval()
         out: list[str] = []
         for i in range(0, len(latents), batch_size):
@@ -183,10 +214,18 @@ def _set_rng_state(s: dict[str, Any], batch_gen: torch.Generator) -> None:
     batch_gen.set_state(s["batch"])
 
 
-def _save(path: Path, obj: dict[str, Any]) -> None:
+def _save(path: Path, obj: dict[str, Any], key: dict[str, Any]) -> None:
+    """torch.save to bytes, written atomically and sealed under `key` (vlgap.reuse)."""
+    from vlgap.reuse import write_artefact
+
     buf = io.BytesIO()
     torch.save(obj, buf)
-    atomic_write_bytes(path, buf.getvalue())
+    write_artefact(path, buf.getvalue(), key)
+
+
+def run_key(cfg: WSVConfig, fingerprint: str) -> dict[str, Any]:
+    """Everything that determines a training run's checkpoints and model."""
+    return {"format": WSV_FORMAT, "config": asdict(cfg), "data": fingerprint}
 
 
 def _params(bundle: Bundle, stage: str) -> list[torch.nn.Parameter]:
@@ -263,27 +302,45 @@ def _lm_trainable(bundle: Bundle, on: bool) -> None:
             p.requires_grad_(on and "lora_" in n)
 
 
+def _legacy_train_folder(out: Path) -> bool:
+    from vlgap.reuse import RUN_RECORD
+
+    return not (out / RUN_RECORD).exists() and ((out / "checkpoint.pt").exists() or (out / "model.pt").exists())
+
+
 def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable[[str], None] | None = None,
-          stop_after: int | None = None, extra: dict[str, Any] | None = None) -> Bundle:
+          stop_after: int | None = None, extra: dict[str, Any] | None = None, force: bool = False) -> Bundle:
     """Train (or resume) one system; returns the trained Bundle and writes out_dir/model.pt.
 
     out_dir/checkpoint.pt is written every cfg.checkpoint_every steps and at each stage end; a run that
-    finds it resumes (it must come from the same config and data, else VlgapError). `stop_after`: stop
-    after that many steps of this call (tests use it to simulate a kill)."""
+    finds it resumes. The folder records the config and the data's fingerprint: another config or data
+    is refused with the differences (`force`: start over in it). A checkpoint whose bytes changed is
+    reported and training starts from step 0. `stop_after`: stop after that many steps of this call
+    (tests use it to simulate a kill)."""
+    from vlgap.reuse import claim_run_folder, discard, read_verified, remove_stale_temporaries
+
     data.check()
+    if stop_after is not None:
+        check_count("stop_after", stop_after, 1)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     ckpt_path = out / "checkpoint.pt"
+    fp = data.fingerprint()
+    key = run_key(cfg, fp)
+    say = log or (lambda line: print(f"wsv: {line}", file=sys.stderr, flush=True))
+    legacy = _legacy_train_folder(out)
+    if legacy:
+        say(f"{out}: written by an older vlgap (no run record); its checkpoint is unsealed and is not reused")
+    resumed = claim_run_folder(out, "wsv-train", key, force=force or legacy)
+    remove_stale_temporaries(out)  # leftovers of a killed run
+    if not resumed:  # a new folder, or one taken over: nothing in it is this run's
+        discard(ckpt_path)
+        discard(out / "model.pt")
     bundle = Bundle(cfg, data)
     stage_i, step, history = 0, 0, []
     state = None
-    fp = data.fingerprint()
-    if ckpt_path.exists():
-        state = torch.load(ckpt_path, weights_only=False)
-        if state.get("config") != asdict(cfg) or state.get("data") != fp:
-            diff = sorted(k for k in asdict(cfg) if state.get("config", {}).get(k) != asdict(cfg)[k])
-            raise VlgapError(f"{ckpt_path} comes from another config or data (differs in "
-                             f"{diff or ['training data']}); use a new output folder or the same settings")
+    raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))
+    if raw is not None:
+        state = torch.load(io.BytesIO(raw), weights_only=False)
         bundle.load_state_dict(state["modules"])
         stage_i, step, history = state["stage_index"], state["step"], state["history"]
         if log:
@@ -333,20 +390,44 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
                 _save(ckpt_path, {"config": asdict(cfg), "data": fp, "modules": bundle.state_dict(),
                                   "stage_index": stage_i + 1 if finished else stage_i, "step": 0 if finished else step,
                                   "optimizer": None if finished else opt.state_dict(),
-                                  "rng": _rng_state(gen), "history": history})
+                                  "rng": _rng_state(gen), "history": history}, key)
             if stopping:
                 return bundle
         stage_i, step = stage_i + 1, 0
-    save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), **(extra or {})})
+    save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), **(extra or {})}, key=key)
     return bundle
 
 
-def save_model(bundle: Bundle, path: Path, history: list, extra: dict[str, Any]) -> None:
+def save_model(bundle: Bundle, path: Path, history: list, extra: dict[str, Any],
+               key: dict[str, Any] | None = None) -> None:
     tok = bundle.lm.tokenizer
     _save(path, {"format": "vlgap-wsv-1", "config": asdict(bundle.cfg), "modules": bundle.state_dict(),
                  "lm_record": bundle.lm.record, "tokenizer": tok.to_json() if hasattr(tok, "to_json") else None,
                  "latent_shape": list(bundle.latent_shape), "text_dim": bundle.text_dim,
-                 "n_memory": int(bundle.memory.shape[0]), "history": history, "extra": extra})
+                 "n_memory": int(bundle.memory.shape[0]), "history": history, "extra": extra},
+          key if key is not None else {"format": WSV_FORMAT, "config": asdict(bundle.cfg)})
+
+
+def read_model_bytes(path: str | Path) -> bytes:
+    """model.pt's bytes, checked against its seal: a model whose bytes changed since `train` wrote it is
+    refused in one line; an unsealed one (an older vlgap) is read with a one-line warning."""
+    from vlgap.reuse import check_artefact, read_seal
+
+    path = Path(path)
+    if not path.is_file():
+        raise VlgapError(f"model file {path} not found; `vlgap wsv train --out DIR` writes DIR/model.pt")
+    verdict = check_artefact(path, None, verify_bytes=False)
+    raw = path.read_bytes()
+    if verdict.status == "unsealed":
+        print(f"wsv: {path} has no seal (written by an older vlgap): its bytes cannot be verified",
+              file=sys.stderr, flush=True)
+        return raw
+    seal = read_seal(path) or {}
+    if verdict.status == "corrupt" or hashlib.sha256(raw).hexdigest() != seal.get("sha256"):
+        reason = verdict.reason if verdict.status == "corrupt" else "checksum mismatch"
+        raise VlgapError(f"{path} changed after it was written ({reason}); retrain it with `vlgap wsv train "
+                         f"--out {path.parent}`")
+    return raw
 
 
 def load_model(path: str | Path) -> Bundle:
@@ -354,10 +435,9 @@ def load_model(path: str | Path) -> Bundle:
     from vlgap.wsv.lm import lm_from_record
 
     path = Path(path)
-    if not path.is_file():
-        raise VlgapError(f"model file {path} not found; `vlgap wsv train --out DIR` writes DIR/model.pt")
+    raw = read_model_bytes(path)
     try:
-        obj = torch.load(path, weights_only=False)
+        obj = torch.load(io.BytesIO(raw), weights_only=False)
     except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged file
         raise VlgapError(f"{path} is not a readable WSV model ({type(exc).__name__})") from None
     if not isinstance(obj, dict) or obj.get("format") != "vlgap-wsv-1":
