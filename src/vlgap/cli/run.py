@@ -115,6 +115,9 @@ def demo_cmd(
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
                                "configuration (recomputed, never mixed)"),
+    preset: Optional[str] = typer.Option(None, "--preset", help="default (the core probe) | dr-full (plus caption "
+                                         "draws, frame sampling, caption diversity, split captions, downstream "
+                                         "proxies, intrinsic dimension and the cross-model figures)"),
 ):
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
@@ -124,7 +127,7 @@ def demo_cmd(
     t0 = time.perf_counter()
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
                                "temporal_pooling": temporal_pooling,
-                               "random_weights": True if random_weights else None})
+                               "random_weights": True if random_weights else None, "preset": preset})
     report = run_demo(cfg, progress=not quiet, force=force)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
     _print_rows(rows)

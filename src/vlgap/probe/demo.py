@@ -23,6 +23,10 @@ from vlgap.progress import counter, say
 RENAMED_KEYS = {"bootstrap": "n_bootstrap", "permutations": "n_permutations"}
 
 
+#: demo presets: the core probe, or the core plus the rest of Dynamic Reflections (probe/dr_full.py)
+DEMO_PRESETS = ("default", "dr-full")
+
+
 @renamed_fields(**RENAMED_KEYS)
 @dataclass
 class DemoConfig:
@@ -48,6 +52,8 @@ class DemoConfig:
     cache_dir: str | None = None
     #: every encoder with random weights (speed tests only; labelled "random weights" everywhere)
     random_weights: bool = False
+    #: "default" (the core probe) or "dr-full" (plus the rest of Dynamic Reflections: probe/dr_full.py)
+    preset: str = "default"
 
     def check(self) -> "DemoConfig":
         """Counts checked before anything runs (one-line errors naming the key)."""
@@ -57,6 +63,8 @@ class DemoConfig:
                               ("n_bootstrap", 0), ("n_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--n-videos" if name == "n_videos" else None))
+        if self.preset not in DEMO_PRESETS:
+            raise VlgapError(f"demo preset {self.preset!r} is not known; use one of {', '.join(DEMO_PRESETS)}")
         return self
 
 
@@ -127,4 +135,8 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
         from vlgap.probe.temporal import run_temporal_sections
 
         run_temporal_sections(cfg, result, progress=progress)
+    if cfg.preset == "dr-full":
+        from vlgap.probe.dr_full import run_dr_full_sections
+
+        run_dr_full_sections(cfg, result, progress=progress)
     return write_report(cfg.out, progress=progress)
