@@ -345,9 +345,9 @@ def test_chunks_of_a_skip_bad_run_are_refused_without_skip_bad(videos, tmp_path,
                                 {"batch_size": 2.5}, {"image_size": 0}])
 def test_count_options_are_one_line_errors(videos, tmp_path, kw):
     name = next(iter(kw))
-    with pytest.raises(VlgapError, match=rf"^{name} .*must be an integer >= 1, got {kw[name]}$"):
+    with pytest.raises(VlgapError, match=rf"^{name}={kw[name]!r}: need an integer >= 1, e\.g\. \d+$"):
         _run(videos, tmp_path, **kw)
-    with pytest.raises(VlgapError, match=rf"^{name} "):
+    with pytest.raises(VlgapError, match=rf"^{name}="):
         extract(videos, "toyt", n_captions=[1], cache_dir=tmp_path, loaded_encoder=ToyText(), progress=False, **kw)
 
 
@@ -358,7 +358,7 @@ def test_cli_batch_size_zero_is_one_line_exit_2(videos, tmp_path):
                            capture_output=True, text=True)
         assert r.returncode == 2, r.stderr
         lines = [line for line in r.stderr.splitlines() if line.strip()]
-        assert lines == ["error: --batch-size must be an integer >= 1, got 0"], r.stderr
+        assert lines == ["error: --batch-size=0: need an integer >= 1, e.g. 32"], r.stderr
 
 
 # -- vlgap cache --check / --prune -----------------------------------------------------------------------
@@ -444,3 +444,18 @@ def test_cache_check_models_and_other_sealed_artefacts(tmp_path):
     pruned = check_cache(cache, prune=True)
     assert pruned.ok and done.is_dir() and not unfinished.exists() and not conversion_tmp.exists()
     assert not cell.exists() and not reuse.seal_path(cell).exists() and not reuse.seal_path(lost).exists()
+
+
+def test_sweep_passes_allow_repeated_frames_on(one_frame, tmp_path):
+    from vlgap.probe.sweep import SweepConfig, run_sweep
+
+    def cfg(**kw):
+        return SweepConfig(manifest=str(one_frame), vision=["toy"], text=["toyt"], n_frames=[2], n_captions=[1],
+                           k=3, n_bootstrap=0, n_permutations=0, fit=False, cache_dir=str(tmp_path / "c"), **kw)
+
+    encoders = {"toy": ToyVision(), "toyt": ToyText()}
+    with pytest.raises(VlgapError, match="'single'.*--allow-repeated-frames"):
+        run_sweep(cfg(), tmp_path / "run", progress=False, encoders=encoders)
+    res = run_sweep(cfg(allow_repeated_frames=True), tmp_path / "run2", progress=False, encoders=encoders)
+    assert res.rows[0]["n"] == 14
+    assert "allow_repeated_frames" not in cfg().to_dict()  # older folders' configs stay equal

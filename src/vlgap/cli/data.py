@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import (POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP,
-                               int_list, positive_int)
+from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP,
+                               int_list)
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -61,9 +61,7 @@ def extract_cmd(
     skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary): "
                                   "undecodable ones, and videos with fewer frames than n_f unless "
                                   "--allow-repeated-frames"),
-    allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames",
-                                               help="keep videos with fewer frames than n_f (frames repeat; each "
-                                                    "warned, counted in the summary, listed in record.json)"),
+    allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames", help=ALLOW_REPEATED_FRAMES_HELP),
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
     workers: int = typer.Option(2, help="background decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
@@ -77,11 +75,13 @@ def extract_cmd(
     """Extract per-layer features into the cache (resumable; finished work is reused)."""
     from vlgap.features.extract import extract
 
-    positive_int(batch_size, "--batch-size")
-    positive_int(workers, "--workers")
-    positive_int(threads, "--threads", optional=True)
-    positive_int(ray_workers, "--ray-workers", optional=True)
-    positive_int(image_size, "--image-size", optional=True)
+    from vlgap.counts import check_count
+
+    check_count("batch_size", batch_size, flag="--batch-size", example=32)
+    check_count("workers", workers, flag="--workers", example=2)
+    check_count("threads", threads, flag="--threads", allow_none=True, example=2)
+    check_count("ray_workers", ray_workers, flag="--ray-workers", allow_none=True, example=2)
+    check_count("image_size", image_size, flag="--image-size", allow_none=True, example=160)
     res = extract(
         manifest, encoder,
         n_frames=int_list(n_frames, "--n-frames") if n_frames else None,

@@ -34,15 +34,6 @@ def int_list(text: str, name: str) -> list[int]:
     return vals
 
 
-def positive_int(value, name: str, *, optional: bool = False):
-    """A count option (`--batch-size`, `--workers`, ...): an integer >= 1, or a one-line error naming the flag."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise VlgapError(f"{name} must be an integer >= 1, got {value!r}")
-    return value
-
-
 def one_int(text: str, name: str) -> int:
     """A comma list holding exactly one integer (for commands that run at one value)."""
     vals = int_list(text, name)
@@ -58,3 +49,7 @@ TEMPORAL_POOLING_HELP = ("image encoders on video: mean (default, order-blind) |
 RANDOM_WEIGHTS_HELP = ("build every encoder with random weights (seed 0) instead of its trained ones: for speed "
                        "tests only; cached apart and labelled \"random weights\" in the console, record.json, JSON "
                        "results and the report. Without it, weights that cannot be found are an error")
+
+ALLOW_REPEATED_FRAMES_HELP = ("keep videos with fewer frames than n_f (frames repeat; each warned, counted in the "
+                              "summary, listed in record.json); without it such a video is an error (or a "
+                              "reported skip with --skip-bad)")

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
+from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -65,7 +65,9 @@ def sweep_cmd(
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
-    skip_bad: bool = typer.Option(False),
+    skip_bad: bool = typer.Option(False, help="skip bad items (listed): undecodable ones, and videos with fewer "
+                                  "frames than n_f unless --allow-repeated-frames"),
+    allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames", help=ALLOW_REPEATED_FRAMES_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     as_json: bool = typer.Option(False, "--json", help="print the rows as JSON"),
     ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
@@ -81,7 +83,8 @@ def sweep_cmd(
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
-                      skip_bad=skip_bad, trust_remote_code=trust_remote_code, random_weights=random_weights,
+                      skip_bad=skip_bad, allow_repeated_frames=allow_repeated_frames,
+                      trust_remote_code=trust_remote_code, random_weights=random_weights,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
+from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -27,11 +27,12 @@ def _names(text: str, option: str) -> list[str]:
 
 
 def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean",
-              random_weights=False):
+              random_weights=False, allow_repeated_frames=False):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
                                         text_pooling=text_pooling, skip_bad=skip_bad,
+                                        allow_repeated_frames=allow_repeated_frames,
                                         temporal_pooling=temporal_pooling, random_weights=random_weights))
 
 
@@ -156,6 +157,7 @@ def temporal_cmd(
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     skip_bad: bool = typer.Option(False, help="skip unreadable videos (reported) instead of stopping"),
+    allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames", help=ALLOW_REPEATED_FRAMES_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -167,7 +169,8 @@ def temporal_cmd(
 
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = one_int(n_frames, "--n-frames")
-    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling, random_weights)
+    src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling, random_weights,
+                    allow_repeated_frames)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")

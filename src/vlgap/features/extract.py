@@ -105,15 +105,6 @@ def _repeated_by_item(rows: list[dict]) -> dict[str, tuple[int, list[int]]]:
     return {i: (f, sorted(vs)) for i, (f, vs) in out.items()}
 
 
-def require_count(value: Any, name: str, *, optional: bool = False) -> int | None:
-    """An integer >= 1 (a count option), or a one-line VlgapError naming `name`."""
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise VlgapError(f"{name} must be an integer >= 1, got {value!r}")
-    return int(value)
-
-
 def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
     if text is None:
         return (0, 1)
@@ -388,11 +379,13 @@ def extract(
     random_weights: the encoder's architecture with random weights (speed tests); cached apart from the
     trained model's features and labelled "random weights" in the record and every summary."""
     t0 = time.perf_counter()
-    batch_size = require_count(batch_size, "batch_size (frames or texts per forward pass)")
-    workers = require_count(workers, "workers (decoding threads)")
-    threads = require_count(threads, "threads (torch CPU threads)", optional=True)
-    ray_workers = require_count(ray_workers, "ray_workers (encoder actors)", optional=True)
-    image_size = require_count(image_size, "image_size (vision input side in pixels)", optional=True)
+    from vlgap.counts import check_count
+
+    batch_size = check_count("batch_size", batch_size, example=32)
+    workers = check_count("workers", workers, example=2)
+    threads = check_count("threads", threads, example=2, allow_none=True)
+    ray_workers = check_count("ray_workers", ray_workers, example=2, allow_none=True)
+    image_size = check_count("image_size", image_size, example=160, allow_none=True)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)

@@ -65,6 +65,8 @@ class SweepConfig:
     temporal_pooling: str = "mean"
     batch_size: int = 32
     skip_bad: bool = False
+    #: keep videos with fewer frames than n_f (frames repeat; warned and listed), else an error or a skip
+    allow_repeated_frames: bool = False
     cache_dir: str | None = None
     fit: bool = True
     #: feature preparation (vlgap.metrics.layer_search.PRESETS), e.g. "platonic-rep"; None: L2 only
@@ -94,8 +96,9 @@ class SweepConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
-        if not out["trust_remote_code"]:
-            del out["trust_remote_code"]  # older run folders' configs stay equal
+        for flag in ("trust_remote_code", "allow_repeated_frames"):
+            if not out[flag]:
+                del out[flag]  # older run folders' configs stay equal
         return out
 
 
@@ -234,6 +237,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
+                  allow_repeated_frames=cfg.allow_repeated_frames,
                   batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
                   trust_remote_code=cfg.trust_remote_code, random_weights=cfg.random_weights)
     loaded = encoders or {}
