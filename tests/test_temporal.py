@@ -255,3 +255,26 @@ def test_cli_frame_count_is_a_comma_list_of_one_value(tmp_path):
     # `vlgap` (cli.main) turns a VlgapError into a one-line message and exit code 2
     assert isinstance(out.exception, VlgapError) and "--n-frames" in str(out.exception)
     assert "one value" in str(out.exception)
+
+
+def test_tie_aware_alignment_leaves_zero_variance_layers_out_and_refuses_all_constant():
+    """A layer whose items are all identical ties everyone with everyone: it is n/a (noted) and never
+    the best pair; a side with only such layers is refused like the other metrics."""
+    import numpy as np
+    import pytest
+
+    from vlgap.metrics.base import ZeroVarianceError
+    from vlgap.metrics.ties import tot_alignment
+
+    rng = np.random.default_rng(0)
+    z = rng.normal(size=(30, 4))
+    x_good = z @ rng.normal(size=(4, 16))
+    y_good = z @ rng.normal(size=(4, 8))
+    constant = np.ones((30, 16))
+    groups = np.repeat(np.arange(10), 3)
+    with_flat = tot_alignment([constant, x_good], [y_good], groups, ks=(1,))
+    alone = tot_alignment([x_good], [y_good], groups, ks=(1,))
+    assert with_flat[0]["x_layer"] == 1 and with_flat[0]["score"] == alone[0]["score"]
+    assert np.isnan(with_flat[0]["scores"][0, 0]) and "vision layer 0 of 2" in with_flat[0]["notes"][0]
+    with pytest.raises(ZeroVarianceError, match="text layer 0 of 1 has zero variance"):
+        tot_alignment([x_good], [np.zeros((30, 8)) + 2.0], groups, ks=(1,))

@@ -66,6 +66,15 @@ def _jackknife(values: np.ndarray, estimate: float, confidence: float) -> tuple[
     return [float(max(0.0, estimate - z * se)), float(min(1.0, estimate + z * se))], se
 
 
+def all_tied(sims: np.ndarray, tol: float = TIE_TOLERANCE) -> bool:
+    """Every off-diagonal similarity equal within `tol`: the layer ranks no item above another."""
+    s = np.asarray(sims, dtype=np.float64)
+    if s.shape[0] < 3:
+        return False
+    off = s[~np.eye(s.shape[0], dtype=bool)]
+    return bool(off.max() - off.min() <= tol)
+
+
 def tot_alignment(vision_layers, text_layers, groups: Sequence, *, ks: Sequence[int] = (1, 2, 3),
                   confidence: float = 0.95, tol: float = TIE_TOLERANCE) -> list[dict[str, Any]]:
     """Tie-aware mutual k-NN at each k (best layer pair per k) with a delete-one-group jackknife interval
@@ -85,13 +94,25 @@ def tot_alignment_from_sims(sx: list[np.ndarray], sy: list[np.ndarray], groups: 
     if groups.shape[0] != n or sy[0].shape[0] != n:
         raise VlgapError(f"vision ({n}), text ({sy[0].shape[0]}) and groups ({groups.shape[0]}) must cover the "
                          "same items")
+    from vlgap.metrics.base import ZeroVarianceError, constant_message
+
     labels = np.unique(groups)
+    # a layer whose items all tie with each other (zero-variance features) ranks nothing: tie-aware
+    # neighbours would make every item everyone's neighbour. Such layers are n/a, left out of the best pair.
+    flat_x, flat_y = [i for i, s in enumerate(sx) if all_tied(s, tol)], [i for i, s in enumerate(sy) if all_tied(s, tol)]
+    for label, flat, layers in (("vision", flat_x, sx), ("text", flat_y, sy)):
+        if len(flat) == len(layers):
+            raise ZeroVarianceError(constant_message("tie-aware mutual_knn", label, flat, len(layers), n))
+    notes = [constant_message("tie-aware mutual_knn", label, flat, len(layers), n, verdict="n/a for those pairs")
+             for label, flat, layers in (("vision", flat_x, sx), ("text", flat_y, sy)) if flat]
     out = []
     for k in ks:
         px = np.stack([tie_aware_neighbours(s, k, tol).ravel() for s in sx])
         py = np.stack([tie_aware_neighbours(s, k, tol).ravel() for s in sy])
         scores = px @ py.T / (n * k)
-        a, b = divmod(int(np.argmax(scores)), scores.shape[1])
+        scores[flat_x, :] = np.nan
+        scores[:, flat_y] = np.nan
+        a, b = divmod(int(np.nanargmax(scores)), scores.shape[1])
         est = float(scores[a, b])
         ci, se = None, None
         if len(labels) >= 3:
@@ -101,7 +122,8 @@ def tot_alignment_from_sims(sx: list[np.ndarray], sy: list[np.ndarray], groups: 
                 loo.append(tie_aware_mutual_knn(sx[a][np.ix_(keep, keep)], sy[b][np.ix_(keep, keep)], k, tol).mean())
             ci, se = _jackknife(np.asarray(loo), est, confidence)
         out.append({"k": int(k), "score": est, "ci": ci, "se": se, "x_layer": a, "y_layer": b, "n": n,
-                    "n_groups": int(len(labels)), "chance": k / (n - 1), "scores": scores})
+                    "n_groups": int(len(labels)), "chance": k / (n - 1), "scores": scores,
+                    **({"notes": notes} if notes else {})})
     return out
 
 
