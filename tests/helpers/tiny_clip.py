@@ -25,7 +25,10 @@ def clip_tokenizer(max_length: int):
     return tok, len(vocab)
 
 
-def make_tiny_clip(folder: Path, *, seed: int = 0, max_length: int = 24, image_size: int = 32) -> Path:
+def make_tiny_clip(folder: Path, *, seed: int = 0, max_length: int = 24, image_size: int = 32,
+                   aligned: bool = False) -> Path:
+    """aligned: shift both towers' final layer norms and make the projections non-negative, so that
+    every image-caption cosine is positive (random weights otherwise give cosines of either sign)."""
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
 
@@ -41,6 +44,12 @@ def make_tiny_clip(folder: Path, *, seed: int = 0, max_length: int = 24, image_s
         projection_dim=16)
     torch.manual_seed(seed)
     model = CLIPModel(config).eval()
+    if aligned:
+        with torch.no_grad():
+            model.text_model.final_layer_norm.bias += 2.0
+            model.vision_model.post_layernorm.bias += 2.0
+            model.text_projection.weight.abs_()
+            model.visual_projection.weight.abs_()
     folder = Path(folder)
     model.save_pretrained(folder)
     proc = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},

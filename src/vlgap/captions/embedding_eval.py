@@ -59,7 +59,7 @@ def clip_convention(name: str = "hessel", *, w: float | None = None, prefix: str
 @dataclass
 class EmbeddingOptions:
     clip: str | None = None
-    convention: str = "hessel"
+    clip_convention: str = "hessel"
     clip_w: float | None = None
     clip_prefix: str | None = None
     truncate: bool = True
@@ -93,7 +93,7 @@ class EmbeddingContext:
             from vlgap.captions.clip_model import load_clip
 
             self.clip_model = load_clip(self.options.clip, device=self.options.device)
-            self.convention = clip_convention(self.options.convention, w=self.options.clip_w,
+            self.convention = clip_convention(self.options.clip_convention, w=self.options.clip_w,
                                               prefix=self.options.clip_prefix,
                                               model_default_w=self.clip_model.default_w)
         return self.clip_model
