@@ -197,7 +197,7 @@ class EmbeddingContext:
 
 def embedding_tables(data, metrics: Sequence[str], ctx: EmbeddingContext) -> dict[str, Any]:
     """MetricTables of the requested embedding scores for one system (see captions.evaluate)."""
-    from vlgap.captions.evaluate import MetricTable
+    from vlgap.captions.tables import MetricTable
     from vlgap.captions.intervals import mean_statistic
 
     out: dict[str, MetricTable] = {}
@@ -260,7 +260,7 @@ def _visual(ctx: EmbeddingContext) -> dict[str, Any]:
 
 
 def _emscore_table(data, ctx: EmbeddingContext, frames: list[np.ndarray], names):
-    from vlgap.captions.evaluate import MetricTable
+    from vlgap.captions.tables import MetricTable
     from vlgap.captions.intervals import mean_statistic
 
     # EMScore reads the caption as written: no prompt prefix (Shi et al. 2022)

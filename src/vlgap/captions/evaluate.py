@@ -15,9 +15,8 @@ from __future__ import annotations
 import csv
 import io as _io
 import os
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from vlgap.captions.intervals import mean_statistic, paired_difference, sum_stat
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
+from vlgap.captions.tables import MetricTable
 from vlgap.captions.rouge import rouge_l_scores
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
@@ -36,18 +36,6 @@ METRICS = ("bleu", "meteor", "rouge", "cider", "sacrebleu")
 MODEL_METRICS = ("clipscore", "refclipscore", "emscore", "bertscore")
 ALL_METRICS = METRICS + MODEL_METRICS
 TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
-
-
-@dataclass
-class MetricTable:
-    """One metric family on one system: per-item sufficient statistics and how to reduce them."""
-
-    names: list[str]                      # output keys, e.g. BLEU-1..BLEU-4
-    stats: np.ndarray                     # (items, k) summable statistics
-    statistic: Callable[[np.ndarray, int], np.ndarray]   # (sums, n) -> (..., len(names))
-    estimates: list[float]                # the exact corpus numbers (pycocoevalcap's)
-    per_item: dict[str, np.ndarray] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _parse_metrics(metrics: Sequence[str] | str | None) -> tuple[list[str], bool]:
@@ -279,9 +267,15 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
         from vlgap.captions.human import human_agreement
 
         systems = {_system_name(pred): pred, **(human_systems or {})}
-        result.update(human_agreement(human, systems, refs, wanted, ctx, n_bootstrap=n_bootstrap or 1000,
-                                      seed=seed, confidence=confidence, cider_df=df, meteor=meteor,
-                                      on_duplicate=on_duplicate, on_empty=on_empty))
+        if df is None and refs is not None and "cider" in wanted:
+            df = _frozen_df(refs)  # rated captions repeat items: document frequencies come from the references
+
+        def score_rows(rows: CaptionData) -> dict[str, MetricTable]:
+            return score_items(rows, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
+
+        result.update(human_agreement(human, systems, refs, wanted, ctx, score_rows, n_bootstrap=n_bootstrap or 1000,
+                                      seed=seed, confidence=confidence, on_duplicate=on_duplicate,
+                                      on_empty=on_empty))
     if "cider" in tables and n_bootstrap:
         notes.append("CIDEr intervals resample items with document frequencies fixed at the full reference set")
     if notes:

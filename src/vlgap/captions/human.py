@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from vlgap.captions.agreement import correlation_agreement, preference_agreement
 from vlgap.captions.io import CaptionData, load_predictions, materialise, reference_rows
@@ -69,12 +69,12 @@ def _caption_for(row: dict[str, str], side: str, systems: dict[str, dict[str, st
     return caption
 
 
-def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Sequence[str], ctx, *,
-                    n_bootstrap: int = 1000, seed: int | None = 0, confidence: float = 0.95, cider_df=None,
-                    meteor=None, on_duplicate: str = "error", on_empty: str = "error") -> dict[str, Any]:
-    """Score every judged caption with `metrics` and measure agreement (see the module docstring)."""
-    from vlgap.captions.evaluate import _frozen_df, score_items
-
+def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Sequence[str], ctx,
+                    score_rows: Callable[[CaptionData], dict[str, Any]], *, n_bootstrap: int = 1000,
+                    seed: int | None = 0, confidence: float = 0.95, on_duplicate: str = "error",
+                    on_empty: str = "error") -> dict[str, Any]:
+    """Score every judged caption with `score_rows` (rows of CaptionData -> MetricTables, as
+    captions.evaluate.score_items) and measure agreement (see the module docstring)."""
     kind, rows, item_col = read_judgments(human)
     loaded = {}
     for name, pred in systems.items():
@@ -96,12 +96,11 @@ def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Seq
         if unknown:
             raise VlgapError(f"human judgments {human}: item {unknown[0]!r} has no reference captions, which "
                              f"{', '.join(needs_refs)} need ({len(set(unknown))} such items)")
-    df = cider_df if cider_df is not None or refs is None else _frozen_df(refs)
     where = str(human)
 
     def scores_of(captions: list[str]) -> dict[str, Any]:
         data = CaptionData(ids=list(items), predictions=captions, references=[references.get(i, []) for i in items])
-        tables = score_items(data, list(metrics), cider_df=df, meteor=meteor, embedding_ctx=ctx)
+        tables = score_rows(data)
         return {name: values for t in tables.values() for name, values in t.per_item.items()}
 
     if kind == "ratings":
