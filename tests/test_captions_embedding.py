@@ -449,3 +449,33 @@ def test_cli_clipscore_json_with_interval_and_compare(clip_folder, images, tmp_p
     run = CliRunner().invoke(app, ["caption-eval", "--pred", str(a), "--images", str(images / "none"), "--clip",
                                    f"hf:{clip_folder}", "--metrics", "clipscore"])
     assert isinstance(run.exception, VlgapError) and "is not a folder" in str(run.exception)
+
+
+def test_siglip_checkpoint_pads_to_its_length_and_pools_like_the_model(tmp_path):
+    """SigLIP pools the last position of a max-length-padded sequence: vlgap must feed it that way."""
+    import torch
+    from transformers import SiglipConfig, SiglipImageProcessor, SiglipModel, SiglipProcessor
+
+    from tiny_clip import clip_tokenizer
+    from vlgap.captions.clip_model import load_clip
+
+    tok, vocab = clip_tokenizer(16)
+    config = SiglipConfig(
+        text_config=dict(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=2, max_position_embeddings=16, bos_token_id=None,
+                         eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+                           image_size=32, patch_size=8))
+    torch.manual_seed(0)
+    model = SiglipModel(config).eval()
+    model.save_pretrained(tmp_path / "siglip")
+    proc = SiglipProcessor(image_processor=SiglipImageProcessor(size={"height": 32, "width": 32}), tokenizer=tok)
+    proc.save_pretrained(tmp_path / "siglip")
+    clip = load_clip(f"hf:{tmp_path / 'siglip'}")
+    assert clip.family == "siglip" and clip.max_length == 16
+    ours, cut = clip.embed_texts(["a dog", "two cats"])
+    with torch.no_grad():
+        x = proc(text=["a dog", "two cats"], padding="max_length", max_length=16, return_tensors="pt")
+        want = model.get_text_features(input_ids=x["input_ids"]).pooler_output.numpy()
+    np.testing.assert_allclose(ours, want, atol=1e-5)
+    assert not any(cut)
