@@ -14,6 +14,7 @@ The baseline b per layer is the mean P, R, F over random pairs of unrelated sent
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -59,7 +60,7 @@ class TextTokenModel:
         todo = sorted({s for s in sentences if s not in self._cache or any(l not in self._cache[s][1] for l in layers)},
                       key=len, reverse=True)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        with torch.inference_mode():
+        with torch.inference_mode(), _only_first_layers(self.model, max(layers)):
             for start in range(0, len(todo), self.batch_size):
                 batch = todo[start:start + self.batch_size]
                 ids = [self.token_ids(s) for s in batch]
@@ -78,6 +79,27 @@ class TextTokenModel:
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "max_tokens": self.max_length, "hidden_states": self.n_layers + 1, **self.source}
+
+
+@contextmanager
+def _only_first_layers(model, last: int):
+    """Run only the blocks up to hidden state `last` (bert-score truncates its model the same way):
+    later blocks cannot change earlier hidden states, and skipping them saves their time."""
+    blocks = getattr(getattr(model, "encoder", None), "layer", None)
+    if not isinstance(blocks, torch_module_list()) or last >= len(blocks):
+        yield
+        return
+    model.encoder.layer = blocks[:last]
+    try:
+        yield
+    finally:
+        model.encoder.layer = blocks
+
+
+def torch_module_list():
+    import torch
+
+    return torch.nn.ModuleList
 
 
 def load_text_token_model(spec: str, device: str = "cpu") -> TextTokenModel:
