@@ -132,31 +132,13 @@ def bench_bertscore(refs, preds, layer: int = 4):
 
 
 def _bench_clip(folder: Path, n_images: int):
-    """A random-weight CLIP with ViT-B/32's image size and patch, 2 layers x 128 wide per tower (CPU minutes)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "helpers"))
-    import torch
-    from tiny_clip import clip_tokenizer
+    """A random-weight CLIP, ViT-B/32's 224 px pictures and 32 px patches, 2 layers x 128 wide per tower (CPU minutes)."""
     from PIL import Image
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
 
-    tok, vocab = clip_tokenizer(77)
-    eos = tok.convert_tokens_to_ids("<|endoftext|>")
-    config = CLIPConfig(
-        text_config=dict(vocab_size=vocab, hidden_size=128, intermediate_size=512, num_hidden_layers=2,
-                         num_attention_heads=4, max_position_embeddings=77, eos_token_id=eos, pad_token_id=eos,
-                         bos_token_id=tok.convert_tokens_to_ids("<|startoftext|>")),
-        vision_config=dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                           image_size=224, patch_size=32),
-        projection_dim=128)
-    torch.manual_seed(0)
-    model = CLIPModel(config).eval()
-    with torch.no_grad():  # every cosine positive, so torchmetrics' clamp of the mean equals vlgap's mean of clamps
-        model.text_model.final_layer_norm.bias += 2.0
-        model.vision_model.post_layernorm.bias += 2.0
-        model.text_projection.weight.abs_()
-        model.visual_projection.weight.abs_()
-    model.save_pretrained(folder)
-    CLIPProcessor(image_processor=CLIPImageProcessor(), tokenizer=tok).save_pretrained(folder)
+    from vlgap.captions.clip_model import write_random_clip
+
+    write_random_clip(folder, image_size=224, patch_size=32, width=128, layers=2, aligned=True)  # aligned: every cosine > 0,
+    # so torchmetrics' clamp of the mean equals vlgap's mean of clamped scores
     rng = np.random.default_rng(0)
     pictures = folder / "pictures"
     pictures.mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-"""Tiny random-weight CLIP (and SigLIP) models saved to folders with a processor, built without files.
+"""Tiny random-weight CLIP models saved to folders with a processor, built without files, and pictures.
 
 No CLIP weights ship offline, so parity tests run on random weights: the numbers mean nothing, but
 two implementations fed the same model must agree on them.
@@ -15,48 +15,16 @@ def clip_tokenizer(max_length: int):
 
     symbols = list(bytes_to_unicode().values())
     vocab: dict[str, int] = {}
-    for s in symbols:
+    for s in symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"]:
         vocab.setdefault(s, len(vocab))
-    for s in symbols:
-        vocab.setdefault(s + "</w>", len(vocab))
-    vocab["<|startoftext|>"] = len(vocab)
-    vocab["<|endoftext|>"] = len(vocab)
-    tok = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=max_length)
-    return tok, len(vocab)
+    return CLIPTokenizer(vocab=vocab, merges=[], model_max_length=max_length), len(vocab)
 
 
 def make_tiny_clip(folder: Path, *, seed: int = 0, max_length: int = 24, image_size: int = 32,
                    aligned: bool = False) -> Path:
-    """aligned: shift both towers' final layer norms and make the projections non-negative, so that
-    every image-caption cosine is positive (random weights otherwise give cosines of either sign)."""
-    import torch
-    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor
+    from vlgap.captions.clip_model import write_random_clip
 
-    tok, vocab_size = clip_tokenizer(max_length)
-    eos = tok.convert_tokens_to_ids("<|endoftext|>")
-    bos = tok.convert_tokens_to_ids("<|startoftext|>")
-    config = CLIPConfig(
-        text_config=dict(vocab_size=vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                         num_attention_heads=2, max_position_embeddings=max_length, eos_token_id=eos,
-                         bos_token_id=bos, pad_token_id=eos),
-        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-                           image_size=image_size, patch_size=8),
-        projection_dim=16)
-    torch.manual_seed(seed)
-    model = CLIPModel(config).eval()
-    if aligned:
-        with torch.no_grad():
-            model.text_model.final_layer_norm.bias += 2.0
-            model.vision_model.post_layernorm.bias += 2.0
-            model.text_projection.weight.abs_()
-            model.visual_projection.weight.abs_()
-    folder = Path(folder)
-    model.save_pretrained(folder)
-    proc = CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size},
-                                                            crop_size={"height": image_size, "width": image_size}),
-                         tokenizer=tok)
-    proc.save_pretrained(folder)
-    return folder
+    return write_random_clip(folder, seed=seed, max_length=max_length, image_size=image_size, aligned=aligned)
 
 
 def write_images(folder: Path, ids, size: int = 40, seed: int = 0) -> Path:

@@ -301,3 +301,41 @@ def _load_pacs_weights(model, file: Path, spec: str) -> dict[str, Any]:
                          f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]}); name the "
                          "matching base after '@', e.g. pacs:openClip_ViT-L-14.pth@openai/clip-vit-large-patch14")
     return {"pacs_checkpoint": str(file.resolve()), "pacs_sha256": sha256_of_file(file)}
+
+
+def write_random_clip(folder: str | Path, *, seed: int = 0, max_length: int = 77, image_size: int = 32,
+                      width: int = 32, layers: int = 2, patch_size: int | None = None, aligned: bool = False) -> Path:
+    """Save a random-weight CLIP with its processor to `folder` (a byte-level tokenizer built without
+    vocabulary files). No CLIP weights ship offline: this shows the plumbing, its scores mean nothing.
+
+    aligned: shift both towers' final layer norms and make the projections non-negative, so that
+    every image-caption cosine is positive (random weights otherwise give cosines of either sign)."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    symbols = list(bytes_to_unicode().values())
+    vocab: dict[str, int] = {}
+    for s in symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"]:
+        vocab.setdefault(s, len(vocab))
+    tok = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=max_length)
+    eos, bos = vocab["<|endoftext|>"], vocab["<|startoftext|>"]
+    tower = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers, num_attention_heads=2)
+    config = CLIPConfig(text_config=dict(vocab_size=len(vocab), max_position_embeddings=max_length, eos_token_id=eos,
+                                         bos_token_id=bos, pad_token_id=eos, **tower),
+                        vision_config=dict(image_size=image_size, patch_size=patch_size or max(1, image_size // 4), **tower),
+                        projection_dim=max(8, width // 2))
+    torch.manual_seed(seed)
+    model = CLIPModel(config).eval()
+    if aligned:
+        with torch.no_grad():
+            model.text_model.final_layer_norm.bias += 2.0
+            model.vision_model.post_layernorm.bias += 2.0
+            model.text_projection.weight.abs_()
+            model.visual_projection.weight.abs_()
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    crop = {"height": image_size, "width": image_size}
+    CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size=crop),
+                  tokenizer=tok).save_pretrained(folder)
+    return folder
