@@ -265,7 +265,7 @@ def test_emscore_equals_naive_double_loop():
         assert (parts.coarse, parts.fine.precision, parts.fine.recall) == pytest.approx((coarse, p, r), abs=1e-12)
 
 
-def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path):
+def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path, monkeypatch):
     import conftest
     import vlgap
     from vlgap.captions.clip_model import load_clip
@@ -280,8 +280,9 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path):
     manifest = tmp_path / "videos.jsonl"
     manifest.write_text("\n".join(lines) + "\n")
     preds = {f"v{n}": c for n, c in enumerate(["grey frames", "a dark video", "light"])}
+    cache = tmp_path / "cache"
     res = vlgap.caption_eval(preds, None, "clipscore,emscore", videos=manifest, n_frames=4, clip=f"hf:{clip_folder}",
-                             per_item=True, n_bootstrap=50)
+                             per_item=True, n_bootstrap=50, cache_dir=cache)
     assert res["input"]["references"].startswith("captions of the video manifest")
     clip = load_clip(f"hf:{clip_folder}")
     items = {i.id: i for i in read_manifest(manifest).items}
@@ -298,6 +299,23 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path):
         assert tok.shape[0] == len(tokens.ids[0]) - 2
         assert row["EMScore"] == pytest.approx(_naive_emscore(list(f), cap[0], list(tok))[0], abs=1e-5)
     assert "EMScore-Ref" in res and len(res["EMScore"]["ci"]) == 2
+    # a second run reuses the sealed per-frame embeddings: no video is decoded again
+    import vlgap.data.video as video_module
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("frames decoded although their embeddings are cached")
+
+    monkeypatch.setattr(video_module, "read_frames", no_decoding)
+    again = vlgap.caption_eval(preds, None, "clipscore", videos=manifest, n_frames=4, clip=f"hf:{clip_folder}",
+                               per_item=True, cache_dir=cache)
+    assert [r["CLIPScore"] for r in again["per_item"]] == [r["CLIPScore"] for r in res["per_item"]]
+    monkeypatch.undo()
+    with pytest.raises(VlgapError, match="item 'v9': not in the video manifest"):
+        vlgap.caption_eval({"v9": "x"}, None, "clipscore", videos=manifest, clip=f"hf:{clip_folder}", cache_dir=cache)
+    (tmp_path / "v2.mp4").unlink()
+    with pytest.raises(VlgapError, match="item 'v2': media file not found"):
+        vlgap.caption_eval(preds, None, "clipscore", videos=manifest, n_frames=3, clip=f"hf:{clip_folder}",
+                           cache_dir=cache)
 
 
 def _count(item):
@@ -479,3 +497,10 @@ def test_siglip_checkpoint_pads_to_its_length_and_pools_like_the_model(tmp_path)
         want = model.get_text_features(input_ids=x["input_ids"]).pooler_output.numpy()
     np.testing.assert_allclose(ours, want, atol=1e-5)
     assert not any(cut)
+
+
+def test_bertscore_of_an_empty_caption_is_zero():
+    from vlgap.captions.bertscore import bertscore, load_text_token_model
+
+    res = bertscore(load_text_token_model("minilm"), ["", "a cat"], [["a dog"], ["a cat sleeps"]], layer=3)
+    assert (res.precision[0], res.recall[0], res.f1[0]) == (0.0, 0.0, 0.0) and res.f1[1] > 0

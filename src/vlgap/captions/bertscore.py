@@ -57,13 +57,15 @@ class TextTokenModel:
         import torch
 
         layers = list(layers)
-        todo = sorted({s for s in sentences if s not in self._cache or any(l not in self._cache[s][1] for l in layers)},
-                      key=len, reverse=True)
+        todo = [s for s in dict.fromkeys(sentences) if s not in self._cache or any(l not in self._cache[s][1] for l in layers)]
+        # batches of similar token counts: the least padding to run through the model
+        token_ids = {s: self.token_ids(s) for s in todo}
+        todo.sort(key=lambda s: len(token_ids[s]), reverse=True)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         with torch.inference_mode(), _only_first_layers(self.model, max(layers)):
             for start in range(0, len(todo), self.batch_size):
                 batch = todo[start:start + self.batch_size]
-                ids = [self.token_ids(s) for s in batch]
+                ids = [token_ids[s] for s in batch]
                 width = max(len(x) for x in ids)
                 input_ids = torch.full((len(ids), width), int(pad), dtype=torch.long)
                 mask = torch.zeros((len(ids), width), dtype=torch.long)
@@ -161,7 +163,7 @@ def bertscore(model: TextTokenModel, candidates: Sequence[str], references: Sequ
         for ref in refs:
             r_ids, r_vecs = _layer_of(model, ref, layer)
             match = greedy_match(c_vecs, r_vecs, _weights(model, c_ids, table), _weights(model, r_ids, table))
-            if len(c_ids) <= 2 or len(r_ids) <= 2:  # an empty sentence: bert-score reports 0 for P and R
+            if not cand.strip() or not ref.strip():  # an empty sentence: bert-score reports 0 for P, R and F
                 match = GreedyMatch(0.0, 0.0, 0.0)
             matches.append(match)
         p[i] = max(m.precision for m in matches)

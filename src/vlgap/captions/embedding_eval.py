@@ -71,6 +71,8 @@ class EmbeddingOptions:
     idf: bool = False
     bertscore_baseline: Any = None
     device: str = "cpu"
+    cache_dir: str | Path | None = None   # per-frame embeddings of videos, reused across runs (None: VLGAP_CACHE)
+    frame_cache: bool = True
 
 
 @dataclass
@@ -140,7 +142,7 @@ class EmbeddingContext:
         todo = [str(i) for i in dict.fromkeys(str(i) for i in ids) if str(i) not in self.picture_cache]
         if self.options.videos is not None:
             for item in todo:
-                self.picture_cache[item] = es.normalise_rows(model.embed_images(list(self._video_frames(item))))
+                self.picture_cache[item] = es.normalise_rows(self._video_embeddings(item))
         elif todo:
             batch = 64
             for start in range(0, len(todo), batch):
@@ -176,9 +178,15 @@ class EmbeddingContext:
             self.manifest_items = {item.id: item for item in read_manifest(self.options.videos).items}
         return self.manifest_items
 
-    def _video_frames(self, item_id: str) -> np.ndarray:
+    def _video_embeddings(self, item_id: str) -> np.ndarray:
+        """Joint-space embeddings of a video's sampled frames: read from the cache when an earlier run
+        made them with the same checkpoint, video bytes and frame indices (vlgap.reuse), else computed."""
+        import io
+
+        from vlgap.data.manifest import _media_digest
         from vlgap.data.sampling import frame_indices
         from vlgap.data.video import count_frames, read_frames
+        from vlgap.reuse import key_digest, read_verified, write_artefact
 
         item = self.manifest().get(item_id)
         if item is None:
@@ -187,8 +195,25 @@ class EmbeddingContext:
             raise VlgapError(f"--frames must be >= 1, got {self.options.n_frames}")
         # the feature store's sampler: n_f frames spread uniformly over the video, nearest frame
         indices = frame_indices(count_frames(item), self.options.n_frames)
+        model = self.clip()
+        identity = model.describe()
+        path = key = None
+        if self.options.frame_cache and (identity.get("weights_files") or identity.get("revision")):
+            from vlgap.io_utils import cache_root
+
+            key = {"kind": "clip frame embeddings", "format": 1, "model": identity,
+                   "media": _media_digest(item.media), "frame_indices": indices.tolist()}
+            path = cache_root(self.options.cache_dir) / "caption_frames" / f"{key_digest(key)[:24]}.npy"
+            cached = read_verified(path, key, what=f"frame embeddings of item {item_id!r}")
+            if cached is not None:
+                return np.load(io.BytesIO(cached))
         frames, _ = read_frames(item, indices)
-        return frames
+        vectors = model.embed_images(list(frames))
+        if path is not None:
+            buf = io.BytesIO()
+            np.save(buf, vectors)
+            write_artefact(path, buf.getvalue(), key, extra={"item": item_id, "video": str(item.media)})
+        return vectors
 
     def manifest_references(self, ids: Sequence[Any]) -> list[list[str]]:
         items = self.manifest()
