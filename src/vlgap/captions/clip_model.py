@@ -120,12 +120,8 @@ class ClipModel:
             for start in range(0, len(ids), self.batch_size):
                 batch = ids[start:start + self.batch_size]
                 inputs, _ = self._text_inputs(batch)
-                hidden = text_model(**inputs).last_hidden_state
-                if self.family == "clip":  # CLIP's final layer norm is inside text_model already
-                    tokens = project(hidden)
-                else:
-                    tokens = project(hidden)
-                tokens = tokens.float().cpu().numpy()
+                # last_hidden_state is after the final layer norm in both families, as the pooled one is
+                tokens = project(text_model(**inputs).last_hidden_state).float().cpu().numpy()
                 for i, x in enumerate(batch):
                     keep = [j for j, t in enumerate(x) if t not in specials]
                     out.append(tokens[i, keep].astype(np.float64))
