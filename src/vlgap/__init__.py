@@ -76,6 +76,9 @@ _API = {
     "caption_eval": "vlgap.captions.evaluate:caption_eval",
     "compare_captions": "vlgap.captions.evaluate:compare_captions",
     "ptb_tokenize": "vlgap.captions.ptb_tokenize:ptb_tokenize",
+    "metric_agreement": "vlgap.captions.human:metric_agreement",
+    "load_clip": "vlgap.captions.clip_model:load_clip",
+    "build_bertscore_baseline": "vlgap.captions.bertscore:build_baseline",
     # text-only video captioning after WSV
     "read_caption": "vlgap.wsv.reader:read_caption",
     "wsv_train": "vlgap.wsv.api:train_system",

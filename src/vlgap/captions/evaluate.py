@@ -15,8 +15,8 @@ from __future__ import annotations
 import csv
 import io as _io
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -26,24 +26,16 @@ from vlgap.captions.intervals import mean_statistic, paired_difference, sum_stat
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
+from vlgap.captions.tables import MetricTable
 from vlgap.captions.rouge import rouge_l_scores
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 
 METRICS = ("bleu", "meteor", "rouge", "cider", "sacrebleu")
+#: scores read through models (captions.embedding_eval): only when asked for by name
+MODEL_METRICS = ("clipscore", "refclipscore", "emscore", "bertscore")
+ALL_METRICS = METRICS + MODEL_METRICS
 TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
-
-
-@dataclass
-class MetricTable:
-    """One metric family on one system: per-item sufficient statistics and how to reduce them."""
-
-    names: list[str]                      # output keys, e.g. BLEU-1..BLEU-4
-    stats: np.ndarray                     # (items, k) summable statistics
-    statistic: Callable[[np.ndarray, int], np.ndarray]   # (sums, n) -> (..., len(names))
-    estimates: list[float]                # the exact corpus numbers (pycocoevalcap's)
-    per_item: dict[str, np.ndarray] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _parse_metrics(metrics: Sequence[str] | str | None) -> tuple[list[str], bool]:
@@ -52,13 +44,14 @@ def _parse_metrics(metrics: Sequence[str] | str | None) -> tuple[list[str], bool
     if isinstance(metrics, str):
         metrics = [m for m in metrics.split(",") if m.strip()]
     wanted = [m.strip().lower().replace("-", "").replace("_", "") for m in metrics]
-    aliases = {"rougel": "rouge", "ciderd": "cider", "bleu4": "bleu"}
+    aliases = {"rougel": "rouge", "ciderd": "cider", "bleu4": "bleu", "clips": "clipscore", "refclips": "refclipscore",
+               "pacs": "clipscore", "bertscoref1": "bertscore"}
     wanted = [aliases.get(m, m) for m in wanted]
-    unknown = [m for m in wanted if m not in METRICS]
+    unknown = [m for m in wanted if m not in ALL_METRICS]
     if unknown:
-        raise VlgapError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(METRICS)}")
+        raise VlgapError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(ALL_METRICS)}")
     if not wanted:
-        raise VlgapError(f"no metric requested: choose from {', '.join(METRICS)}")
+        raise VlgapError(f"no metric requested: choose from {', '.join(ALL_METRICS)}")
     return list(dict.fromkeys(wanted)), True
 
 
@@ -83,14 +76,28 @@ def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
 
 def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: DocumentFrequencies | None = None,
                 meteor=None, sacrebleu_options: dict | None = None,
-                tokenized: tuple[list[str], list[list[str]]] | None = None) -> dict[str, MetricTable]:
-    """Per-item statistics and exact corpus scores of each requested metric for one system."""
+                tokenized: tuple[list[str], list[list[str]]] | None = None,
+                embedding_ctx=None) -> dict[str, MetricTable]:
+    """Per-item statistics and exact corpus scores of each requested metric for one system.
+    Model-based scores (CLIPScore, EMScore, BERTScore...) need an embedding_ctx
+    (captions.embedding_eval.EmbeddingContext) holding the models and their caches."""
     from vlgap.progress import step
 
+    ngram = [m for m in metrics if m in METRICS]
+    model_based = [m for m in metrics if m in MODEL_METRICS]
+    out: dict[str, MetricTable] = {}
     # about 2-4 ms per item on a CPU: say what is happening when it takes seconds (COCO val: 5000 items)
-    with step(f"scoring {len(data)} captions ({', '.join(metrics)})", enabled=len(data) >= LOUD_ITEMS):
-        return _score_items(data, metrics, cider_df=cider_df, meteor=meteor, sacrebleu_options=sacrebleu_options,
-                            tokenized=tokenized)
+    if ngram:
+        with step(f"scoring {len(data)} captions ({', '.join(ngram)})", enabled=len(data) >= LOUD_ITEMS):
+            out.update(_score_items(data, ngram, cider_df=cider_df, meteor=meteor, sacrebleu_options=sacrebleu_options,
+                                    tokenized=tokenized))
+    if model_based:
+        from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions, embedding_tables
+
+        ctx = embedding_ctx if embedding_ctx is not None else EmbeddingContext(EmbeddingOptions())
+        with step(f"scoring {len(data)} captions ({', '.join(model_based)})", enabled=len(data) >= LOUD_ITEMS):
+            out.update(embedding_tables(data, model_based, ctx))
+    return {m: out[m] for m in metrics if m in out}
 
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
@@ -171,13 +178,43 @@ def _meteor_for(metrics: list[str], explicit: bool, meteor_jar, meteor_timeout: 
         return None
 
 
+def _embedding_context(metrics: list[str], model_options: dict[str, Any]):
+    from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions
+
+    unknown = sorted(set(model_options) - set(EmbeddingOptions.__dataclass_fields__))
+    if unknown:
+        raise VlgapError(f"unknown option(s) {', '.join(unknown)} for the model-based caption scores")
+    return EmbeddingContext(EmbeddingOptions(**model_options))
+
+
+def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str, on_duplicate: str,
+               on_empty: str) -> CaptionData:
+    """Predictions with references; without --refs only reference-free scores run, and a video
+    manifest's own captions serve as references where they exist."""
+    if refs is not None:
+        return load_captions(pred, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    ngram = [m for m in metrics if m in METRICS]
+    if ngram:
+        raise VlgapError(f"{', '.join(ngram)} compare with references: pass --refs (only clipscore and emscore "
+                         "need none)")
+    from vlgap.captions.io import load_predictions
+
+    data = load_predictions(pred, on_duplicate=on_duplicate, on_empty=on_empty)
+    if ctx.options.videos is not None and any(m in ("refclipscore", "bertscore", "emscore") for m in metrics):
+        data.references = ctx.manifest_references(data.ids)
+        if any(data.references):
+            data.report["references"] = f"captions of the video manifest {ctx.options.videos}"
+    return data
+
+
 @renamed_keywords(bootstrap="n_bootstrap")
-def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
+def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
                  seed: int | None = 0, confidence: float = 0.95, method: str = "bca",
                  cider_df: Any = "corpus", meteor_jar: str | os.PathLike | None = None,
                  meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
                  on_missing: str = "error", on_duplicate: str = "error", on_empty: str = "error",
-                 per_item: bool = False) -> dict[str, Any]:
+                 per_item: bool = False, human: Any = None, human_systems: dict[str, Any] | None = None,
+                 **model_options: Any) -> dict[str, Any]:
     """Caption metrics of predictions against references, coco-caption's numbers plus intervals.
 
     pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io).
@@ -189,15 +226,26 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
         DocumentFrequencies, or references (path or data) to freeze them from.
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
     per_item: also return one row of per-item scores per item.
+    Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
+    or videos=manifest.jsonl, and clip="hf:<id or folder>" or "pacs:<file.pth>"; clip_convention
+    "hessel" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames) and "bertscore"
+    (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for
+    the reference-free ones. See captions.embedding_eval.EmbeddingOptions.
+    human: a CSV of human judgments (see captions.human): adds "human_agreement" (Kendall tau-b and
+    tau-c, Pearson, Spearman per score) or "preference_agreement"; human_systems names further
+    systems' predictions {name: path or data} that the CSV's `system` column refers to.
     Returns a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR", "ROUGE-L",
-    "CIDEr", "SacreBLEU") holding "score" and, when bootstrapped, "ci"; plus provenance.
+    "CIDEr", "SacreBLEU", "CLIPScore", "RefCLIPScore", "EMScore", "BERTScore-P/R/F1") holding "score"
+    and, when bootstrapped, "ci"; plus provenance.
     """
     wanted, explicit = _parse_metrics(metrics)
-    data = load_captions(pred, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    ctx = _embedding_context(wanted, model_options)
+    data = _load_data(pred, refs, wanted, ctx, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
     notes: list[str] = []
     df = _frozen_df(cider_df)
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
-    tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options)
+    tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options,
+                         embedding_ctx=ctx)
     result: dict[str, Any] = {"n": len(data)}
     for table in tables.values():
         intervals = None
@@ -213,7 +261,21 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
     if n_bootstrap:
         result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
                               "seed": seed, "unit": "items"}
-    result["tokenizer"] = TOKENIZER
+    if any(m in METRICS for m in wanted):
+        result["tokenizer"] = TOKENIZER
+    if human is not None:
+        from vlgap.captions.human import human_agreement
+
+        systems = {_system_name(pred): pred, **(human_systems or {})}
+        if df is None and refs is not None and "cider" in wanted:
+            df = _frozen_df(refs)  # rated captions repeat items: document frequencies come from the references
+
+        def score_rows(rows: CaptionData) -> dict[str, MetricTable]:
+            return score_items(rows, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
+
+        result.update(human_agreement(human, systems, refs, wanted, ctx, score_rows, n_bootstrap=n_bootstrap or 1000,
+                                      seed=seed, confidence=confidence, on_duplicate=on_duplicate,
+                                      on_empty=on_empty))
     if "cider" in tables and n_bootstrap:
         notes.append("CIDEr intervals resample items with document frequencies fixed at the full reference set")
     if notes:
@@ -223,6 +285,10 @@ def caption_eval(pred: Any, refs: Any, metrics: Sequence[str] | str | None = Non
     if per_item:
         result["per_item"] = per_item_rows(data, tables)
     return result
+
+
+def _system_name(pred: Any) -> str:
+    return Path(pred).stem if isinstance(pred, (str, os.PathLike)) else "pred"
 
 
 def per_item_rows(data: CaptionData, tables: dict[str, MetricTable]) -> list[dict[str, Any]]:
@@ -254,12 +320,14 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
                      confidence: float = 0.95, method: str = "bca", cider_df: Any = "corpus",
                      meteor_jar: str | os.PathLike | None = None, meteor_timeout: float = 120.0,
                      names: tuple[str, str] = ("A", "B"), on_missing: str = "error",
-                     on_duplicate: str = "error", on_empty: str = "error") -> dict[str, Any]:
+                     on_duplicate: str = "error", on_empty: str = "error", **model_options: Any) -> dict[str, Any]:
     """Paired comparison of two systems on the same items: for each score, A, B, A - B with a
     paired-bootstrap interval and a two-sided approximate-randomisation p-value."""
     wanted, explicit = _parse_metrics(metrics)
-    data_a = load_captions(pred_a, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
-    data_b = load_captions(pred_b, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    ctx = _embedding_context(wanted, model_options)  # one context: pictures are embedded once for both
+    policies = dict(on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    data_a = _load_data(pred_a, refs, wanted, ctx, **policies)
+    data_b = _load_data(pred_b, refs, wanted, ctx, **policies)
     keys_a = [str(i) for i in data_a.ids]
     keys_b = [str(i) for i in data_b.ids]
     if keys_a != keys_b:
@@ -270,8 +338,8 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     notes: list[str] = []
     df = _frozen_df(cider_df)
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
-    tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor)
-    tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor)
+    tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
+    tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
     result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
     for key, ta in tables_a.items():
         tb = tables_b[key]
@@ -287,7 +355,8 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
                           "n_permutations": int(n_permutations), "seed": seed, "unit": "items",
                           "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
-    result["tokenizer"] = TOKENIZER
+    if any(m in METRICS for m in wanted):
+        result["tokenizer"] = TOKENIZER
     if notes:
         result["notes"] = notes
     return result

@@ -267,3 +267,41 @@ def coco_pairs(gts, res, metric: str) -> tuple[list, list[str], list[list[str]]]
         if len(res[k]) != 1:
             raise VlgapError(f"item {k!r} has {len(res[k])} predictions; {metric} needs exactly one")
     return keys, [res[k][0] for k in keys], [gts[k] for k in keys]
+
+
+def load_predictions(predictions: Any, *, on_duplicate: Policy = "error", on_empty: Policy = "error") -> CaptionData:
+    """Predictions alone (reference-free scores such as CLIPScore): every item gets an empty
+    reference list. Duplicates and empty captions follow the same policies as load_captions."""
+    for name, value, allowed in (("on_duplicate", on_duplicate, ("error", "first")),
+                                 ("on_empty", on_empty, ("error", "keep"))):
+        if value not in allowed:
+            raise VlgapError(f"{name}={value!r}: use one of {', '.join(repr(a) for a in allowed)}")
+    pred_data, pred_src = materialise(predictions, "predictions")
+    preds: dict[str, str] = {}
+    pred_id: dict[str, Any] = {}
+    dupes: list[str] = []
+    empty: list[Any] = []
+    for item, cap in _prediction_rows(pred_data, pred_src):
+        key = str(item)
+        cap = _check_text(cap, item, "the prediction")
+        if key in preds:
+            dupes.append(key)
+            continue
+        pred_id[key], preds[key] = item, cap
+        if not cap.strip():
+            empty.append(item)
+    if not preds:
+        raise VlgapError(f"{pred_src}: no predictions found")
+    report: dict[str, Any] = {}
+    if dupes:
+        if on_duplicate == "error":
+            raise VlgapError(f"{len(set(dupes))} id(s) have several predictions: {_ids(pred_id[k] for k in dict.fromkeys(dupes))}; "
+                             "give one caption per id, or pass on_duplicate='first' (--on-duplicate first) to keep the first")
+        report["duplicate_predictions"] = {"policy": "first", "n": len(set(dupes)), "ids": [pred_id[k] for k in dupes[:_SHOW]]}
+    if empty:
+        if on_empty == "error":
+            raise VlgapError(f"{len(empty)} empty prediction(s): {_ids(empty)}; fix them, or pass on_empty='keep' "
+                             "(--on-empty keep) to score them as empty strings")
+        report["empty_captions"] = {"policy": "keep", "predictions": len(empty), "reference_items": 0, "ids": empty[:_SHOW]}
+    return CaptionData(ids=[pred_id[k] for k in preds], predictions=list(preds.values()),
+                       references=[[] for _ in preds], report=report)

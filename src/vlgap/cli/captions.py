@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -17,9 +17,27 @@ def _fmt(x, digits: int = 4) -> str:
 
 @app.command("caption-eval")
 def caption_eval_command(
-    pred: Path = typer.Option(..., "--pred", help="Predictions: coco results JSON [{image_id, caption}] or JSONL {id, caption}."),
-    refs: Path = typer.Option(..., "--refs", help="References: coco annotations JSON {annotations: [...]} or JSONL {id, captions: [...]}."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list of bleu,meteor,rouge,cider,sacrebleu (default: all; METEOR skipped with a note if Java is missing)."),
+    pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}] or JSONL {id, caption}."),
+    refs: Optional[Path] = typer.Option(None, "--refs", help="References: coco annotations JSON {annotations: [...]} or JSONL {id, captions: [...]} (not needed for clipscore, emscore)."),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list of bleu,meteor,rouge,cider,sacrebleu (default: all; METEOR skipped with a note if Java is missing) and clipscore,refclipscore,emscore,bertscore (only when named)."),
+    images: Optional[Path] = typer.Option(None, "--images", help="Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for clipscore, refclipscore, emscore."),
+    videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
+    frames: int = typer.Option(8, "--frames", help="With --videos: frames sampled uniformly per video (the feature store's sampler)."),
+    clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),
+    clip_convention: str = typer.Option("hessel", "--clip-convention", help="hessel (2.5 x max(cos, 0), 'A photo depicts ' prefix) | torchmetrics (100 x max(cos, 0), no prefix)."),
+    clip_w: Optional[float] = typer.Option(None, "--clip-w", help="Custom CLIP-S weight w (overrides the convention's)."),
+    clip_prefix: Optional[str] = typer.Option(None, "--clip-prefix", help="Custom text put before every caption (overrides the convention's; '' for none)."),
+    no_truncate: bool = typer.Option(False, "--no-truncate", help="Reject captions longer than the text tower's limit instead of truncating them (end-of-text kept)."),
+    bertscore_model: str = typer.Option("minilm", "--bertscore-model", help="Text encoder spec for BERTScore (minilm, hf:<id or folder>, ...)."),
+    bertscore_layer: Optional[int] = typer.Option(None, "--bertscore-layer", help="Hidden state for BERTScore (0 = embeddings; default the last)."),
+    idf: bool = typer.Option(False, "--idf", help="BERTScore with idf weights from the references."),
+    bertscore_baseline: Optional[str] = typer.Option(None, "--bertscore-baseline", help="A baseline file (from `--bertscore-baseline build`) to rescale BERTScore; 'build' makes one for --bertscore-model from --baseline-sentences or --refs and exits."),
+    baseline_sentences: Optional[Path] = typer.Option(None, "--baseline-sentences", help="With --bertscore-baseline build: a text file, one sentence per line (default: the --refs captions)."),
+    baseline_pairs: int = typer.Option(10000, "--baseline-pairs", help="With --bertscore-baseline build: random sentence pairs averaged."),
+    baseline_out: Optional[Path] = typer.Option(None, "--baseline-out", help="With --bertscore-baseline build: where to write it (default bertscore-baseline-<model>.json)."),
+    human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes)."),
+    human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
+    device: str = typer.Option("cpu", "--device", help="Device for the CLIP and BERTScore models (cpu, cuda, mps)."),
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
     per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write per-item scores to this CSV file."),
     seed: int = typer.Option(0, "--seed", help="Seed for bootstrap and permutations."),
@@ -34,7 +52,7 @@ def caption_eval_command(
     meteor_jar: Optional[Path] = typer.Option(None, "--meteor-jar", help="meteor-1.5.jar to use (default: the one in pycocoevalcap)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with coco-caption's numbers, SacreBLEU with its signature, N and intervals."""
+    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with coco-caption's numbers, SacreBLEU with its signature; CLIPScore, RefCLIPScore, EMScore, BERTScore on request; N, intervals and agreement with human judgments."""
     from rich.console import Console
     from rich.table import Table
 
@@ -42,16 +60,33 @@ def caption_eval_command(
     from vlgap.errors import VlgapError
     from vlgap.io_utils import atomic_write_text, to_json
 
+    if bertscore_baseline == "build":
+        _build_baseline(bertscore_model, baseline_sentences, refs, baseline_pairs, seed, baseline_out, device, as_json)
+        return
+    if pred is None:
+        raise VlgapError("--pred is required (predictions to score)")
+    model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
+                         clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
+                         bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
+                         bertscore_baseline=bertscore_baseline, device=device)
     common = dict(seed=seed, confidence=confidence, method=ci_method,
                   cider_df=str(cider_df) if cider_df else "corpus",
-                  meteor_jar=meteor_jar, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+                  meteor_jar=meteor_jar, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty,
+                  **model_options)
     if compare is not None:
         if per_item is not None:
             raise VlgapError("--per-item is for a single system; run caption-eval without --compare to write it")
         result = compare_captions(pred, compare, refs, metrics, n_bootstrap=bootstrap or 1000,
                                   n_permutations=permutations, names=(pred.stem, compare.stem), **common)
     else:
-        result = caption_eval(pred, refs, metrics, n_bootstrap=bootstrap, per_item=per_item is not None, **common)
+        systems = {}
+        for spec in human_pred or []:
+            name, sep, file = spec.partition("=")
+            if not sep or not name or not file:
+                raise VlgapError(f"--human-pred {spec!r}: use NAME=FILE (the name the --human CSV's system column uses)")
+            systems[name] = file
+        result = caption_eval(pred, refs, metrics, n_bootstrap=bootstrap, per_item=per_item is not None,
+                              human=human, human_systems=systems, **common)
         if per_item is not None:
             atomic_write_text(per_item, per_item_csv(result.pop("per_item")))
     if as_json:
@@ -62,7 +97,8 @@ def caption_eval_command(
     score_keys = [k for k, v in result.items() if isinstance(v, dict) and ("score" in v or "difference" in v)]
     level = f"{int(round(confidence * 100))}% CI"
     if compare is None:
-        table = Table(title=f"Caption metrics: {pred.name} vs {refs.name} (N = {result['n']})")
+        against = f" vs {refs.name}" if refs is not None else ""
+        table = Table(title=f"Caption metrics: {pred.name}{against} (N = {result['n']})")
         table.add_column("metric")
         table.add_column("score", justify="right")
         if bootstrap:
@@ -85,9 +121,76 @@ def caption_eval_command(
     console.print(table)
     if "SacreBLEU" in result:
         console.print(f"SacreBLEU signature: {result['SacreBLEU']['signature']}", highlight=False)
+    if "BERTScore-F1" in result:
+        console.print(f"BERTScore signature: {result['BERTScore-F1']['signature']}", highlight=False)
+    for key in ("CLIPScore", "RefCLIPScore"):
+        if key in result:
+            conv = result[key]["convention"]
+            console.print(f"{key}: convention {conv['name']} (w = {conv['w']:g}, prefix {conv['prefix']!r}), "
+                          f"{result[key]['truncated_captions']} caption(s) truncated", highlight=False)
+            break
+    _print_agreement(console, result, confidence)
     for note in result.get("notes", []):
         console.print(f"note: {note}", highlight=False)
     for key, value in result.get("input", {}).items():
         console.print(f"input policy {key}: {value}", highlight=False)
     if per_item is not None:
         console.print(f"per-item scores written to {per_item}", highlight=False)
+
+
+def _print_agreement(console, result: dict, confidence: float) -> None:
+    from rich.table import Table
+
+    level = f"{int(round(confidence * 100))}% CI"
+    if "human_agreement" in result:
+        h = result["human_agreement"]
+        table = Table(title=f"Agreement with human ratings ({h['n_rows']} captions, {h['n_items']} items)")
+        for col in ("metric", "Kendall tau-b", "Kendall tau-c", "Pearson", "Spearman"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for name, v in h["metrics"].items():
+            cells = [name]
+            for key in ("kendall_tau_b", "kendall_tau_c", "pearson", "spearman"):
+                ci = v[key].get("ci")
+                cells.append(_fmt(v[key]["value"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
+            table.add_row(*cells)
+        console.print(table)
+    if "preference_agreement" in result:
+        h = result["preference_agreement"]
+        table = Table(title=f"Agreement with A-vs-B votes ({h['n_rows']} votes, {h['n_items']} items)")
+        for col in ("metric", "agreement", level, "votes used"):
+            table.add_column(col, justify="left" if col == "metric" else "right")
+        for name, v in h["metrics"].items():
+            ci = v.get("ci")
+            table.add_row(name, _fmt(v["value"]), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "", str(v["n_votes"]))
+        console.print(table)
+
+
+def _build_baseline(model_spec: str, sentences_file, refs, n_pairs: int, seed: int, out, device: str,
+                    as_json: bool) -> None:
+    from vlgap.captions.bertscore import build_baseline, load_text_token_model, write_baseline
+    from vlgap.errors import VlgapError
+    from vlgap.io_utils import to_json
+
+    if sentences_file is not None:
+        try:
+            sentences = Path(sentences_file).read_text(encoding="utf-8").splitlines()
+        except OSError as err:
+            raise VlgapError(f"cannot read --baseline-sentences {sentences_file}: {err.strerror or err}") from None
+        source = str(sentences_file)
+    elif refs is not None:
+        from vlgap.captions.io import materialise, reference_rows
+
+        data, src = materialise(refs, "references")
+        sentences = [c for _, c in reference_rows(data, src) if c]
+        source = str(refs)
+    else:
+        raise VlgapError("--bertscore-baseline build needs sentences: --baseline-sentences FILE (one per line) or --refs")
+    model = load_text_token_model(model_spec, device=device)
+    baseline = build_baseline(model, sentences, n_pairs=n_pairs, seed=seed, source=source)
+    slug = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model_spec)
+    path = write_baseline(baseline, out or Path(f"bertscore-baseline-{slug}.json"))
+    if as_json:
+        print(to_json({"baseline": str(path), **baseline}))
+    else:
+        print(f"BERTScore baseline for {model_spec} ({len(baseline['layers'])} layers, {n_pairs} pairs of "
+              f"{baseline['n_sentences']} sentences) written to {path}")

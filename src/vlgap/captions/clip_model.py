@@ -1,0 +1,337 @@
+"""A CLIP-family checkpoint as the caption scores need it: joint-space embeddings of pictures, of
+captions (with a truncation that keeps the end-of-text token) and of caption tokens (for EMScore).
+
+Specs:
+    hf:<hub id or folder>[@revision]     any transformers model with get_image_features /
+                                         get_text_features (CLIP, SigLIP, SigLIP 2, ...)
+    pacs:<checkpoint.pth>[@<hub id or folder>]
+                                         a PAC-S checkpoint (aimagelab/pacscore: the openai-CLIP
+                                         state dict, fine-tuned) loaded onto the named CLIP
+                                         architecture (default openai/clip-vit-base-patch32);
+                                         selects w = 2.0 as PAC-S does
+
+This is an adapter (transformers and torch live here); the scores themselves are in
+captions.embedding_scores. A local adapter until the encoder registry loads CLIP towers itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from vlgap.errors import VlgapError
+
+PACS_DEFAULT_BASE = "openai/clip-vit-base-patch32"
+SIGLIP_TYPES = ("siglip", "siglip2")
+
+
+@dataclass
+class TokenisedCaptions:
+    ids: list[list[int]]
+    truncated: list[bool]
+
+
+@dataclass
+class ClipModel:
+    spec: str
+    model: Any
+    processor: Any
+    family: str                 # "clip" or "siglip"
+    max_length: int             # the text tower's token limit
+    default_w: float            # 2.5 (CLIP-S) or 2.0 (PAC-S)
+    source: dict[str, Any] = field(default_factory=dict)
+    device: str = "cpu"
+    batch_size: int = 64
+
+    @property
+    def tokenizer(self):
+        return self.processor.tokenizer
+
+    # ---- text --------------------------------------------------------------------------------
+    def tokenise(self, texts: Sequence[str], *, truncate: bool = True, names: Sequence[Any] | None = None
+                 ) -> TokenisedCaptions:
+        """Token ids per caption, special tokens included. Longer than the limit: the first
+        max_length - 1 tokens and the final end-of-text token (openai clip.tokenize(truncate=True)
+        does the same); with truncate=False a VlgapError names the caption."""
+        tok = self.tokenizer
+        specials = set(tok.all_special_ids)
+        out, flags = [], []
+        for n, text in enumerate(texts):
+            ids = list(tok(text, add_special_tokens=True)["input_ids"])
+            cut = len(ids) > self.max_length
+            if cut:
+                if not truncate:
+                    who = names[n] if names is not None else n
+                    raise VlgapError(f"item {who!r}: caption of {len(ids)} tokens exceeds the text tower's limit "
+                                     f"of {self.max_length} ({text[:60]!r}...); shorten it, or allow truncation "
+                                     "(drop --no-truncate)")
+                ids = ids[:self.max_length - 1] + [ids[-1]] if ids[-1] in specials else ids[:self.max_length]
+            out.append(ids)
+            flags.append(cut)
+        return TokenisedCaptions(out, flags)
+
+    def _padded(self, batch: list[list[int]]):
+        import torch
+
+        pad = self.tokenizer.pad_token_id
+        if pad is None:
+            pad = self.tokenizer.eos_token_id or 0
+        width = self.max_length if self.family == "siglip" else max(len(x) for x in batch)
+        ids = torch.full((len(batch), width), int(pad), dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, x in enumerate(batch):
+            ids[i, :len(x)] = torch.tensor(x)
+            mask[i, :len(x)] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    def _text_inputs(self, batch):
+        ids, mask = self._padded(batch)
+        # SigLIP was trained on max-length padding without a mask and pools the last position
+        return ({"input_ids": ids} if self.family == "siglip" else {"input_ids": ids, "attention_mask": mask}), mask
+
+    def embed_token_ids(self, ids: list[list[int]]) -> np.ndarray:
+        """Pooled, projected caption embeddings (n, d) for tokenised captions."""
+        import torch
+
+        rows: list[np.ndarray] = []
+        with torch.inference_mode():
+            for start in range(0, len(ids), self.batch_size):
+                inputs, _ = self._text_inputs(ids[start:start + self.batch_size])
+                rows.append(_features(self.model.get_text_features(**inputs)))
+        return np.concatenate(rows) if rows else np.zeros((0, 0))
+
+    def embed_texts(self, texts: Sequence[str], *, truncate: bool = True, names=None) -> tuple[np.ndarray, list[bool]]:
+        tokens = self.tokenise(texts, truncate=truncate, names=names)
+        return self.embed_token_ids(tokens.ids), tokens.truncated
+
+    def embed_caption_tokens(self, ids: list[list[int]]) -> list[np.ndarray]:
+        """Projected per-token embeddings of each caption's content tokens (special tokens left out),
+        for EMScore's fine-grained matching: the text tower's last hidden states through the same
+        projection that makes the pooled embedding."""
+        import torch
+
+        text_model = self.model.text_model
+        project = self.model.text_projection if self.family == "clip" else text_model.head
+        specials = set(self.tokenizer.all_special_ids)
+        out: list[np.ndarray] = []
+        with torch.inference_mode():
+            for start in range(0, len(ids), self.batch_size):
+                batch = ids[start:start + self.batch_size]
+                inputs, _ = self._text_inputs(batch)
+                # last_hidden_state is after the final layer norm in both families, as the pooled one is
+                tokens = project(text_model(**inputs).last_hidden_state).float().cpu().numpy()
+                for i, x in enumerate(batch):
+                    keep = [j for j, t in enumerate(x) if t not in specials]
+                    out.append(tokens[i, keep].astype(np.float64))
+        return out
+
+    # ---- pictures ----------------------------------------------------------------------------
+    def embed_images(self, images: Sequence[Any]) -> np.ndarray:
+        """Projected embeddings (n, d) of PIL images or HxWx3 uint8 arrays."""
+        import torch
+
+        rows: list[np.ndarray] = []
+        with torch.inference_mode():
+            for start in range(0, len(images), self.batch_size):
+                batch = list(images[start:start + self.batch_size])
+                pixels = self.processor(images=batch, return_tensors="pt")["pixel_values"].to(self.device)
+                rows.append(_features(self.model.get_image_features(pixel_values=pixels)))
+        return np.concatenate(rows) if rows else np.zeros((0, 0))
+
+    def describe(self) -> dict[str, Any]:
+        return {"spec": self.spec, "family": self.family, "max_tokens": self.max_length, **self.source}
+
+
+def _features(out: Any) -> np.ndarray:
+    """get_*_features returns a tensor (transformers 4) or an output object (transformers 5)."""
+    tensor = out if hasattr(out, "detach") else getattr(out, "pooler_output", None)
+    if tensor is None:
+        tensor = out[0]
+    return tensor.detach().float().cpu().numpy().astype(np.float64)
+
+
+def _split_revision(rest: str) -> tuple[str, str | None]:
+    if "@" in rest and not Path(rest).expanduser().exists():
+        head, tail = rest.rsplit("@", 1)
+        return head, tail or None
+    return rest, None
+
+
+def load_clip(spec: str, device: str = "cpu") -> ClipModel:
+    """Load a CLIP-family checkpoint from a spec (see the module docstring)."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise VlgapError(f"CLIP spec {spec!r} is not valid: use hf:<hub id or folder> (a CLIP or SigLIP "
+                         "checkpoint) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>]")
+    prefix, _, rest = spec.partition(":")
+    if prefix == "hf":
+        where, revision = _split_revision(rest)
+        model, processor, source = _load_hf(where, revision, spec)
+        default_w = 2.5
+    elif prefix == "pacs":
+        file, base = (rest.split("@", 1) + [None])[:2] if not Path(rest).exists() else (rest, None)
+        base = base or PACS_DEFAULT_BASE
+        model, processor, source = _load_hf(base, None, spec)
+        source.update(_load_pacs_weights(model, Path(file).expanduser(), spec))
+        default_w = 2.0
+    else:
+        raise VlgapError(f"CLIP spec {spec!r}: unknown prefix {prefix!r}; use hf:<hub id or folder> or "
+                         "pacs:<checkpoint.pth>[@<CLIP hub id or folder>]")
+    model_type = getattr(model.config, "model_type", "?")
+    family = "siglip" if model_type in SIGLIP_TYPES else "clip"
+    text_cfg = getattr(model.config, "text_config", None)
+    max_length = int(getattr(text_cfg, "max_position_embeddings", 0) or 0) or 77
+    tok_limit = getattr(processor.tokenizer, "model_max_length", None)
+    if isinstance(tok_limit, int) and 0 < tok_limit < max_length:
+        max_length = tok_limit
+    model.eval().requires_grad_(False).to(device)
+    return ClipModel(spec=spec, model=model, processor=processor, family=family, max_length=max_length,
+                     default_w=default_w, source={"model_type": model_type, **source}, device=device)
+
+
+def _load_hf(where: str, revision: str | None, spec: str):
+    from transformers import AutoModel, AutoProcessor
+
+    from vlgap.encoders._common import quiet_transformers
+
+    folder = Path(where).expanduser()
+    is_local = folder.is_dir()
+    if not is_local and (where.startswith((".", "/", "~")) or where.count("/") > 1):
+        raise VlgapError(f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or a hub id "
+                         "(e.g. hf:openai/clip-vit-base-patch32)")
+    src = str(folder.resolve()) if is_local else where
+    with quiet_transformers():
+        try:
+            model = AutoModel.from_pretrained(src, revision=revision)
+            processor = AutoProcessor.from_pretrained(src, revision=revision)
+        except (OSError, ValueError) as err:
+            raise VlgapError(f"could not load CLIP checkpoint {spec!r}: {str(err).splitlines()[0]} "
+                             "(hub ids need network access or a populated Hugging Face cache)") from None
+    if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")
+            and hasattr(processor, "tokenizer") and hasattr(processor, "image_processor")):
+        raise VlgapError(f"{spec!r} is not a CLIP-family checkpoint (model_type "
+                         f"{getattr(model.config, 'model_type', '?')!r} has no joint image-text embedding); "
+                         "use a CLIP or SigLIP checkpoint, e.g. hf:openai/clip-vit-base-patch32")
+    source: dict[str, Any] = {"source": src, "library": "transformers"}
+    commit = getattr(model.config, "_commit_hash", None) or revision
+    if commit and not is_local:
+        source["revision"] = commit
+    if is_local:
+        from vlgap.encoders.text import weights_of_folder
+
+        source.update(weights_of_folder(folder))
+    return model, processor, source
+
+
+def openai_to_hf_state_dict(state: dict[str, Any]) -> dict[str, Any]:
+    """Rename an openai-CLIP state dict (the layout PAC-S checkpoints use) to transformers' CLIPModel."""
+    import torch
+
+    out: dict[str, Any] = {}
+    layer_names = {"ln_1": "layer_norm1", "ln_2": "layer_norm2", "mlp.c_fc": "mlp.fc1", "mlp.c_proj": "mlp.fc2",
+                   "attn.out_proj": "self_attn.out_proj"}
+    for key, value in state.items():
+        if key.startswith("module."):
+            key = key[len("module."):]
+        tower, rest = ("vision_model", key[len("visual."):]) if key.startswith("visual.") else ("text_model", key)
+        if rest.startswith("transformer.resblocks."):
+            parts = rest.split(".")
+            i, tail = parts[2], ".".join(parts[3:])
+            base = f"{tower}.encoder.layers.{i}."
+            if tail.startswith("attn.in_proj_"):
+                kind = tail.rsplit("_", 1)[-1]  # weight or bias
+                for name, chunk in zip(("q_proj", "k_proj", "v_proj"), torch.chunk(value, 3, dim=0)):
+                    out[f"{base}self_attn.{name}.{kind}"] = chunk
+                continue
+            for old, new in layer_names.items():
+                if tail.startswith(old + "."):
+                    out[base + new + tail[len(old):]] = value
+                    break
+            continue
+        simple = {
+            ("text_model", "token_embedding.weight"): "text_model.embeddings.token_embedding.weight",
+            ("text_model", "positional_embedding"): "text_model.embeddings.position_embedding.weight",
+            ("text_model", "ln_final.weight"): "text_model.final_layer_norm.weight",
+            ("text_model", "ln_final.bias"): "text_model.final_layer_norm.bias",
+            ("text_model", "logit_scale"): "logit_scale",
+            ("vision_model", "conv1.weight"): "vision_model.embeddings.patch_embedding.weight",
+            ("vision_model", "class_embedding"): "vision_model.embeddings.class_embedding",
+            ("vision_model", "positional_embedding"): "vision_model.embeddings.position_embedding.weight",
+            ("vision_model", "ln_pre.weight"): "vision_model.pre_layrnorm.weight",
+            ("vision_model", "ln_pre.bias"): "vision_model.pre_layrnorm.bias",
+            ("vision_model", "ln_post.weight"): "vision_model.post_layernorm.weight",
+            ("vision_model", "ln_post.bias"): "vision_model.post_layernorm.bias",
+        }
+        if (tower, rest) in simple:
+            out[simple[(tower, rest)]] = value
+        elif (tower, rest) == ("text_model", "text_projection"):
+            out["text_projection.weight"] = value.T.contiguous()
+        elif (tower, rest) == ("vision_model", "proj"):
+            out["visual_projection.weight"] = value.T.contiguous()
+        # input_resolution, context_length, vocab_size: jit-era scalars with no tensor to load
+    return out
+
+
+def _load_pacs_weights(model, file: Path, spec: str) -> dict[str, Any]:
+    import torch
+
+    from vlgap.io_utils import sha256_of_file
+
+    if not file.is_file():
+        raise VlgapError(f"PAC-S checkpoint {str(file)!r} not found (spec {spec!r}); give the .pth file "
+                         "released with PAC-S, e.g. pacs:clip_ViT-B-32.pth")
+    try:
+        blob = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickle / zip errors come in many types
+        raise VlgapError(f"cannot read PAC-S checkpoint {file}: {type(err).__name__}: {err}") from None
+    state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
+    if not isinstance(state, dict) or not state:
+        raise VlgapError(f"{file} holds no state dict; expected the PAC-S .pth ({{'state_dict': ...}})")
+    if any(k.startswith(("visual.", "module.visual.")) for k in state):
+        state = openai_to_hf_state_dict(state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.endswith("position_ids")]
+    if missing or unexpected:
+        raise VlgapError(f"{file} does not fit the CLIP architecture of {spec!r}: {len(missing)} missing "
+                         f"(e.g. {missing[:2]}), {len(unexpected)} unexpected (e.g. {unexpected[:2]}); name the "
+                         "matching base after '@', e.g. pacs:openClip_ViT-L-14.pth@openai/clip-vit-large-patch14")
+    return {"pacs_checkpoint": str(file.resolve()), "pacs_sha256": sha256_of_file(file)}
+
+
+def write_random_clip(folder: str | Path, *, seed: int = 0, max_length: int = 77, image_size: int = 32,
+                      width: int = 32, layers: int = 2, patch_size: int | None = None, aligned: bool = False) -> Path:
+    """Save a random-weight CLIP with its processor to `folder` (a byte-level tokenizer built without
+    vocabulary files). No CLIP weights ship offline: this shows the plumbing, its scores mean nothing.
+
+    aligned: shift both towers' final layer norms and make the projections non-negative, so that
+    every image-caption cosine is positive (random weights otherwise give cosines of either sign)."""
+    import torch
+    from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+
+    symbols = list(bytes_to_unicode().values())
+    vocab: dict[str, int] = {}
+    for s in symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"]:
+        vocab.setdefault(s, len(vocab))
+    tok = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=max_length)
+    eos, bos = vocab["<|endoftext|>"], vocab["<|startoftext|>"]
+    tower = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers, num_attention_heads=2)
+    config = CLIPConfig(text_config=dict(vocab_size=len(vocab), max_position_embeddings=max_length, eos_token_id=eos,
+                                         bos_token_id=bos, pad_token_id=eos, **tower),
+                        vision_config=dict(image_size=image_size, patch_size=patch_size or max(1, image_size // 4), **tower),
+                        projection_dim=max(8, width // 2))
+    torch.manual_seed(seed)
+    model = CLIPModel(config).eval()
+    if aligned:
+        with torch.no_grad():
+            model.text_model.final_layer_norm.bias += 2.0
+            model.vision_model.post_layernorm.bias += 2.0
+            model.text_projection.weight.abs_()
+            model.visual_projection.weight.abs_()
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    crop = {"height": image_size, "width": image_size}
+    CLIPProcessor(image_processor=CLIPImageProcessor(size={"shortest_edge": image_size}, crop_size=crop),
+                  tokenizer=tok).save_pretrained(folder)
+    return folder
