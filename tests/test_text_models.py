@@ -162,3 +162,28 @@ def test_hub_id_from_an_offline_hugging_face_cache(tmp_path, monkeypatch):
     assert "--random-weights" in str(err.value)
     rnd = get_encoder("hf:tiny-org/tiny-llama", random_weights=True)
     assert rnd.record()["random_weights"] is True and rnd.num_layers == 3
+
+
+def test_text_checkpoint_missing_parameters_is_refused(tmp_path):
+    """A checkpoint that lacks some of the model's parameters would be completed with random weights
+    by transformers (a log line only): vlgap refuses it, naming what is missing."""
+    import pytest
+    import torch
+    from safetensors.torch import load_file, save_file
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    from vlgap.encoders.text import load_hf_text
+    from vlgap.errors import VlgapError
+
+    folder = tmp_path / "bert"
+    cfg = BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
+    torch.manual_seed(0)
+    BertModel(cfg).save_pretrained(folder)
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(35)]
+    (tmp_path / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    BertTokenizerFast(vocab_file=str(tmp_path / "vocab.txt")).save_pretrained(folder)
+    assert len(load_hf_text(str(folder)).layer_dims) == 3  # the whole checkpoint loads
+    state = load_file(str(folder / "model.safetensors"))
+    save_file({k: v for k, v in state.items() if "layer.1.output.dense" not in k}, str(folder / "model.safetensors"))
+    with pytest.raises(VlgapError, match=r"no weights for 2 parameters \(e\.g\. .*layer\.1\.output\.dense"):
+        load_hf_text(str(folder))

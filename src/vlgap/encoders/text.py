@@ -194,6 +194,21 @@ def _first_device(device_map: dict) -> torch.device:
     return torch.device("cpu")
 
 
+#: parameters a checkpoint may lack without changing any hidden state (BERT's pooler head is not a layer)
+UNUSED_FOR_HIDDEN_STATES = ("pooler.",)
+
+
+def refuse_missing_parameters(spec: str, info: dict | None) -> None:
+    """transformers initialises parameters a checkpoint lacks at random, with only a log line: a text
+    model built that way is refused (never random weights unless asked for)."""
+    missing = sorted(k for k in (info or {}).get("missing_keys") or ()
+                     if not any(k.startswith(p) or f".{p}" in k for p in UNUSED_FOR_HIDDEN_STATES))
+    if missing:
+        raise VlgapError(f"{spec!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "
+                         f"{', '.join(missing[:3])}); refusing to run them with random weights (use "
+                         "--random-weights for a speed test)")
+
+
 def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = None, device="cpu",
                  dtype="float32", max_length: int | None = None, revision: str | None = None,
                  extra_source: dict[str, Any] | None = None, hash_weights: bool = True,
@@ -242,20 +257,22 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
             load_kwargs.update(device_map=device_map)
             if offload_folder:
                 load_kwargs.update(offload_folder=offload_folder)
+        load_kwargs.update(output_loading_info=True)
         with quiet_transformers():
             try:
                 if encoder_class is not None:
-                    model = encoder_class.from_pretrained(where, **load_kwargs)
+                    model, info = encoder_class.from_pretrained(where, **load_kwargs)
                 else:
                     try:
-                        model = AutoModel.from_pretrained(where, **load_kwargs)
+                        model, info = AutoModel.from_pretrained(where, **load_kwargs)
                     except ValueError:  # architectures with no base-model mapping
-                        model = AutoModelForCausalLM.from_pretrained(where, **load_kwargs)
+                        model, info = AutoModelForCausalLM.from_pretrained(where, **load_kwargs)
             except OSError as err:  # a folder or cached repo without weight files: never fall back to random
                 from vlgap.encoders._common import weights_unavailable
 
                 raise weights_unavailable(spec, where, str(err).splitlines()[0] if str(err) else type(err).__name__,
                                           local_form="hf:/path/to/folder with model.safetensors") from None
+        refuse_missing_parameters(spec, info)
     if encoder_class is None and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
     model.eval().requires_grad_(False)
