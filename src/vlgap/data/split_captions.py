@@ -143,7 +143,7 @@ def _cut_tiers(piece: str) -> list[list[tuple[int, int]]]:
 def _cut(piece: str) -> tuple[str, str] | None:
     mid = len(piece) / 2
     for tier in _cut_tiers(piece):
-        points = [(a, b) for a, b in tier if piece[:a].strip(" ,;:") and piece[b:].strip(" ,;:")]
+        points = [(a, b) for a, b in tier if content_words(piece[:a]) and content_words(piece[b:])]
         if points:
             a, b = min(points, key=lambda ab: (abs((ab[0] + ab[1]) / 2 - mid), ab[0]))
             return piece[:a], piece[b:]
@@ -279,6 +279,8 @@ def split_captions(manifest: str | Path, out: str | Path, *, parts: int, splitte
     originals = [source_caption(it.captions, source, it.id) for it in man.items]
     rule = [rule_split(c, parts) for c in originals]
     if kind == "lm":
+        if max_new_tokens is None:  # room for the caption's words restated once, plus numbering (~1.3 tokens a word)
+            max_new_tokens = 24 + 8 * parts + 2 * max(len(c.split()) for c in originals)
         gen = generator or lm_generator(model, device=device, batch_size=batch_size, max_new_tokens=max_new_tokens)
         prompts = [a3_prompt(c, parts) for c in originals]
         completions = []
