@@ -135,7 +135,9 @@ def _cut_tiers(piece: str) -> list[list[tuple[int, int]]]:
     clause = [(m.start(), m.end()) for m in re.finditer(r"[,;:]\s+", piece)]
     for word in (*_CONNECTIVES, "and"):
         clause += [(m.start(), m.end()) for m in re.finditer(rf"\s+(?={re.escape(word)}\b)", piece)]
-    phrase = [(m.start(), m.end()) for m in re.finditer(rf"\s+(?=(?:{'|'.join(_PHRASE_STARTS)})\b)", piece)]
+    # a phrase starts before its first function word: "circle | on a background", not "circle on | a ..."
+    phrase = [(m.start(), m.end()) for m in re.finditer(rf"\s+(?=(?:{'|'.join(_PHRASE_STARTS)})\b)", piece)
+              if (piece[:m.start()].split() or [""])[-1].lower() not in _PHRASE_STARTS]
     words = [(m.start(), m.end()) for m in re.finditer(r"\s+", piece)]
     return [sorted(set(clause)), sorted(set(phrase)), words]
 
@@ -167,8 +169,10 @@ def rule_split(caption: str, n_parts: int) -> list[str]:
     while len(pieces) > n_parts:
         sizes = [len(pieces[i].split()) + len(pieces[i + 1].split()) for i in range(len(pieces) - 1)]
         i = sizes.index(min(sizes))
-        left = pieces[i] if pieces[i][-1:] in ".!?;," else pieces[i] + ","
-        pieces[i:i + 2] = [f"{left} {pieces[i + 1][:1].lower()}{pieces[i + 1][1:]}"]
+        left, right = pieces[i], pieces[i + 1]
+        if left[-1:] not in ".!?;,":  # a clause joined back: comma and lower case, as before the cut
+            left, right = left + ",", right[:1].lower() + right[1:]
+        pieces[i:i + 2] = [f"{left} {right}"]
     return pieces
 
 
