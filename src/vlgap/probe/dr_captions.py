@@ -51,7 +51,7 @@ def split_captions_section(cfg, result, progress: bool = True, encoders: dict[st
                             on_invalid="skip")
     n_f, text = max(cfg.n_frames), list(cfg.text[:1])
     res = split_caption_scaling(manifest, split_path, list(cfg.vision), text, n_f=n_f,
-                                split_n_captions=list(range(1, PRESET_PARTS + 1)), k=cfg.k,
+                                split_n_captions=[1, 2, PRESET_PARTS], k=cfg.k,
                                 n_bootstrap=min(cfg.n_bootstrap, PRESET_BOOTSTRAP), seed=cfg.seed, independent=False,
                                 features=_features(cfg, progress, encoders))
     # independent captions: the demo sweep's own cells (same data, features, k and cell procedure)

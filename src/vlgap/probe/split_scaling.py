@@ -69,12 +69,19 @@ def split_caption_scaling(manifest: str | Path, split_manifest: str | Path, visi
     ids = [i for i in common_ids(list(vis.values()) + list(sets.values()), man.ids) if i in shared]
     if len(ids) < k + 2:
         raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={k} needs at least {k + 2}")
+    from vlgap.metrics.layer_search import precompute_layers
+
+    def side(fs, name):  # neighbour lists of every layer, once per feature set (as the sweep does)
+        return precompute_layers(fs.layers, k=k, metric="mutual_knn", for_bootstrap=n_bootstrap > 0, name=name)
+
+    text_sides = {key: side(fs.subset(ids), f"{key[0]} {key[1]} n_c={key[2]}") for key, fs in sets.items()}
     rows = []
     for vi, v in enumerate(vision):
         x = vis[v].subset(ids)
+        x_side = side(x, f"{v} n_f={n_f}")
         for ci, ((t, kind, c), fs) in enumerate(sets.items()):
             y = fs.subset(ids)
-            res = score_cell(x.layers, y.layers, k=k, metric="mutual_knn", n_bootstrap=n_bootstrap,
+            res = score_cell(x_side, text_sides[(t, kind, c)], k=k, metric="mutual_knn", n_bootstrap=n_bootstrap,
                              n_permutations=n_permutations, seed=seed + 1000 * vi + ci)
             res.pop("matrix")
             rows.append({"vision": v, "text": t, "captions": kind, "n_c": c, **res,
