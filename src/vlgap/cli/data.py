@@ -131,6 +131,10 @@ def make_data_cmd(
                                           "static, as earlier versions)"),
     style: str = typer.Option("synthetic", help="shapes: render style, synthetic (clean) | real (camera-like: shake, "
                               "photo textures, blur, noise, JPEG)"),
+    caption_mode: str = typer.Option("diverse", "--caption-mode",
+                                     help="shapes: diverse (ten captions of different facts, the default) | "
+                                          "paraphrase (ten paraphrases of one fact set) | both (diverse captions, "
+                                          "both groups in meta.caption_groups, plus manifest_paraphrase.jsonl)"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="real: leave out (and list) media whose package is missing"),
     skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
@@ -144,6 +148,8 @@ def make_data_cmd(
     key = kind.lower().replace("_", "-")
     if key != "shapes" and (camera_fraction or style != "synthetic"):
         raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")
+    if key != "shapes" and caption_mode != "diverse":
+        raise VlgapError(f"--caption-mode applies to make-data shapes only, not {kind!r}")
     if key == "real":
         path = real.write_real_manifest(out, skip_missing=skip_bad)
     elif key in ("shapes", "test-of-time"):
@@ -153,7 +159,7 @@ def make_data_cmd(
             if key == "shapes":
                 path = shapes.generate_shapes(out, n, seed=seed, n_frames=n_frames, size=size,
                                               photo_fraction=photo_fraction, camera_fraction=camera_fraction,
-                                              style=style, progress=cb)
+                                              style=style, caption_mode=caption_mode, progress=cb)
             else:
                 path = test_of_time.generate_test_of_time(out, seed=seed, size=size, progress=cb)
     else:

@@ -14,9 +14,11 @@ a camera-like domain with shake, blur, noise, lighting drift, compression and te
 `CAMERA_DESCRIPTIONS` / `STYLE_DESCRIPTIONS` give each a short phrase.
 
 Modules: `spec` (vocabulary, spec types, validation, sampler), `backgrounds`, `render` (frames, camera),
-`style` (render styles), `captions` (caption writer, facts, reorder negatives), `write` (mp4, manifest,
+`style` (render styles), `captions` (caption writer, facts, reorder negatives), `caption_groups` (ten
+diverse captions vs ten paraphrases of one fact set, `make-data shapes --caption-mode`), `write` (mp4, manifest,
 dataset). Every public name is re-exported here.
 """
+from vlgap.data.shapes.caption_groups import CAPTION_MODES, caption_groups, paraphrases
 from vlgap.data.shapes.backgrounds import TEXTURE_PHOTOS, background, photo_path, textured_background
 from vlgap.data.shapes.captions import (CAMERA_SLOTS, N_CAPTIONS, all_facts, camera_fact, caption_facts, caption_set,
                                         reorder_captions, swap_event_order, write_captions)
@@ -29,6 +31,7 @@ from vlgap.data.shapes.style import STYLE_DESCRIPTIONS, STYLES, apply_real_style
 from vlgap.data.shapes.write import cached_shapes_manifest, generate_shapes, write_manifest_lines, write_mp4
 
 __all__ = [
+    "CAPTION_MODES", "caption_groups", "paraphrases",
     "CAMERAS", "CAMERA_DESCRIPTIONS", "CAMERA_SLOTS", "CELL_NAMES", "COLOURS", "DIRECTIONS", "EVENT_KINDS",
     "GROW_FACTOR", "MIN_CONTRAST", "MOVE_DISTANCE", "N_CAPTIONS", "PAN_FRACTION", "PHOTO_BACKGROUNDS",
     "PLAIN_BACKGROUNDS", "SHAPES", "SIZES", "STYLES", "STYLE_DESCRIPTIONS", "TEXTURE_PHOTOS", "ZOOM_FACTOR",

@@ -11,12 +11,17 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from vlgap.data.shapes.caption_groups import CAPTION_MODES, GROUPS, caption_groups
 from vlgap.data.shapes.captions import caption_set, reorder_captions
 from vlgap.data.shapes.render import parse_frame_size, render
 from vlgap.data.shapes.spec import item_rng, sample_spec
 from vlgap.data.shapes.style import STYLES
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_text, cache_root
+
+
+#: with caption_mode="both": the same items with the paraphrase group as captions
+PARAPHRASE_MANIFEST = "manifest_paraphrase.jsonl"
 
 
 @lru_cache(maxsize=1)
@@ -76,11 +81,15 @@ def write_manifest_lines(path: str | os.PathLike, items: list[dict[str, Any]]) -
 def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames: int = 32,
                     size: int | Sequence[int] = 128, fps: int = 8, photo_fraction: float = 0.5,
                     codec: str | None = None, progress: Callable[[int, int], None] | None = None,
-                    camera_fraction: float = 0.0, style: str = "synthetic") -> Path:
+                    camera_fraction: float = 0.0, style: str = "synthetic", caption_mode: str = "diverse") -> Path:
     """Sample `n` scenes by seed, render each to `out_dir/videos/<id>.mp4`, write 10 captions each, and
     write `out_dir/manifest.jsonl` (meta: spec, caption_seed, caption_facts, reorder pair when the scene
     has two or more events; camera when it moves; style and style_seed when not "synthetic").
     camera_fraction: share of scenes whose camera pans or zooms; style: a render style (STYLES).
+    caption_mode (`caption_groups.CAPTION_MODES`): "diverse" (default) writes the ten captions of different
+    facts; "paraphrase" writes ten paraphrases of the first of them instead; "both" writes the diverse
+    captions and keeps both groups in meta["caption_groups"] (facts in meta["caption_group_facts"]), and
+    also writes manifest_paraphrase.jsonl (same items, the paraphrases as captions).
     Returns the manifest path."""
     if n < 1:
         raise VlgapError(f"n must be at least 1, got {n}")
@@ -88,10 +97,12 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
         raise VlgapError(f"photo_fraction must lie in [0, 1], got {photo_fraction}")
     if style not in STYLES:
         raise VlgapError(f"unknown render style {style!r}; valid: {list(STYLES)}")
+    if caption_mode not in CAPTION_MODES:
+        raise VlgapError(f"unknown caption mode {caption_mode!r}; valid: {', '.join(CAPTION_MODES)}")
     h, w = parse_frame_size(size)
     out_dir = Path(out_dir)
     (out_dir / "videos").mkdir(parents=True, exist_ok=True)
-    items = []
+    items, paraphrase_items = [], []
     t0 = time.perf_counter()
     for i in range(n):
         rng = item_rng(seed, i)
@@ -120,15 +131,34 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
                 meta["reorder"] = {"positive": pos, "negative": neg, "swapped_events": list(pair)}
             except VlgapError:
                 pass  # no valid swap (e.g. appear followed by the same object's disappear)
-        items.append({"id": item_id, "video": rel, "captions": [t for t, _ in caps], "meta": meta})
+        captions = [t for t, _ in caps]
+        if caption_mode != "diverse":  # the default adds no key: existing manifests stay byte-identical
+            groups = caption_groups(spec, caption_seed)
+            meta["caption_groups"] = {g: groups[g] for g in GROUPS}
+            meta["caption_group_facts"] = groups["facts"]
+            meta["paraphrase_kind"] = groups["paraphrase_kind"]
+            meta["paraphrase_wordings"] = groups["paraphrase_wordings"]
+            meta["caption_mode"] = caption_mode
+            para_meta = dict(meta, caption_kinds=[groups["paraphrase_kind"]] * len(groups["paraphrase"]),
+                             caption_facts=groups["facts"]["paraphrase"])
+            para_item = {"id": item_id, "video": rel, "captions": groups["paraphrase"], "meta": para_meta}
+            if caption_mode == "paraphrase":
+                captions, meta = groups["paraphrase"], para_meta
+            else:
+                paraphrase_items.append(para_item)
+        items.append({"id": item_id, "video": rel, "captions": captions, "meta": meta})
         if progress is not None:
             progress(i + 1, n)
     manifest = write_manifest_lines(out_dir / "manifest.jsonl", items)
+    if paraphrase_items:
+        write_manifest_lines(out_dir / PARAPHRASE_MANIFEST, paraphrase_items)
+    about = {"generator": "shapes", "n": n, "seed": seed, "n_frames": n_frames, "size": [h, w], "fps": fps,
+             "photo_fraction": photo_fraction, "camera_fraction": camera_fraction, "style": style,
+             "codec": codec or _default_codec()}
+    if caption_mode != "diverse":
+        about["caption_mode"] = caption_mode
     atomic_write_text(out_dir / "generator.json", json.dumps(
-        {"generator": "shapes", "n": n, "seed": seed, "n_frames": n_frames, "size": [h, w], "fps": fps,
-         "photo_fraction": photo_fraction, "camera_fraction": camera_fraction, "style": style,
-         "codec": codec or _default_codec(),
-         "seconds": round(time.perf_counter() - t0, 3)}, indent=2) + "\n")
+        {**about, "seconds": round(time.perf_counter() - t0, 3)}, indent=2) + "\n")
     return manifest
 
 
