@@ -147,6 +147,21 @@ def linear_probe_cv(x, y, *, c: float = 1.0, n_folds: int = 5, seed: int = 0, co
                     max_iter: int = 2000) -> dict[str, Any]:
     """Cross-validated accuracy of a linear probe: scikit-learn LogisticRegression (L2, inverse strength
     `c`) on standardised features, fitted on each training fold."""
+    a = _as_matrix(x, "features")
+    classes, codes = _labels(y, a.shape[0])
+    folds, notes = stratified_folds(codes, n_folds, seed)
+    pred = np.full(codes.size, -1)
+    from threadpoolctl import threadpool_limits
+
+    # one BLAS thread: these fits are small, and many threads on a shared CPU are 10-50x slower than one
+    with threadpool_limits(1):
+        unconverged = _fit_folds(a, codes, folds, pred, c, max_iter)
+    if unconverged:
+        notes.append(f"logistic regression did not converge in {max_iter} iterations on {unconverged} fold(s)")
+    return _summary("linear-probe", codes, pred, classes, len(folds), confidence, notes, c=c)
+
+
+def _fit_folds(a, codes, folds, pred, c, max_iter) -> int:
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -154,10 +169,6 @@ def linear_probe_cv(x, y, *, c: float = 1.0, n_folds: int = 5, seed: int = 0, co
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    a = _as_matrix(x, "features")
-    classes, codes = _labels(y, a.shape[0])
-    folds, notes = stratified_folds(codes, n_folds, seed)
-    pred = np.full(codes.size, -1)
     unconverged = 0
     for train, test in folds:
         if np.unique(codes[train]).size < 2:
@@ -169,9 +180,7 @@ def linear_probe_cv(x, y, *, c: float = 1.0, n_folds: int = 5, seed: int = 0, co
             model.fit(a[train], codes[train])
         unconverged += any(issubclass(w.category, ConvergenceWarning) for w in caught)
         pred[test] = model.predict(a[test])
-    if unconverged:
-        notes.append(f"logistic regression did not converge in {max_iter} iterations on {unconverged} fold(s)")
-    return _summary("linear-probe", codes, pred, classes, len(folds), confidence, notes, c=c)
+    return unconverged
 
 
 def _ranks(sims: np.ndarray, correct: np.ndarray) -> np.ndarray:
