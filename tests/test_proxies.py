@@ -176,6 +176,9 @@ def test_proxies_per_layer_equal_direct_scores_and_cli(tmp_path):
     enc = res.encoders[0]["tasks"]["knn-classify:label"]
     assert enc["score"] == max(r["score"] for r in res.layers if r["encoder"] == "toy_img"
                                and r["task"] == "knn-classify:label")
+    # retrieval needs a joint space: the toy vision (8-d) and text (64-d) last layers are not one
+    with pytest.raises(VlgapError, match="one joint space"):
+        downstream_proxies(man, ["toy_img"], "toy_txt", task="retrieval", n_f=4, features=src)
     out = runner.invoke(app, ["downstream", str(man), "--task", "knn-classify", "--labels", "label", "--vision",
                               "toy_img,toy_vid", "--text", "toy_txt", "--n-f", "4", "--k", "3", "--alignment-k", "3",
                               "--folds", "3", "--bootstrap", "50", "--cache-dir", str(cache), "--out",
