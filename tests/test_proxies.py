@@ -150,6 +150,7 @@ def _toy_data(tmp_path, n=24):
 
 
 def test_proxies_per_layer_equal_direct_scores_and_cli(tmp_path):
+    from vlgap.data.manifest import read_manifest
     from vlgap.features.source import FeatureOptions, FeatureSource
     from vlgap.probe.proxies import downstream_proxies, layer_alignment
 
@@ -161,12 +162,12 @@ def test_proxies_per_layer_equal_direct_scores_and_cli(tmp_path):
     assert {r["task"] for r in res.layers} == {"knn-classify:label", "knn-classify:parity", "linear-probe:label",
                                                "linear-probe:parity"}
     assert len(res.layers) == 2 * 3 * 4  # 2 encoders x 3 layers x 4 tasks
-    vis = src.vision(__import__("vlgap.data.manifest", fromlist=["x"]).read_manifest(man), "toy_vid", 4)
+    vis = src.vision(read_manifest(man), "toy_vid", 4)
     labels = [f"len{i % 3}" for i in range(24)]
     direct = knn_classify_cv(vis.layers[1], labels, k=3, n_folds=3)
     row = next(r for r in res.layers if r["encoder"] == "toy_vid" and r["layer"] == 1 and r["task"] == "knn-classify:label")
     assert row["score"] == direct["accuracy"] and row["detail"]["ci"] == direct["ci"]
-    txt = src.text(__import__("vlgap.data.manifest", fromlist=["x"]).read_manifest(man), "toy_txt", 1)
+    txt = src.text(read_manifest(man), "toy_txt", 1)
     matrix = layer_alignment(vis.layers, txt.layers, k=3)
     assert row["alignment"] == pytest.approx(float(np.nanmax(matrix[1])))
     # per-layer analysis: 6 points per task, leave-one-encoder-out present; per-encoder needs 3 encoders
