@@ -16,7 +16,7 @@ def test_bad_input_is_one_line_error(tmp_path):
     r = run("extract", str(tmp_path / "nope.jsonl"), "-e", "mobilenet_v2", "--n-frames", "1")
     assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
     r = run("import", "youtube8m", str(tmp_path / "a.json"), str(tmp_path), "--out", str(tmp_path / "m.jsonl"))
-    assert r.returncode == 2 and "choose one of ['msrvtt', 'msvd', 'vatex']" in r.stderr
+    assert r.returncode == 2 and "choose one of ['kinetics', 'msrvtt', 'msvd', 'ssv2', 'vatex']" in r.stderr
     r = run("extract", str(tmp_path / "nope.jsonl"), "-e", "x", "--n-frames", "1,b")
     assert r.returncode == 2 and "comma-separated list of positive integers" in r.stderr
 

@@ -492,7 +492,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, msrvtt_2016, vatex_vid
                                                            tmp_path / "m.jsonl", "--skip-missing")
     assert cli_error(capsys, "import", "vatex", f, vatex_videos, "--out", tmp_path / "m.jsonl", "--mapping", "x") == (
         "error: --mapping is for msvd only; vatex has no such option")
-    assert "choose one of ['msrvtt', 'msvd', 'vatex']" in cli_error(capsys, "import", "youtube8m", f, vatex_videos,
+    assert "choose one of ['kinetics', 'msrvtt', 'msvd', 'ssv2', 'vatex']" in cli_error(capsys, "import", "youtube8m", f, vatex_videos,
                                                                     "--out", tmp_path / "m.jsonl")
     assert "--skip-missing is now --skip-bad" in cli_error(capsys, "make-data", "real", "--out", tmp_path / "r",
                                                            "--skip-missing")
@@ -530,6 +530,13 @@ def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch
                 [s("video7010", 2, "c"), s("video7011", 3, "d")])
     msvd_csv(tmp_path / "MSR Video Description Corpus.csv")
     (tmp_path / "AllVideoDescriptions.txt").write_text(TXT)
+    from test_importers_labels import K400, SSV2_LABELS, SSV2_TRAIN  # Kinetics CSV, SSv2 JSON + labels.json
+
+    (tmp_path / "kinetics400_val.csv").write_text(K400)
+    videos(tmp_path / "kinetics", ["--07WQ2iBlw.mp4", "--33Lscn6sk.mp4", "-0Ns2Ka7ZL8.mp4"], clip_bytes)
+    (tmp_path / "something-something-v2-validation.json").write_text(json.dumps(SSV2_TRAIN))
+    (tmp_path / "something-something-v2-labels.json").write_text(json.dumps(SSV2_LABELS))
+    videos(tmp_path / "ssv2", [f"{e['id']}.webm" for e in SSV2_TRAIN], clip_bytes)
     runner = CliRunner()
     for cmd in commands:
         argv = shlex.split(cmd)[1:]

@@ -193,6 +193,14 @@ def _write_inputs(root: Path) -> None:
     msrvtt_file(root / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
                 [s("video7010", 2, "a cat jumps"), s("video7011", 3, "people dance")])
     msvd_csv(root / "MSR Video Description Corpus.csv")
+    # Kinetics CSV and SSv2 JSON + labels.json (formats of tests/test_importers_labels.py)
+    from test_importers_labels import K400, SSV2_LABELS, SSV2_TRAIN
+
+    (root / "kinetics400_val.csv").write_text(K400)
+    videos(root / "kinetics", ["--07WQ2iBlw.mp4", "--33Lscn6sk.mp4", "-0Ns2Ka7ZL8_000030_000040.mp4"], clip)
+    (root / "something-something-v2-validation.json").write_text(json.dumps(SSV2_TRAIN))
+    (root / "something-something-v2-labels.json").write_text(json.dumps(SSV2_LABELS))
+    videos(root / "ssv2", [f"{e['id']}.webm" for e in SSV2_TRAIN], clip)
     (root / "AllVideoDescriptions.txt").write_text(TXT)
 
 

@@ -58,6 +58,14 @@ _API = {
     "downstream": "vlgap.probe.downstream:downstream",
     "holm": "vlgap.probe.downstream:holm",
     "loo_linear": "vlgap.probe.downstream:loo_linear",
+    # downstream proxies on frozen features and intrinsic dimension (Dynamic Reflections Fig 2, App. B)
+    "downstream_proxies": "vlgap.probe.proxies:downstream_proxies",
+    "knn_classify_cv": "vlgap.metrics.proxies:knn_classify_cv",
+    "linear_probe_cv": "vlgap.metrics.proxies:linear_probe_cv",
+    "weighted_knn_predict": "vlgap.metrics.proxies:weighted_knn_predict",
+    "retrieval_scores": "vlgap.metrics.proxies:retrieval_scores",
+    "intrinsic_dimension": "vlgap.metrics.intrinsic_dim:intrinsic_dimension",
+    "run_intrinsic_dimension": "vlgap.probe.intrinsic:run_intrinsic_dimension",
     "write_report": "vlgap.probe.report:write_report",
     # distribution gap
     "gap": "vlgap.stats.gap:gap",

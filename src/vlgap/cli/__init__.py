@@ -16,6 +16,7 @@ from vlgap.cli import temporal as _temporal  # noqa: F401,E402
 from vlgap.cli import wsv as _wsv  # noqa: F401,E402
 from vlgap.cli import cape as _cape  # noqa: F401,E402
 from vlgap.cli import caption_studies as _caption_studies  # noqa: F401,E402
+from vlgap.cli import intrinsic as _intrinsic  # noqa: F401,E402
 
 
 def main() -> None:

@@ -17,7 +17,7 @@ console = Console()
 
 @app.command("import")
 def import_cmd(
-    dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd"),
+    dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd | kinetics | ssv2"),
     annotations: Path = typer.Argument(..., help="official annotation file (layouts: see the README)"),
     video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
     out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
@@ -27,20 +27,23 @@ def import_cmd(
                                   "(each listed in <out>.skipped_items.jsonl and counted in the summary)"),
     split: Optional[str] = typer.Option(None, help="msrvtt: train | validate | test; vatex: the split the file "
                                         "holds (train | validation | public_test | private_test); msvd: train | "
-                                        "validate | test of youtube_mapping.txt"),
+                                        "validate | test of youtube_mapping.txt; kinetics: a value of the split "
+                                        "column (train | val | test); ssv2: train | validation | test"),
     mapping: Optional[Path] = typer.Option(None, help="msvd: youtube_mapping.txt (clip -> vidN), found "
                                            "automatically beside the annotations or videos"),
     language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
+    label_map: Optional[Path] = typer.Option(None, "--label-map", help="ssv2: labels.json (class name -> index), "
+                                             "found automatically beside the annotations or videos"),
     skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
-    """Import VATEX, MSR-VTT or MSVD annotations into a manifest, reporting every skip."""
+    """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations into a manifest, reporting every skip."""
     from vlgap.data.importers import import_dataset
 
     if skip_missing:
         raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap extract`): it skips videos "
                          "without a file and malformed entries, listing each in <out>.skipped_items.jsonl")
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
-                            split=split, mapping=mapping, language=language)
+                            split=split, mapping=mapping, language=language, label_map=label_map)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 

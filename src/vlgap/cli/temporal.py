@@ -243,20 +243,50 @@ def cross_vision_cmd(
 
 @app.command("downstream")
 def downstream_cmd(
-    scores: Path = typer.Argument(..., help="CSV: model, task, score (optional family), one row per model and task"),
-    alignment: Path = typer.Argument(..., help="CSV: model, alignment (optional family), or a sweep.csv"),
-    text: Optional[str] = typer.Option(None, help="sweep.csv only: the text encoder to take"),
-    n_f: Optional[int] = typer.Option(None, "--n-f", help="sweep.csv only: the n_f to take"),
-    n_c: Optional[int] = typer.Option(None, "--n-c", help="sweep.csv only: the n_c to take"),
+    scores: Optional[Path] = typer.Argument(None, help="CSV: model, task, score (optional family), one row per model "
+                                            "and task; or, with --task, the manifest whose items are scored"),
+    alignment: Optional[Path] = typer.Argument(None, help="CSV: model, alignment (optional family), or a sweep.csv "
+                                               "(not with --task: alignment is computed from the features)"),
+    text: Optional[str] = typer.Option(None, help="sweep.csv: the text encoder to take; --task: the text encoder "
+                                       "of the alignment (and of retrieval: a joint model's text tower)"),
+    n_f: Optional[int] = typer.Option(None, "--n-f", help="sweep.csv: the n_f to take; --task: frames per video "
+                                      "(default 8)"),
+    n_c: Optional[int] = typer.Option(None, "--n-c", help="sweep.csv: the n_c to take; --task: captions (default 1)"),
+    task: Optional[str] = typer.Option(None, "--task", help="compute the scores on frozen features: comma list of "
+                                       "knn-classify | linear-probe | retrieval"),
+    labels: str = typer.Option("label", "--labels", help="--task: label key(s) in the manifest's meta (comma "
+                               "list; dotted paths; shapes videos: background, shape, colour, n_objects, "
+                               "first_event)"),
+    vision: Optional[str] = typer.Option(None, "--vision", help="--task: vision encoders (comma list)"),
+    k: int = typer.Option(8, "--k", help="--task knn-classify: neighbours (the paper: 8)"),
+    temperature: float = typer.Option(0.07, "--temperature", help="--task knn-classify: vote weights exp(sim/T) "
+                                      "(the paper states none; DINO's 0.07)"),
+    folds: int = typer.Option(5, "--folds", help="--task: stratified cross-validation folds"),
+    alignment_k: int = typer.Option(10, "--alignment-k", help="--task: k of the mutual k-NN alignment"),
+    cache_dir: Optional[Path] = typer.Option(None, help="--task: feature cache root"),
+    device: str = typer.Option("cpu"),
+    image_size: Optional[int] = typer.Option(None, help="--task: vision input size"),
+    random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     bootstrap: int = typer.Option(2000, help="bootstrap resamples for the Spearman interval"),
     confidence: float = typer.Option(0.95),
     seed: int = typer.Option(0),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
-    """Per task: Pearson (Fisher-z CI) and Spearman (bootstrap CI), leave-one-out prediction, Holm across tasks."""
+    """Per task: Pearson (Fisher-z CI) and Spearman (bootstrap CI), leave-one-out prediction, Holm across tasks.
+    With --task: the scores are computed per encoder and per layer on frozen features first."""
+    from vlgap.errors import VlgapError
     from vlgap.probe.downstream import run_downstream
 
+    if task is not None:
+        _proxies_cmd(scores, alignment, task=task, labels=labels, vision=vision, text=text, n_f=n_f, n_c=n_c, k=k,
+                     temperature=temperature, folds=folds, alignment_k=alignment_k, cache_dir=cache_dir,
+                     device=device, image_size=image_size, random_weights=random_weights, bootstrap=bootstrap,
+                     confidence=confidence, seed=seed, out=out, as_json=as_json)
+        return
+    if scores is None or alignment is None:
+        raise VlgapError("give SCORES and ALIGNMENT CSVs, or --task knn-classify|linear-probe|retrieval with a "
+                         "manifest, --vision and --text")
     res = run_downstream(scores, alignment, out=out, n_bootstrap=bootstrap, confidence=confidence, seed=seed,
                          text=text, n_f=n_f, n_c=n_c)
     if as_json:
@@ -271,6 +301,52 @@ def downstream_cmd(
                       f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
                       _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     console.print(table)
+    for n in res.notes:
+        console.print(f"[yellow]note:[/] {n}", highlight=False)
+    _after(out)
+
+
+def _proxies_cmd(manifest, alignment, *, task, labels, vision, text, n_f, n_c, k, temperature, folds, alignment_k,
+                 cache_dir, device, image_size, random_weights, bootstrap, confidence, seed, out, as_json):
+    from vlgap.errors import VlgapError
+    from vlgap.probe.proxies import downstream_proxies, write_proxies_section
+
+    if manifest is None:
+        raise VlgapError("--task needs the manifest as the first argument")
+    if alignment is not None:
+        raise VlgapError("--task computes alignment from the features: leave out the ALIGNMENT argument")
+    if not vision or not text:
+        raise VlgapError("--task needs --vision (comma list) and --text (the text encoder of the alignment)")
+    src = _features(cache_dir, device, "float32", image_size, random_weights=random_weights)
+    res = downstream_proxies(manifest, _names(vision, "--vision"), text, task=task, labels=labels,
+                             n_f=n_f or 8, n_c=n_c or 1, k=k, temperature=temperature, n_folds=folds,
+                             alignment_k=alignment_k, n_bootstrap=bootstrap, confidence=confidence, seed=seed,
+                             features=src)
+    if out is not None:
+        write_proxies_section(res, out)
+    if as_json:
+        print(to_json(res.to_dict()))
+        return
+    table = Table(title=f"downstream proxies ({res.config['n_items']} items): best layer per encoder and task")
+    for c in ("encoder", "task", "best layer", "score", "CI", "chance", "N", "Spearman over layers"):
+        table.add_column(c)
+    for e in res.encoders:
+        for tn, t in e["tasks"].items():
+            sp = t.get("spearman_over_layers") or {}
+            table.add_row(e["encoder"], tn, str(t.get("best_layer_name", t["best_layer"])), f"{t['score']:.3f}",
+                          _ci(t.get("ci")), f"{t.get('chance', float('nan')):.3f}", str(t.get("n", "-")),
+                          f"{sp.get('rho', float('nan')):.3f} {_ci(sp.get('ci'))}")
+    console.print(table)
+    if res.per_layer:
+        lt = Table(title="per layer: alignment vs score over (encoder, layer) points")
+        for c in ("task", "points", "Pearson r", "CI", "Holm p", "Spearman", "CI", "LOFO Q²"):
+            lt.add_column(c)
+        for t in res.per_layer["tasks"]:
+            pe, sp = t["pearson"], t["spearman"]
+            lofo = t.get("lofo")
+            lt.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p_holm']:.3g}",
+                       f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{lofo['q2']:.3f}" if lofo else "-")
+        console.print(lt)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     _after(out)

@@ -1,4 +1,5 @@
-"""Importers from official annotation files into a vlgap manifest: VATEX, MSR-VTT, MSVD.
+"""Importers from official annotation files into a vlgap manifest: VATEX, MSR-VTT, MSVD, Kinetics
+(400/600/700, CSV) and Something-Something v2 (JSON); the last two write class labels into meta.label.
 
 Each format module (vatex.py, msrvtt.py, msvd.py) documents the layouts it accepts; a file in no
 known layout is refused, naming the accepted ones. Shared rules (common.py):
@@ -21,22 +22,32 @@ from __future__ import annotations
 from pathlib import Path
 
 from vlgap.data.importers.common import ImportReport
+from vlgap.data.importers.kinetics import import_kinetics
 from vlgap.data.importers.msrvtt import import_msrvtt
 from vlgap.data.importers.msvd import import_msvd
+from vlgap.data.importers.ssv2 import import_ssv2
 from vlgap.data.importers.vatex import import_vatex
 from vlgap.errors import VlgapError
 
-IMPORTERS = {"vatex": import_vatex, "msrvtt": import_msrvtt, "msvd": import_msvd}
+IMPORTERS = {"vatex": import_vatex, "msrvtt": import_msrvtt, "msvd": import_msvd, "kinetics": import_kinetics,
+             "ssv2": import_ssv2}
+#: other spellings of dataset names
+ALIASES = {"kinetics400": "kinetics", "kinetics600": "kinetics", "kinetics700": "kinetics", "k400": "kinetics",
+           "k700": "kinetics", "somethingsomethingv2": "ssv2", "smthsmthv2": "ssv2"}
 
-__all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_msrvtt", "import_msvd", "import_vatex"]
+__all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_kinetics", "import_msrvtt", "import_msvd",
+           "import_ssv2", "import_vatex"]
 
 
 def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path, out: str | Path,
                    limit: int | None = None, seed: int = 0, skip_bad: bool = False, split: str | None = None,
-                   mapping: str | Path | None = None, language: str | None = None) -> ImportReport:
-    """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd). Options that the
-    format does not have (`mapping`, `language`: MSVD only) are refused, never ignored."""
+                   mapping: str | Path | None = None, language: str | None = None,
+                   label_map: str | Path | None = None) -> ImportReport:
+    """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd | kinetics | ssv2).
+    Options that the format does not have (`mapping`, `language`: MSVD only; `label_map`: SSv2 only) are
+    refused, never ignored."""
     key = dataset.lower().replace("-", "").replace("_", "")
+    key = ALIASES.get(key, key)
     if key not in IMPORTERS:
         raise VlgapError(f"unknown dataset {dataset!r}; choose one of {sorted(IMPORTERS)}")
     extra: dict = {}
@@ -45,4 +56,8 @@ def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path,
             if key != "msvd":
                 raise VlgapError(f"--{name} is for msvd only; {key} has no such option")
             extra[name] = value
+    if label_map is not None:
+        if key != "ssv2":
+            raise VlgapError(f"--label-map is for ssv2 only; {key} has no such option")
+        extra["label_map"] = label_map
     return IMPORTERS[key](annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad, split=split, **extra)
