@@ -459,3 +459,30 @@ def test_sweep_passes_allow_repeated_frames_on(one_frame, tmp_path):
     res = run_sweep(cfg(allow_repeated_frames=True), tmp_path / "run2", progress=False, encoders=encoders)
     assert res.rows[0]["n"] == 14
     assert "allow_repeated_frames" not in cfg().to_dict()  # older folders' configs stay equal
+
+
+def test_two_processes_on_one_entry_wait_for_each_other(videos, tmp_path):
+    """A second extraction of the same entry waits while the first holds it (one line says so), then
+    resumes from the first's chunks when that one dies, and equals an uninterrupted run: two processes
+    never write the same entry at once (one would remove chunks the other still needs)."""
+    cache = tmp_path / "shared"
+    env = dict(os.environ, PYTHONPATH=f"{HELPERS}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    first = subprocess.Popen([sys.executable, str(HELPERS / "run_toy_extract.py"), str(videos), str(cache), "0", "1"],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert first.stdout.readline().startswith("PAUSED"), first.stderr.read()
+    second = subprocess.Popen([sys.executable, str(HELPERS / "run_toy_extract.py"), str(videos), str(cache), "0"],
+                              env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    waiting = second.stderr.readline()  # printed before it blocks on the first's lock
+    assert "waiting for another vlgap process" in waiting, waiting
+    assert second.poll() is None  # still waiting while the first holds the entry
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0 and "DONE 12" in out, err
+    again = extract(videos, "toy", n_frames=N_F, cache_dir=cache, loaded_encoder=ToyVision(), progress=False,
+                    batch_size=4, allow_repeated_frames=True)
+    assert again.computed == []  # the second process finished every entry
+    clean = extract(videos, "toy", n_frames=N_F, cache_dir=tmp_path / "clean", loaded_encoder=ToyVision(),
+                    progress=False, batch_size=4)
+    _assert_same(again, clean)

@@ -26,6 +26,8 @@ runs the same steps as Ray tasks (decoding) and actors (encoding) and writes the
 """
 from __future__ import annotations
 
+import contextlib
+
 import json
 import platform
 import sys
@@ -412,6 +414,30 @@ def extract(
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
+    with contextlib.ExitStack() as held:
+        # one process at a time per entry (in a fixed order: no deadlock); a second one waits, then reuses
+        for v in values:
+            held.enter_context(entries[v].exclusive())
+        _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order,
+                        temporal_pooling, skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling,
+                        image_size, trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers,
+                        threads, progress)
+    kinds = {it.id: it.kind for it in items}
+    _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
+    result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
+                       for v, fs in sorted(result.features.items())}
+    result.bad_items = _collect_bad(result.features)
+    result.repeated_frames = [r for fs in result.features.values() for r in fs.record.get("repeated_frames", [])]
+    _warn_repeated(result.repeated_frames)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order, temporal_pooling,
+                    skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling, image_size,
+                    trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers, threads,
+                    progress) -> None:
+    """The part of `extract` that runs while this process holds every requested entry."""
     pending = []
     for v, e in entries.items():
         e.remove_leftovers()  # temporaries of killed runs (older than this process)
@@ -444,14 +470,6 @@ def extract(
             run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
         else:
             _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
-    _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
-    result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
-                       for v, fs in sorted(result.features.items())}
-    result.bad_items = _collect_bad(result.features)
-    result.repeated_frames = [r for fs in result.features.values() for r in fs.record.get("repeated_frames", [])]
-    _warn_repeated(result.repeated_frames)
-    result.seconds = time.perf_counter() - t0
-    return result
 
 
 # -- degenerate items: the flags applied to what an entry holds (cached or fresh) -------------------

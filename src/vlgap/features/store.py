@@ -29,6 +29,7 @@ left out and listed (`bad_items`), videos with fewer frames than n_f are kept an
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -49,6 +50,7 @@ FEATURE_FORMAT = 1
 CHUNK_RE = re.compile(r"^(\d{7})-(\d{7})\.npz$")
 LEGACY_MARKER = "COMPLETE"
 FEATURES_FILE = "features.safetensors"
+LOCK_FILE = ".lock"  # held (flock) by the process computing the entry
 
 
 def _slug(text: str) -> str:
@@ -297,6 +299,26 @@ class Entry:
         except OSError:
             pass  # something of the user's own: left alone
         return removed
+
+    @contextlib.contextmanager
+    def exclusive(self, report: Callable[[str], None] | None = None):
+        """Hold this entry alone while computing it: a second process extracting the same entry waits
+        (said in one line), then finds it finished, instead of both writing chunks and one of them
+        removing the chunks the other still needs. An advisory lock (flock) on `.lock` in the entry's
+        folder, released by the kernel if the process dies; Ray actors write chunks under the driver's lock."""
+        import fcntl
+
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.dir / LOCK_FILE, "a") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                (report or _say)(f"waiting for another vlgap process that is extracting {self.dir} ...")
+                fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def remove_leftovers(self) -> list[Path]:
         """At a run's start: temporary files of killed runs (older than this process) in the entry."""
