@@ -1,7 +1,8 @@
 """A vlgap encoder inside a user's own Ray Data pipeline: `EncoderUDF` for `Dataset.map_batches`.
 
     ds.map_batches(EncoderUDF, fn_constructor_kwargs={"encoder": "mobilenet_v2", "n_frames": [8]},
-                   batch_size=chunk_rows("mobilenet_v2", n_frames=[8]), concurrency=2)
+                   batch_size=chunk_rows("mobilenet_v2", n_frames=[8]),
+                   compute=ray.data.ActorPoolStrategy(size=2))  # 2 actors (`concurrency=` is deprecated)
 
 Each actor loads the encoder once (`vlgap.encoders.registry.get_encoder`, any spec) and encodes every
 batch with the per-chunk steps of `vlgap extract` (`features/chunk_steps.py`: `decode_one` or

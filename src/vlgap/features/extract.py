@@ -27,6 +27,7 @@ runs the same steps as Ray tasks (decoding) and actors (encoding) and writes the
 from __future__ import annotations
 
 import json
+import os
 import platform
 import sys
 import time
@@ -421,6 +422,8 @@ def extract(
                                  "cannot be combined with it")
             from vlgap.distributed.extract import run_ray
 
+            if os.environ.get("VLGAP_RAY_EXECUTOR", "").strip().lower() == "data":  # a prototype, for measuring
+                from vlgap.distributed.extract_data import run_ray_data as run_ray
             run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
         else:
             _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
