@@ -30,6 +30,7 @@ too few captions, fewer frames than n_f without allow_repeated_frames) raises th
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -171,8 +172,9 @@ class EncoderUDF:
             kind = str(cols["kind"][k]) if "kind" in cols else "video"
             return Item(item_id, Path(), kind, ()), frames
         for column, kind in (("video", "video"), ("image", "image"), ("path", None)):
-            if column in cols and cols[column][k] is not None and str(cols[column][k]):
-                path = Path(str(cols[column][k]))
+            value = cols[column][k] if column in cols else None
+            if isinstance(value, (str, os.PathLike)) and str(value):  # a manifest row has one of them (else None)
+                path = Path(value)
                 break
         else:
             raise VlgapError(f"item {given_id or f'row {k} of its batch'!r}: a vision encoder needs a 'video', 'image' "
