@@ -19,6 +19,8 @@ from vlgap.features.temporal_pooling import pool_frames
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
 CHUNK_TEXTS = 64
+#: the frame orders: the paper's, and the two controls (see `vlgap.extract`)
+FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 
 @dataclass
@@ -108,6 +110,17 @@ class VisionSteps:
                 idx = idx[np.random.default_rng(seed).permutation(len(idx))]
             out[v] = idx
         return out
+
+    def sample_decoded(self, item: Item, frames: np.ndarray):
+        """`decode_one` for a video its caller decoded already (every frame, [T, H, W, 3] uint8): the same
+        frame indices per n_f, the same outcome tuple."""
+        total = len(frames)
+        if total < 1:
+            return ("bad", item.id, "has no frames")
+        per_value = self._sample(item, total)
+        union = np.unique(np.concatenate(list(per_value.values())))
+        pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
+        return ("ok", np.ascontiguousarray(frames[union]), pos, per_value, total)
 
     def decode_one(self, item: Item, preprocess=None):
         """Decode the union of the frames all n_f need (and preprocess them when given the encoder's
@@ -299,3 +312,29 @@ class TextSteps:
                 layers.append(arr)
             out[v] = layers
         return out, int(getattr(enc, "n_truncated", 0) or 0) - before
+
+
+def make_steps(encoder: str, param: str, values: list[int], info: dict, frame_order: str = "ordered",
+               temporal_pooling: str = "mean", skip_bad: bool = False,
+               allow_repeated_frames: bool = False) -> VisionSteps | TextSteps:
+    """The per-chunk steps for `values` of `param` ("n_f" or "n_c") with an encoder described by
+    `encoder_info` (no model needed); shared by `Job.steps` and `vlgap.distributed.EncoderUDF`."""
+    if (param == "n_f") != (info["modality"] == "vision"):
+        raise VlgapError(
+            f"encoder {encoder!r} is a {info['modality']} encoder: use "
+            + ("--n-frames" if info["modality"] == "vision" else "--n-captions")
+        )
+    if temporal_pooling != "mean" and info["kind"] == "video":
+        raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to image encoders; {encoder!r} "
+                         "is a video encoder (its sub-clips are averaged): use 'mean'")
+    if param == "n_f":
+        return VisionSteps(values, info["n0"], info["kind"] == "video", frame_order, skip_bad, temporal_pooling,
+                           allow_repeated_frames)
+    return TextSteps(values, skip_bad, info["record"].get("pooling"))
+
+
+def encoder_info(enc) -> dict:
+    """What orchestration needs to know about a loaded encoder (small, JSON-able)."""
+    return {"modality": enc.modality, "kind": getattr(enc, "kind", "image"),
+            "n0": int(getattr(enc, "native_clip_len", 1) or 1), "num_layers": enc.num_layers,
+            "record": enc.record()}

@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 
 import json
+import os
 import platform
 import sys
 import time
@@ -41,8 +42,8 @@ import numpy as np
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.errors import VlgapError
-from vlgap.features.chunk_steps import (Decoded, TextSteps, VisionSteps, bad_item_message,
-                                        repeated_frames_message)
+from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, VisionSteps, bad_item_message,
+                                        encoder_info, make_steps, repeated_frames_message)
 from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
@@ -120,9 +121,6 @@ def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
     if n < 1 or not 0 <= i < n:
         raise VlgapError(f"--shard {i}/{n}: need n >= 1 and 0 <= i < n")
     return (i, n)
-
-
-FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
@@ -225,18 +223,8 @@ class Job:
     def steps(self, info: dict) -> VisionSteps | TextSteps:
         """The per-chunk steps for an encoder described by `encoder_info` (no model needed)."""
         self.check_weights(info)
-        if (self.param == "n_f") != (info["modality"] == "vision"):
-            raise VlgapError(
-                f"encoder {self.encoder!r} is a {info['modality']} encoder: use "
-                + ("--n-frames" if info["modality"] == "vision" else "--n-captions")
-            )
-        if self.temporal_pooling != "mean" and info["kind"] == "video":
-            raise VlgapError(f"temporal pooling {self.temporal_pooling!r} applies to image encoders; {self.encoder!r} "
-                             "is a video encoder (its sub-clips are averaged): use 'mean'")
-        if self.param == "n_f":
-            return VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
-                               self.temporal_pooling, self.allow_repeated_frames)
-        return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
+        return make_steps(self.encoder, self.param, self.pending, info, self.frame_order, self.temporal_pooling,
+                          self.skip_bad, self.allow_repeated_frames)
 
     def check_weights(self, info: dict) -> None:
         """A loaded encoder's weights must be what the cache key says (random or trained)."""
@@ -326,13 +314,6 @@ class Job:
                                   "".join(json.dumps(b) + "\n" for b in fs.record["bad_items"]))
             result.features[v] = fs
             result.computed.append(v)
-
-
-def encoder_info(enc) -> dict:
-    """What orchestration needs to know about a loaded encoder (small, JSON-able)."""
-    return {"modality": enc.modality, "kind": getattr(enc, "kind", "image"),
-            "n0": int(getattr(enc, "native_clip_len", 1) or 1), "num_layers": enc.num_layers,
-            "record": enc.record()}
 
 
 def extract(
@@ -467,6 +448,8 @@ def _extract_locked(result, man, items, encoder, param, values, entries, ekey, s
                                  "cannot be combined with it")
             from vlgap.distributed.extract import run_ray
 
+            if os.environ.get("VLGAP_RAY_EXECUTOR", "").strip().lower() == "data":  # a prototype, for measuring
+                from vlgap.distributed.extract_data import run_ray_data as run_ray
             run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
         else:
             _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
