@@ -207,9 +207,9 @@ def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str
     return data
 
 
-@renamed_keywords(bootstrap="n_bootstrap")
+@renamed_keywords(bootstrap="n_bootstrap", method="ci_method")
 def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
-                 seed: int | None = 0, confidence: float = 0.95, method: str = "bca",
+                 seed: int | None = 0, confidence: float = 0.95, ci_method: str = "bca",
                  cider_df: Any = "corpus", meteor_jar: str | os.PathLike | None = None,
                  meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
                  on_missing: str = "error", on_duplicate: str = "error", on_empty: str = "error",
@@ -221,7 +221,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
         all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
     n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
-        reproducible; method "bca" or "percentile".
+        reproducible; ci_method "bca" or "percentile".
     cider_df: "corpus" (coco-caption: document frequencies of these references), a
         DocumentFrequencies, or references (path or data) to freeze them from.
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
@@ -250,8 +250,8 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     for table in tables.values():
         intervals = None
         if n_bootstrap:
-            intervals = sum_statistic_intervals(table.stats, table.statistic, n_resamples=n_bootstrap,
-                                                confidence=confidence, method=method, seed=seed)
+            intervals = sum_statistic_intervals(table.stats, table.statistic, n_bootstrap=n_bootstrap,
+                                                confidence=confidence, ci_method=ci_method, seed=seed)
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
             if intervals is not None:
@@ -259,7 +259,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
             entry.update(table.extra)
             result[name] = entry
     if n_bootstrap:
-        result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
+        result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                               "seed": seed, "unit": "items"}
     if any(m in METRICS for m in wanted):
         result["tokenizer"] = TOKENIZER
@@ -314,10 +314,10 @@ def per_item_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", method="ci_method")
 def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
                      n_bootstrap: int = 1000, n_permutations: int = 10000, seed: int | None = 0,
-                     confidence: float = 0.95, method: str = "bca", cider_df: Any = "corpus",
+                     confidence: float = 0.95, ci_method: str = "bca", cider_df: Any = "corpus",
                      meteor_jar: str | os.PathLike | None = None, meteor_timeout: float = 120.0,
                      names: tuple[str, str] = ("A", "B"), on_missing: str = "error",
                      on_duplicate: str = "error", on_empty: str = "error", **model_options: Any) -> dict[str, Any]:
@@ -343,8 +343,8 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
     for key, ta in tables_a.items():
         tb = tables_b[key]
-        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_resamples=n_bootstrap,
-                                  n_permutations=n_permutations, confidence=confidence, method=method, seed=seed)
+        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_bootstrap=n_bootstrap,
+                                  n_permutations=n_permutations, confidence=confidence, ci_method=ci_method, seed=seed)
         for j, name in enumerate(ta.names):
             interval, test = pairs[j]
             entry = {names[0]: ta.estimates[j], names[1]: tb.estimates[j],
@@ -352,7 +352,7 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
                      "p_value": test.p_value}
             entry.update(ta.extra)
             result[name] = entry
-    result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
+    result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                           "n_permutations": int(n_permutations), "seed": seed, "unit": "items",
                           "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
     if any(m in METRICS for m in wanted):

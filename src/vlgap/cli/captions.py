@@ -69,7 +69,7 @@ def caption_eval_command(
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)
-    common = dict(seed=seed, confidence=confidence, method=ci_method,
+    common = dict(seed=seed, confidence=confidence, ci_method=ci_method,
                   cider_df=str(cider_df) if cider_df else "corpus",
                   meteor_jar=meteor_jar, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty,
                   **model_options)

@@ -22,7 +22,7 @@ from vlgap.keywords import renamed_keywords
 from vlgap.stats.resampling import bootstrap_ci, paired_bootstrap, sign_flip_test
 
 
-@renamed_keywords(n_resamples="n_bootstrap")
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def paired_comparison(
     scores_a: Any,
     scores_b: Any,
@@ -31,7 +31,7 @@ def paired_comparison(
     n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
-    method: str = "bca",
+    ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
     """Difference A - B of per-item scores (row i = same item): estimate, interval, p-value, N."""
@@ -45,10 +45,10 @@ def paired_comparison(
             raise VlgapError(f"system {name!r} has NaN or Inf scores at item index {bad[:5].tolist()}")
     if a.size < 2:
         raise VlgapError(f"a paired comparison needs at least 2 items, got {a.size}")
-    diff_iv = paired_bootstrap(a, b, n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
+    diff_iv = paired_bootstrap(a, b, n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     test = sign_flip_test(a - b, n_permutations=n_permutations, seed=seed)
-    iv_a = bootstrap_ci(a, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
-    iv_b = bootstrap_ci(b, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
+    iv_a = bootstrap_ci(a, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
+    iv_b = bootstrap_ci(b, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     return {
         "system_a": names[0],
         "system_b": names[1],
@@ -65,7 +65,7 @@ def paired_comparison(
         "wins_b": int(np.sum(b > a)),
         "ties": int(np.sum(a == b)),
         "confidence": confidence,
-        "ci_method": method,
+        "ci_method": ci_method,
         "n_bootstrap": n_bootstrap,
         "n_permutations": test.n_permutations,
     }
@@ -120,7 +120,8 @@ def paired_from_rows(
     return paired_comparison(a, b, names=(system_a, system_b), **kwargs)
 
 
-@renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations")
+@renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations",
+                  method="ci_method")
 def compare(
     scores: Any,
     scores_b: Any = None,
@@ -133,7 +134,7 @@ def compare(
     n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
-    method: str = "bca",
+    ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
     """Compare systems on per-item scores: a paired difference, or with `factorial=True` a 2x2
@@ -143,7 +144,7 @@ def compare(
     Every estimate comes with its number of items, a bootstrap interval and a p-value.
     """
     opts = dict(n_bootstrap=n_bootstrap, n_permutations=n_permutations, confidence=confidence,
-                method=method, seed=seed)
+                ci_method=ci_method, seed=seed)
     if scores_b is not None:
         if factorial:
             raise VlgapError("factorial=True needs one long table (item, a, b, score), not two arrays")
