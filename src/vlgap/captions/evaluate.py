@@ -102,6 +102,92 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
 
+#: what coco-caption (and so vlgap) calls "CIDEr" is CIDEr-D: clipped n-gram counts, a Gaussian length
+#: penalty (sigma 6), scaled by 10 (Vedantam et al. 2015, section 5)
+CIDER_VARIANT = "CIDEr-D"
+
+#: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike
+COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
+              "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr"}
+_ALIASES = {**{k: v for k, v in COCO_NAMES.items() if k != v}, "CIDEr-D": "CIDEr"}
+
+
+class CaptionScores(dict):
+    """caption_eval's result: the JSON-ready dict (keys "BLEU-4", "ROUGE-L", "CIDEr", ...), which also
+    answers to pycocoevalcap's key names (`scores["Bleu_4"]`, `scores["ROUGE_L"]`, and "CIDEr-D" for
+    "CIDEr") without repeating them in the JSON; `coco()` is pycocoevalcap's flat {name: score}
+    dict, `to_frame()` a DataFrame."""
+
+    def _key(self, key: Any) -> Any:
+        return _ALIASES.get(key, key) if not dict.__contains__(self, key) else key
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: Any) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
+
+    def metrics(self) -> list[str]:
+        """Names of the score entries (e.g. BLEU-1..BLEU-4, METEOR, ROUGE-L, CIDEr), in order."""
+        return [k for k, v in self.items() if isinstance(v, dict) and ("score" in v or "difference" in v)]
+
+    def coco(self) -> dict[str, float]:
+        """The scores under pycocoevalcap's names, as `COCOEvalCap.eval` holds them: {"Bleu_1": ..,
+        "Bleu_4": .., "METEOR": .., "ROUGE_L": .., "CIDEr": ..} (those computed)."""
+        return {coco: dict.__getitem__(self, ours)["score"] for coco, ours in COCO_NAMES.items()
+                if dict.__contains__(self, ours) and "score" in dict.__getitem__(self, ours)}
+
+    def to_frame(self, per_item: bool = False):
+        """pandas DataFrame. Default: one row per metric (metric, coco_name, score, ci_low, ci_high, n,
+        confidence). per_item=True: one row per item and metric (id, metric, score), from a result of
+        caption_eval(..., per_item=True)."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+
+        if per_item:
+            if "per_item" not in self:
+                raise VlgapError("to_frame(per_item=True) needs per-item scores: call caption_eval(..., per_item=True)")
+            rows = [{"id": str(row["id"]), "metric": name, "score": value}
+                    for row in self["per_item"] for name, value in row.items() if name != "id"]
+            return make_frame(rows, {"id": STRING, "metric": STRING, "score": FLOAT}, "CaptionScores")
+        confidence = self.get("interval", {}).get("confidence")
+        coco = {ours: theirs for theirs, ours in COCO_NAMES.items()}
+        rows = [{"metric": name, "coco_name": coco.get(name), "score": self[name]["score"],
+                 **interval_bounds(self[name].get("ci")), "n": self["n"],
+                 "confidence": confidence if "ci" in self[name] else None}
+                for name in self.metrics()]
+        return make_frame(rows, {"metric": STRING, "coco_name": STRING, "score": FLOAT, "ci_low": FLOAT,
+                                 "ci_high": FLOAT, "n": INT, "confidence": FLOAT}, "CaptionScores")
+
+
+class CaptionComparison(CaptionScores):
+    """compare_captions' result: the dict, pycocoevalcap's key names as aliases, and `to_frame()`."""
+
+    def coco(self) -> dict[str, float]:
+        raise VlgapError("coco() holds one system's scores; a comparison holds two: read result[name][system]")
+
+    def to_frame(self, per_item: bool = False):
+        """pandas DataFrame, one row per metric: metric, coco_name, score_a, score_b, difference (A - B),
+        ci_low, ci_high (of the difference), p_value, n, confidence; the systems' names in system_a,
+        system_b."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+
+        if per_item:
+            raise VlgapError("a comparison has no per-item scores: run caption_eval(..., per_item=True) per system")
+        a, b = self["systems"]
+        coco = {ours: theirs for theirs, ours in COCO_NAMES.items()}
+        rows = [{"metric": name, "coco_name": coco.get(name), "system_a": a, "system_b": b,
+                 "score_a": self[name][a], "score_b": self[name][b], "difference": self[name]["difference"],
+                 **interval_bounds(self[name]["ci"]), "p_value": self[name]["p_value"], "n": self["n"],
+                 "confidence": self["interval"]["confidence"]}
+                for name in self.metrics()]
+        return make_frame(rows, {"metric": STRING, "coco_name": STRING, "system_a": STRING, "system_b": STRING,
+                                 "score_a": FLOAT, "score_b": FLOAT, "difference": FLOAT, "ci_low": FLOAT,
+                                 "ci_high": FLOAT, "p_value": FLOAT, "n": INT, "confidence": FLOAT},
+                          "CaptionComparison")
+
 
 def _score_items(data: CaptionData, metrics: Sequence[str], *, cider_df, meteor, sacrebleu_options,
                  tokenized) -> dict[str, MetricTable]:
@@ -135,7 +221,8 @@ def _score_items(data: CaptionData, metrics: Sequence[str], *, cider_df, meteor,
         scores = cider_d_scores(hyps, refs, df=cider_df, index=index if cider_df is None else None)
         out["cider"] = MetricTable(["CIDEr"], scores[:, None], mean_statistic, [float(np.mean(scores))],
                                    {"CIDEr": scores},
-                                   {"df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
+                                   {"variant": CIDER_VARIANT,
+                                    "df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
     if "sacrebleu" in metrics:
         from vlgap.captions.sacrebleu_score import sacrebleu_corpus
 
@@ -214,10 +301,12 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
                  meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
                  on_missing: str = "error", on_duplicate: str = "error", on_empty: str = "error",
                  per_item: bool = False, human: Any = None, human_systems: dict[str, Any] | None = None,
-                 **model_options: Any) -> dict[str, Any]:
+                 **model_options: Any) -> CaptionScores:
     """Caption metrics of predictions against references, coco-caption's numbers plus intervals.
 
-    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io).
+    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
+        (coco results and annotations, JSONL rows, dicts) or list-aligned as `evaluate` and torchmetrics
+        take them (`pred: list[str]`, `refs: list[list[str]]` or `list[str]`, pandas Series / columns).
     metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
         all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
     n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
@@ -234,9 +323,11 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     human: a CSV of human judgments (see captions.human): adds "human_agreement" (Kendall tau-b and
     tau-c, Pearson, Spearman per score) or "preference_agreement"; human_systems names further
     systems' predictions {name: path or data} that the CSV's `system` column refers to.
-    Returns a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR", "ROUGE-L",
-    "CIDEr", "SacreBLEU", "CLIPScore", "RefCLIPScore", "EMScore", "BERTScore-P/R/F1") holding "score"
-    and, when bootstrapped, "ci"; plus provenance.
+    Returns a CaptionScores, a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR",
+    "ROUGE-L", "CIDEr" (CIDEr-D, as coco-caption's; its entry says so in "variant"), "SacreBLEU",
+    "CLIPScore", "RefCLIPScore", "EMScore", "BERTScore-P/R/F1") holding "score" and, when bootstrapped,
+    "ci"; plus provenance. pycocoevalcap's names also work as keys (`Bleu_4`, `ROUGE_L`, `CIDEr-D`);
+    `.coco()` gives pycocoevalcap's flat dict, `.to_frame()` a DataFrame.
     """
     wanted, explicit = _parse_metrics(metrics)
     ctx = _embedding_context(wanted, model_options)
@@ -246,7 +337,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
     tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options,
                          embedding_ctx=ctx)
-    result: dict[str, Any] = {"n": len(data)}
+    result = CaptionScores(n=len(data))
     for table in tables.values():
         intervals = None
         if n_bootstrap:
@@ -340,7 +431,7 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
     tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
     tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
-    result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
+    result = CaptionComparison(n=len(data_a), systems=list(names))
     for key, ta in tables_a.items():
         tb = tables_b[key]
         pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_bootstrap=n_bootstrap,

@@ -277,6 +277,19 @@ class LayerSearchResult:
             d["seed"] = self.seed
         return d
 
+    def to_frame(self):
+        """pandas DataFrame, one row per layer pair: x_layer, y_layer, score (NaN: n/a), is_best, and
+        the search's metric, n, k, chance (e.g. `df.pivot(index="x_layer", columns="y_layer",
+        values="score")` is the matrix)."""
+        from vlgap.frames import BOOL, FLOAT, INT, STRING, make_frame
+
+        rows = [{"x_layer": i, "y_layer": j, "score": float(self.scores[i, j]),
+                 "is_best": (i, j) == (self.x_layer, self.y_layer), "metric": self.metric, "n": self.n,
+                 "k": self.k, "chance": self.chance}
+                for i in range(self.scores.shape[0]) for j in range(self.scores.shape[1])]
+        return make_frame(rows, {"x_layer": INT, "y_layer": INT, "score": FLOAT, "is_best": BOOL, "metric": STRING,
+                                 "n": INT, "k": INT, "chance": FLOAT}, "LayerSearchResult")
+
 
 def _side(obj, other_layers: int, name: str, **kw) -> LayerStates:
     """Layer states of one side, `obj` already in LND order when 3-D."""

@@ -149,7 +149,7 @@ def compare(
         if factorial:
             raise VlgapError("factorial=True needs one long table (item, a, b, score), not two arrays")
         names = (system_a or "A", system_b or "B")
-        return {"analysis": "paired", **paired_comparison(scores, scores_b, names=names, **opts)}
+        return ComparisonResult({"analysis": "paired", **paired_comparison(scores, scores_b, names=names, **opts)})
     if isinstance(scores, (str, Path)):
         from vlgap.stats.inputs import read_table
 
@@ -160,5 +160,38 @@ def compare(
     if factorial:
         from vlgap.stats.factorial import factorial_from_rows
 
-        return {"analysis": "factorial", **factorial_from_rows(rows, levels_a=levels_a, levels_b=levels_b, **opts)}
-    return {"analysis": "paired", **paired_from_rows(rows, system_a=system_a, system_b=system_b, **opts)}
+        return ComparisonResult({"analysis": "factorial",
+                                 **factorial_from_rows(rows, levels_a=levels_a, levels_b=levels_b, **opts)})
+    return ComparisonResult({"analysis": "paired",
+                             **paired_from_rows(rows, system_a=system_a, system_b=system_b, **opts)})
+
+
+class ComparisonResult(dict):
+    """`compare`'s result: the JSON-ready dict it always was, plus `to_frame()`."""
+
+    def to_frame(self):
+        """pandas DataFrame, one row per estimate. Paired: each system's mean and the difference A - B
+        (its p-value). 2x2: the four cells ("a=<level>, b=<level>") and the effects main_a, main_b,
+        interaction (with p-values). Columns quantity, estimate, ci_low, ci_high, p_value, n_items,
+        confidence."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+
+        if self["analysis"] == "factorial":
+            rows = []
+            for key, cell in self["cells"].items():
+                level_a, level_b = self["levels_a"][int(key[0])], self["levels_b"][int(key[1])]
+                rows.append({"quantity": f"a={level_a}, b={level_b}", "estimate": cell["mean"],
+                             **interval_bounds(cell["ci"])})
+            for name in ("main_a", "main_b", "interaction"):
+                effect = self[name]
+                rows.append({"quantity": name, "estimate": effect["estimate"], **interval_bounds(effect["ci"]),
+                             "p_value": effect["p_value"]})
+        else:
+            rows = [{"quantity": f"mean {self['system_a']}", "estimate": self["mean_a"], **interval_bounds(self["ci_a"])},
+                    {"quantity": f"mean {self['system_b']}", "estimate": self["mean_b"], **interval_bounds(self["ci_b"])},
+                    {"quantity": "difference", "estimate": self["difference"], **interval_bounds(self["ci"]),
+                     "p_value": self["p_value"]}]
+        for row in rows:
+            row.update(n_items=self["n_items"], confidence=self["confidence"])
+        return make_frame(rows, {"quantity": STRING, "estimate": FLOAT, "ci_low": FLOAT, "ci_high": FLOAT,
+                                 "p_value": FLOAT, "n_items": INT, "confidence": FLOAT}, "ComparisonResult")
