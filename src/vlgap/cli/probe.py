@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.tables import print_table
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -97,7 +98,7 @@ def _print_search(res, x: Path, y: Path) -> None:
             cells = [("[bold]" + f"{v:.3f}" + "[/]") if (i, j) == (res.x_layer, res.y_layer) else f"{v:.3f}"
                      for j, v in enumerate(scores[i])]
             table.add_row(str(i), *cells)
-        console.print(table)
+        print_table(console, table)
 
 
 # ------------------------------------------------------------------------------------------------
