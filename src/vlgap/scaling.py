@@ -397,7 +397,8 @@ class ScalingFit:
         """pandas DataFrame, one row per parameter of the law (S_inf, C_f, alpha, C_c, beta): estimate,
         its bootstrap interval (NaN without a bootstrap), whether the grid identifies it, and the fit's
         confidence, r2 and n_cells."""
-        from vlgap.frames import BOOL, FLOAT, INT, STRING, interval_bounds, make_frame
+        from vlgap.frames import BOOL, FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         rows = [{"parameter": name, "estimate": value, **interval_bounds(self.param_ci.get(name)),
                  "identified": self.identification.get(name, {}).get("identified"),

@@ -144,7 +144,8 @@ class CaptionScores(dict):
         """pandas DataFrame. Default: one row per metric (metric, coco_name, score, ci_low, ci_high, n,
         confidence). per_item=True: one row per item and metric (id, metric, score), from a result of
         caption_eval(..., per_item=True)."""
-        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         if per_item:
             if "per_item" not in self:
@@ -172,7 +173,8 @@ class CaptionComparison(CaptionScores):
         """pandas DataFrame, one row per metric: metric, coco_name, score_a, score_b, difference (A - B),
         ci_low, ci_high (of the difference), p_value, n, confidence; the systems' names in system_a,
         system_b."""
-        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         if per_item:
             raise VlgapError("a comparison has no per-item scores: run caption_eval(..., per_item=True) per system")

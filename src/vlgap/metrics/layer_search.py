@@ -281,7 +281,8 @@ class LayerSearchResult:
         """pandas DataFrame, one row per layer pair: x_layer, y_layer, score (NaN: n/a), is_best, and
         the search's metric, n, k, chance (e.g. `df.pivot(index="x_layer", columns="y_layer",
         values="score")` is the matrix)."""
-        from vlgap.frames import BOOL, FLOAT, INT, STRING, make_frame
+        from vlgap.frames import BOOL, FLOAT, INT, STRING, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         rows = [{"x_layer": i, "y_layer": j, "score": float(self.scores[i, j]),
                  "is_best": (i, j) == (self.x_layer, self.y_layer), "metric": self.metric, "n": self.n,

@@ -61,7 +61,8 @@ class GapResult:
         """pandas DataFrame, one row per statistic computed: "mmd2" (unbiased; interval and
         permutation p-value), "mmd2_biased", and when asked "frechet_distance", "c2st_accuracy",
         "c2st_auc"; each with n_a, n_b, the kernel and the interval's confidence."""
-        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         rows = [{"statistic": "mmd2", "estimate": self.mmd2_unbiased, **interval_bounds(self.ci),
                  "p_value": self.p_value}]

@@ -174,7 +174,8 @@ class ComparisonResult(dict):
         (its p-value). 2x2: the four cells ("a=<level>, b=<level>") and the effects main_a, main_b,
         interaction (with p-values). Columns quantity, estimate, ci_low, ci_high, p_value, n_items,
         confidence."""
-        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
 
         if self["analysis"] == "factorial":
             rows = []
