@@ -8,7 +8,11 @@ interval method (gap()/mmd_test(): the MMD estimator); an interval method is alw
 Different ideas that look alike, and stay:
   bootstrap_method (fit_scaling: what is resampled, residual | case), p_value_method (c2st: how the
   p-value is computed), fd_bootstrap / for_bootstrap / c2st_permutations (which part is resampled, or
-  a bool), use_intervals (whether the fit weights cells by their intervals).
+  a bool), use_intervals (whether the fit weights cells by their intervals), and
+  `GapResult.verdict(alpha=)` / `vlgap gap --alpha` (a test's significance level, not an interval's
+  confidence; a method, so outside the walk). On the CLI the same ideas are --bootstrap,
+  --permutations, --confidence, --ci-method, --seed; `vlgap gap --method` is the MMD estimator, and
+  `vlgap fit-scaling --bootstrap-method` (was --method) what its bootstrap resamples.
 """
 from __future__ import annotations
 
