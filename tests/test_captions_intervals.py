@@ -40,8 +40,8 @@ def test_bootstrap_is_reproducible_by_seed(corpus):
 @pytest.mark.parametrize("method", ["bca", "percentile"])
 def test_mean_metric_interval_equals_generic_bootstrap(method):
     scores = np.random.default_rng(0).gamma(2.0, 0.5, size=150)
-    ours = sum_statistic_intervals(scores[:, None], mean_statistic, n_resamples=500, seed=7, method=method)[0]
-    generic = bootstrap_ci(scores, "mean", n_resamples=500, seed=7, method=method)
+    ours = sum_statistic_intervals(scores[:, None], mean_statistic, n_bootstrap=500, seed=7, ci_method=method)[0]
+    generic = bootstrap_ci(scores, "mean", n_bootstrap=500, seed=7, ci_method=method)
     assert ours.estimate == pytest.approx(generic.estimate, abs=1e-12)
     assert ours.low == pytest.approx(generic.low, abs=1e-12)
     assert ours.high == pytest.approx(generic.high, abs=1e-12)
@@ -87,8 +87,8 @@ def test_permutation_test_is_calibrated_under_the_null():
     for _ in range(200):
         a = rng.normal(size=(40, 1))
         b = rng.normal(size=(40, 1))  # exchangeable systems: H0 true
-        (_, test), = paired_difference(a, b, mean_statistic, n_resamples=50, n_permutations=200,
-                                       method="percentile", seed=int(rng.integers(1 << 30)))
+        (_, test), = paired_difference(a, b, mean_statistic, n_bootstrap=50, n_permutations=200,
+                                       ci_method="percentile", seed=int(rng.integers(1 << 30)))
         p_values.append(test.p_value)
     rejected = np.mean(np.array(p_values) < 0.05)
     assert 0.01 <= rejected <= 0.10
@@ -99,7 +99,7 @@ def test_interval_input_checks():
 
     with pytest.raises(VlgapError, match="at least 2 items"):
         sum_statistic_intervals(np.ones((1, 1)), mean_statistic)
-    with pytest.raises(VlgapError, match="method='normal'"):
-        sum_statistic_intervals(np.ones((5, 1)), mean_statistic, method="normal")
+    with pytest.raises(VlgapError, match="ci_method='normal'"):
+        sum_statistic_intervals(np.ones((5, 1)), mean_statistic, ci_method="normal")
     with pytest.raises(VlgapError, match="same shape"):
         paired_difference(np.ones((5, 1)), np.ones((4, 1)), mean_statistic)

@@ -98,13 +98,13 @@ def test_pearson_fisher_interval_matches_scipy_and_formula():
 
 
 def test_spearman_exact_permutation_p_and_bootstrap_interval():
-    res = spearman_bootstrap([1, 2, 3, 4, 5], [2, 4, 5, 8, 9], n_resamples=500)
+    res = spearman_bootstrap([1, 2, 3, 4, 5], [2, 4, 5, 8, 9], n_bootstrap=500)
     assert res["rho"] == 1.0
     assert res["p"] == pytest.approx(2 / 120)  # only the identity and the reversal reach |rho| = 1
     assert res["p_method"].startswith("exact")
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=30), rng.normal(size=30)
-    res = spearman_bootstrap(x, y + 2 * x, n_resamples=1000, seed=4)
+    res = spearman_bootstrap(x, y + 2 * x, n_bootstrap=1000, seed=4)
     assert res["rho"] == pytest.approx(stats.spearmanr(x, y + 2 * x).statistic)
     assert res["ci"][0] < res["rho"] < res["ci"][1] and res["p"] < 0.01
 

@@ -170,8 +170,8 @@ def test_interval_methods_on_noise_and_signal():
     xs, ys = layers(9, coupling=0.0)
     basic = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0)
     assert basic.bootstrap.method == "basic"
-    pct = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, interval="percentile")
-    sim = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, interval="simultaneous")
+    pct = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, ci_method="percentile")
+    sim = layer_search(xs, ys, k=5, n_bootstrap=200, seed=0, ci_method="simultaneous")
     lo_b, hi_b = basic.ci
     lo_p, hi_p = pct.ci
     T = basic.best_score
@@ -181,7 +181,7 @@ def test_interval_methods_on_noise_and_signal():
     xs, ys = layers(10)
     widths = {}
     for m in ("basic", "percentile", "simultaneous"):
-        res = layer_search(xs, ys, k=5, n_bootstrap=150, seed=1, interval=m)
+        res = layer_search(xs, ys, k=5, n_bootstrap=150, seed=1, ci_method=m)
         assert res.ci[0] <= res.best_score <= res.ci[1]
         widths[m] = res.ci[1] - res.ci[0]
     assert widths["simultaneous"] >= widths["basic"] == pytest.approx(widths["percentile"])

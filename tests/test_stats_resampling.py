@@ -36,7 +36,7 @@ def test_bca_formula_on_a_constructed_case():
 
 def test_bca_matches_scipy_on_a_skewed_mean():
     x = np.random.default_rng(1).exponential(size=60)
-    ours = bootstrap_ci(x, "mean", n_resamples=20000, method="bca", seed=0)
+    ours = bootstrap_ci(x, "mean", n_bootstrap=20000, ci_method="bca", seed=0)
     ref = stats.bootstrap((x,), np.mean, n_resamples=20000, method="BCa", random_state=0).confidence_interval
     assert ours.estimate == pytest.approx(x.mean())
     assert ours.low == pytest.approx(ref.low, rel=0.02)
@@ -47,8 +47,8 @@ def test_bca_matches_scipy_on_a_skewed_mean():
 
 def test_bootstrap_callable_vectorized_and_plain_agree():
     x = np.random.default_rng(2).normal(size=40)
-    plain = bootstrap_ci(x, np.median, n_resamples=300, seed=3)
-    vec = bootstrap_ci(x, lambda a: np.median(a, axis=-1), n_resamples=300, seed=3, vectorized=True)
+    plain = bootstrap_ci(x, np.median, n_bootstrap=300, seed=3)
+    vec = bootstrap_ci(x, lambda a: np.median(a, axis=-1), n_bootstrap=300, seed=3, vectorized=True)
     assert (plain.low, plain.high) == pytest.approx((vec.low, vec.high))
 
 
@@ -57,11 +57,11 @@ def test_paired_bootstrap_resamples_items_jointly():
     item = rng.normal(scale=5.0, size=80)  # large item effect that pairing must cancel
     a = item + 0.3 + rng.normal(scale=0.1, size=80)
     b = item + rng.normal(scale=0.1, size=80)
-    iv = paired_bootstrap(a, b, n_resamples=2000, seed=0)
+    iv = paired_bootstrap(a, b, n_bootstrap=2000, seed=0)
     assert iv.estimate == pytest.approx(np.mean(a - b))
     assert 0.25 < iv.low < 0.3 < iv.high < 0.35
     # a custom statistic of both arrays (ratio of sums, as corpus metrics do) also works
-    ratio = paired_bootstrap(np.abs(a), np.abs(b), lambda x, y: x.sum() / y.sum(), n_resamples=200)
+    ratio = paired_bootstrap(np.abs(a), np.abs(b), lambda x, y: x.sum() / y.sum(), n_bootstrap=200)
     assert ratio.low < ratio.estimate < ratio.high
 
 

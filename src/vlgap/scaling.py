@@ -393,6 +393,21 @@ class ScalingFit:
             "warnings": self.warnings,
         }
 
+    def to_frame(self):
+        """pandas DataFrame, one row per parameter of the law (S_inf, C_f, alpha, C_c, beta): estimate,
+        its bootstrap interval (NaN without a bootstrap), whether the grid identifies it, and the fit's
+        confidence, r2 and n_cells."""
+        from vlgap.frames import BOOL, FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        rows = [{"parameter": name, "estimate": value, **interval_bounds(self.param_ci.get(name)),
+                 "identified": self.identification.get(name, {}).get("identified"),
+                 "confidence": self.bootstrap.get("confidence"), "r2": self.r2, "n_cells": self.n_cells}
+                for name, value in self.params.items()]
+        return make_frame(rows, {"parameter": STRING, "estimate": FLOAT, "ci_low": FLOAT, "ci_high": FLOAT,
+                                 "identified": BOOL, "confidence": FLOAT, "r2": FLOAT, "n_cells": INT},
+                          "ScalingFit")
+
 
 # ------------------------------------------------------------------------------------------------
 # fitting

@@ -102,6 +102,94 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
 
+#: what coco-caption (and so vlgap) calls "CIDEr" is CIDEr-D: clipped n-gram counts, a Gaussian length
+#: penalty (sigma 6), scaled by 10 (Vedantam et al. 2015, section 5)
+CIDER_VARIANT = "CIDEr-D"
+
+#: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike
+COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
+              "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr"}
+_ALIASES = {**{k: v for k, v in COCO_NAMES.items() if k != v}, "CIDEr-D": "CIDEr"}
+
+
+class CaptionScores(dict):
+    """caption_eval's result: the JSON-ready dict (keys "BLEU-4", "ROUGE-L", "CIDEr", ...), which also
+    answers to pycocoevalcap's key names (`scores["Bleu_4"]`, `scores["ROUGE_L"]`, and "CIDEr-D" for
+    "CIDEr") without repeating them in the JSON; `coco()` is pycocoevalcap's flat {name: score}
+    dict, `to_frame()` a DataFrame."""
+
+    def _key(self, key: Any) -> Any:
+        return _ALIASES.get(key, key) if not dict.__contains__(self, key) else key
+
+    def __getitem__(self, key: Any) -> Any:
+        return dict.__getitem__(self, self._key(key))
+
+    def __contains__(self, key: Any) -> bool:
+        return dict.__contains__(self, self._key(key))
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, self._key(key), default)
+
+    def metrics(self) -> list[str]:
+        """Names of the score entries (e.g. BLEU-1..BLEU-4, METEOR, ROUGE-L, CIDEr), in order."""
+        return [k for k, v in self.items() if isinstance(v, dict) and ("score" in v or "difference" in v)]
+
+    def coco(self) -> dict[str, float]:
+        """The scores under pycocoevalcap's names, as `COCOEvalCap.eval` holds them: {"Bleu_1": ..,
+        "Bleu_4": .., "METEOR": .., "ROUGE_L": .., "CIDEr": ..} (those computed)."""
+        return {coco: dict.__getitem__(self, ours)["score"] for coco, ours in COCO_NAMES.items()
+                if dict.__contains__(self, ours) and "score" in dict.__getitem__(self, ours)}
+
+    def to_frame(self, per_item: bool = False):
+        """pandas DataFrame. Default: one row per metric (metric, coco_name, score, ci_low, ci_high, n,
+        confidence). per_item=True: one row per item and metric (id, metric, score), from a result of
+        caption_eval(..., per_item=True)."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        if per_item:
+            if "per_item" not in self:
+                raise VlgapError("to_frame(per_item=True) needs per-item scores: call caption_eval(..., per_item=True)")
+            rows = [{"id": str(row["id"]), "metric": name, "score": value}
+                    for row in self["per_item"] for name, value in row.items() if name != "id"]
+            return make_frame(rows, {"id": STRING, "metric": STRING, "score": FLOAT}, "CaptionScores")
+        confidence = self.get("interval", {}).get("confidence")
+        coco = {ours: theirs for theirs, ours in COCO_NAMES.items()}
+        rows = [{"metric": name, "coco_name": coco.get(name), "score": self[name]["score"],
+                 **interval_bounds(self[name].get("ci")), "n": self["n"],
+                 "confidence": confidence if "ci" in self[name] else None}
+                for name in self.metrics()]
+        return make_frame(rows, {"metric": STRING, "coco_name": STRING, "score": FLOAT, "ci_low": FLOAT,
+                                 "ci_high": FLOAT, "n": INT, "confidence": FLOAT}, "CaptionScores")
+
+
+class CaptionComparison(CaptionScores):
+    """compare_captions' result: the dict, pycocoevalcap's key names as aliases, and `to_frame()`."""
+
+    def coco(self) -> dict[str, float]:
+        raise VlgapError("coco() holds one system's scores; a comparison holds two: read result[name][system]")
+
+    def to_frame(self, per_item: bool = False):
+        """pandas DataFrame, one row per metric: metric, coco_name, score_a, score_b, difference (A - B),
+        ci_low, ci_high (of the difference), p_value, n, confidence; the systems' names in system_a,
+        system_b."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        if per_item:
+            raise VlgapError("a comparison has no per-item scores: run caption_eval(..., per_item=True) per system")
+        a, b = self["systems"]
+        coco = {ours: theirs for theirs, ours in COCO_NAMES.items()}
+        rows = [{"metric": name, "coco_name": coco.get(name), "system_a": a, "system_b": b,
+                 "score_a": self[name][a], "score_b": self[name][b], "difference": self[name]["difference"],
+                 **interval_bounds(self[name]["ci"]), "p_value": self[name]["p_value"], "n": self["n"],
+                 "confidence": self["interval"]["confidence"]}
+                for name in self.metrics()]
+        return make_frame(rows, {"metric": STRING, "coco_name": STRING, "system_a": STRING, "system_b": STRING,
+                                 "score_a": FLOAT, "score_b": FLOAT, "difference": FLOAT, "ci_low": FLOAT,
+                                 "ci_high": FLOAT, "p_value": FLOAT, "n": INT, "confidence": FLOAT},
+                          "CaptionComparison")
+
 
 def _score_items(data: CaptionData, metrics: Sequence[str], *, cider_df, meteor, sacrebleu_options,
                  tokenized) -> dict[str, MetricTable]:
@@ -135,7 +223,8 @@ def _score_items(data: CaptionData, metrics: Sequence[str], *, cider_df, meteor,
         scores = cider_d_scores(hyps, refs, df=cider_df, index=index if cider_df is None else None)
         out["cider"] = MetricTable(["CIDEr"], scores[:, None], mean_statistic, [float(np.mean(scores))],
                                    {"CIDEr": scores},
-                                   {"df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
+                                   {"variant": CIDER_VARIANT,
+                                    "df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
     if "sacrebleu" in metrics:
         from vlgap.captions.sacrebleu_score import sacrebleu_corpus
 
@@ -207,21 +296,23 @@ def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str
     return data
 
 
-@renamed_keywords(bootstrap="n_bootstrap")
+@renamed_keywords(bootstrap="n_bootstrap", method="ci_method")
 def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
-                 seed: int | None = 0, confidence: float = 0.95, method: str = "bca",
+                 seed: int | None = 0, confidence: float = 0.95, ci_method: str = "bca",
                  cider_df: Any = "corpus", meteor_jar: str | os.PathLike | None = None,
                  meteor_timeout: float = 120.0, sacrebleu_options: dict | None = None,
                  on_missing: str = "error", on_duplicate: str = "error", on_empty: str = "error",
                  per_item: bool = False, human: Any = None, human_systems: dict[str, Any] | None = None,
-                 **model_options: Any) -> dict[str, Any]:
+                 **model_options: Any) -> CaptionScores:
     """Caption metrics of predictions against references, coco-caption's numbers plus intervals.
 
-    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io).
+    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
+        (coco results and annotations, JSONL rows, dicts) or list-aligned as `evaluate` and torchmetrics
+        take them (`pred: list[str]`, `refs: list[list[str]]` or `list[str]`, pandas Series / columns).
     metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
         all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
     n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
-        reproducible; method "bca" or "percentile".
+        reproducible; ci_method "bca" or "percentile".
     cider_df: "corpus" (coco-caption: document frequencies of these references), a
         DocumentFrequencies, or references (path or data) to freeze them from.
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
@@ -234,9 +325,11 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     human: a CSV of human judgments (see captions.human): adds "human_agreement" (Kendall tau-b and
     tau-c, Pearson, Spearman per score) or "preference_agreement"; human_systems names further
     systems' predictions {name: path or data} that the CSV's `system` column refers to.
-    Returns a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR", "ROUGE-L",
-    "CIDEr", "SacreBLEU", "CLIPScore", "RefCLIPScore", "EMScore", "BERTScore-P/R/F1") holding "score"
-    and, when bootstrapped, "ci"; plus provenance.
+    Returns a CaptionScores, a JSON-ready dict: "n", one entry per score ("BLEU-1".."BLEU-4", "METEOR",
+    "ROUGE-L", "CIDEr" (CIDEr-D, as coco-caption's; its entry says so in "variant"), "SacreBLEU",
+    "CLIPScore", "RefCLIPScore", "EMScore", "BERTScore-P/R/F1") holding "score" and, when bootstrapped,
+    "ci"; plus provenance. pycocoevalcap's names also work as keys (`Bleu_4`, `ROUGE_L`, `CIDEr-D`);
+    `.coco()` gives pycocoevalcap's flat dict, `.to_frame()` a DataFrame.
     """
     wanted, explicit = _parse_metrics(metrics)
     ctx = _embedding_context(wanted, model_options)
@@ -246,12 +339,12 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
     tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options,
                          embedding_ctx=ctx)
-    result: dict[str, Any] = {"n": len(data)}
+    result = CaptionScores(n=len(data))
     for table in tables.values():
         intervals = None
         if n_bootstrap:
-            intervals = sum_statistic_intervals(table.stats, table.statistic, n_resamples=n_bootstrap,
-                                                confidence=confidence, method=method, seed=seed)
+            intervals = sum_statistic_intervals(table.stats, table.statistic, n_bootstrap=n_bootstrap,
+                                                confidence=confidence, ci_method=ci_method, seed=seed)
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
             if intervals is not None:
@@ -259,7 +352,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
             entry.update(table.extra)
             result[name] = entry
     if n_bootstrap:
-        result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
+        result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                               "seed": seed, "unit": "items"}
     if any(m in METRICS for m in wanted):
         result["tokenizer"] = TOKENIZER
@@ -314,10 +407,10 @@ def per_item_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", method="ci_method")
 def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
                      n_bootstrap: int = 1000, n_permutations: int = 10000, seed: int | None = 0,
-                     confidence: float = 0.95, method: str = "bca", cider_df: Any = "corpus",
+                     confidence: float = 0.95, ci_method: str = "bca", cider_df: Any = "corpus",
                      meteor_jar: str | os.PathLike | None = None, meteor_timeout: float = 120.0,
                      names: tuple[str, str] = ("A", "B"), on_missing: str = "error",
                      on_duplicate: str = "error", on_empty: str = "error", **model_options: Any) -> dict[str, Any]:
@@ -340,11 +433,11 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
     tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
     tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
-    result: dict[str, Any] = {"n": len(data_a), "systems": list(names)}
+    result = CaptionComparison(n=len(data_a), systems=list(names))
     for key, ta in tables_a.items():
         tb = tables_b[key]
-        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_resamples=n_bootstrap,
-                                  n_permutations=n_permutations, confidence=confidence, method=method, seed=seed)
+        pairs = paired_difference(ta.stats, tb.stats, ta.statistic, n_bootstrap=n_bootstrap,
+                                  n_permutations=n_permutations, confidence=confidence, ci_method=ci_method, seed=seed)
         for j, name in enumerate(ta.names):
             interval, test = pairs[j]
             entry = {names[0]: ta.estimates[j], names[1]: tb.estimates[j],
@@ -352,7 +445,7 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
                      "p_value": test.p_value}
             entry.update(ta.extra)
             result[name] = entry
-    result["interval"] = {"confidence": confidence, "method": method, "n_resamples": int(n_bootstrap),
+    result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                           "n_permutations": int(n_permutations), "seed": seed, "unit": "items",
                           "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
     if any(m in METRICS for m in wanted):

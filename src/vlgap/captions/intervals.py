@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.stats.resampling import Interval, TestResult, bca_interval, percentile_interval, permutation_p_value
 
 #: statistic(sums, n_items) -> values: sums has shape (..., k), values (..., m)
@@ -41,57 +42,59 @@ def _counts(rng: np.random.Generator, n: int, b: int) -> np.ndarray:
     return np.bincount(flat, minlength=b * n).reshape(b, n).astype(float)
 
 
-def bootstrap_sums(stats: np.ndarray, n_resamples: int, seed: int | None) -> np.ndarray:
-    """Summed statistics of `n_resamples` bootstrap resamples of the items (rows of `stats`)."""
+def bootstrap_sums(stats: np.ndarray, n_bootstrap: int, seed: int | None) -> np.ndarray:
+    """Summed statistics of `n_bootstrap` bootstrap resamples of the items (rows of `stats`)."""
     stats = np.asarray(stats, dtype=float)
     n = stats.shape[0]
     rng = np.random.default_rng(seed)
     batch = max(1, _MAX_ELEMENTS // max(1, n))
     out = []
     done = 0
-    while done < n_resamples:
-        b = min(batch, n_resamples - done)
+    while done < n_bootstrap:
+        b = min(batch, n_bootstrap - done)
         out.append(_counts(rng, n, b) @ stats)
         done += b
     return np.concatenate(out, axis=0)
 
 
-def _check(n: int, n_resamples: int, method: str) -> None:
+def _check(n: int, n_bootstrap: int, ci_method: str) -> None:
     if n < 2:
         raise VlgapError(f"a bootstrap interval needs at least 2 items, got {n}")
-    if n_resamples < 1:
-        raise VlgapError(f"n_resamples={n_resamples}: need at least 1 (1000 or more for a 95% interval)")
-    if method not in ("bca", "percentile"):
-        raise VlgapError(f"method={method!r}: use 'bca' or 'percentile'")
+    if n_bootstrap < 1:
+        raise VlgapError(f"n_bootstrap={n_bootstrap}: need at least 1 (1000 or more for a 95% interval)")
+    if ci_method not in ("bca", "percentile"):
+        raise VlgapError(f"ci_method={ci_method!r}: use 'bca' or 'percentile'")
 
 
-def _interval(estimate: float, boot: np.ndarray, jack: np.ndarray, confidence: float, method: str) -> tuple[float, float]:
-    if method == "percentile":
+def _interval(estimate: float, boot: np.ndarray, jack: np.ndarray, confidence: float, ci_method: str) -> tuple[float, float]:
+    if ci_method == "percentile":
         return percentile_interval(boot, confidence)
     return bca_interval(estimate, boot, jack, confidence)
 
 
-def sum_statistic_intervals(stats: np.ndarray, statistic: SumStatistic, *, n_resamples: int = 1000,
-                            confidence: float = 0.95, method: str = "bca", seed: int | None = 0
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
+def sum_statistic_intervals(stats: np.ndarray, statistic: SumStatistic, *, n_bootstrap: int = 1000,
+                            confidence: float = 0.95, ci_method: str = "bca", seed: int | None = 0
                             ) -> list[Interval]:
     """One interval per output of `statistic` (e.g. BLEU-1..4), resampling the rows of `stats`."""
     stats = np.asarray(stats, dtype=float)
     n = stats.shape[0]
-    _check(n, n_resamples, method)
+    _check(n, n_bootstrap, ci_method)
     total = stats.sum(axis=0)
     estimate = np.atleast_1d(statistic(total, n))
-    boot = np.atleast_2d(statistic(bootstrap_sums(stats, n_resamples, seed), n))
-    jack = np.atleast_2d(statistic(total[None, :] - stats, n - 1)) if method == "bca" else None
+    boot = np.atleast_2d(statistic(bootstrap_sums(stats, n_bootstrap, seed), n))
+    jack = np.atleast_2d(statistic(total[None, :] - stats, n - 1)) if ci_method == "bca" else None
     out = []
     for j in range(estimate.shape[-1]):
-        lo, hi = _interval(float(estimate[j]), boot[:, j], None if jack is None else jack[:, j], confidence, method)
-        out.append(Interval(float(estimate[j]), lo, hi, confidence, method, n_resamples, n))
+        lo, hi = _interval(float(estimate[j]), boot[:, j], None if jack is None else jack[:, j], confidence, ci_method)
+        out.append(Interval(float(estimate[j]), lo, hi, confidence, ci_method, n_bootstrap, n))
     return out
 
 
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def paired_difference(stats_a: np.ndarray, stats_b: np.ndarray, statistic: SumStatistic, *,
-                      n_resamples: int = 1000, n_permutations: int = 10000, confidence: float = 0.95,
-                      method: str = "bca", seed: int | None = 0) -> list[tuple[Interval, TestResult]]:
+                      n_bootstrap: int = 1000, n_permutations: int = 10000, confidence: float = 0.95,
+                      ci_method: str = "bca", seed: int | None = 0) -> list[tuple[Interval, TestResult]]:
     """For each output of `statistic`: interval of statistic(A) - statistic(B) (paired bootstrap)
     and a two-sided approximate-randomisation p-value. Rows of A and B are the same items."""
     a = np.asarray(stats_a, dtype=float)
@@ -99,18 +102,18 @@ def paired_difference(stats_a: np.ndarray, stats_b: np.ndarray, statistic: SumSt
     if a.shape != b.shape:
         raise VlgapError(f"paired statistics must have the same shape (same items), got {a.shape} and {b.shape}")
     n = a.shape[0]
-    _check(n, n_resamples, method)
+    _check(n, n_bootstrap, ci_method)
     if n_permutations < 1:
         raise VlgapError(f"n_permutations={n_permutations}: need at least 1")
     ta, tb = a.sum(axis=0), b.sum(axis=0)
     observed = np.atleast_1d(statistic(ta, n) - statistic(tb, n))
     # paired bootstrap: the same resampled items for both systems
     both = np.concatenate([a, b], axis=1)
-    sums = bootstrap_sums(both, n_resamples, seed)
+    sums = bootstrap_sums(both, n_bootstrap, seed)
     k = a.shape[1]
     boot = np.atleast_2d(statistic(sums[:, :k], n) - statistic(sums[:, k:], n))
     jack = None
-    if method == "bca":
+    if ci_method == "bca":
         jack = np.atleast_2d(statistic(ta[None, :] - a, n - 1) - statistic(tb[None, :] - b, n - 1))
     # approximate randomisation: swap the two systems' rows on a random half of the items
     rng = np.random.default_rng(seed)
@@ -127,9 +130,9 @@ def paired_difference(stats_a: np.ndarray, stats_b: np.ndarray, statistic: SumSt
     null = np.concatenate(null, axis=0)
     out = []
     for j in range(observed.shape[-1]):
-        lo, hi = _interval(float(observed[j]), boot[:, j], None if jack is None else jack[:, j], confidence, method)
+        lo, hi = _interval(float(observed[j]), boot[:, j], None if jack is None else jack[:, j], confidence, ci_method)
         # a relative tolerance so that swaps reproducing the observed difference count as ties
         p = permutation_p_value(abs(float(observed[j])) * (1 - 1e-12), null[:, j], "two-sided")
-        out.append((Interval(float(observed[j]), lo, hi, confidence, method, n_resamples, n),
+        out.append((Interval(float(observed[j]), lo, hi, confidence, ci_method, n_bootstrap, n),
                     TestResult(float(observed[j]), p, n_permutations, n, "two-sided")))
     return out

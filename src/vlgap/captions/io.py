@@ -5,6 +5,12 @@ or a dict `{id: caption}`. References: a coco annotations file `{"annotations": 
 "caption"}, ...]}`, JSONL rows `{"id", "captions": [...]}` (or one `{"id", "caption"}` row per
 reference), or a dict `{id: [captions]}`. Ids match by their string form, so 1 and "1" are one item.
 
+List-aligned, as Hugging Face `evaluate`, torchmetrics and aac-metrics take them: predictions a list
+of captions and references a list of reference lists (or of single captions), item i being
+predictions[i] with references[i] (ids 0..n-1; the lengths must agree). A pandas Series counts as
+id-keyed by its index (so two columns of one DataFrame align by row), a numpy array of strings as a
+list, and a DataFrame as its rows (columns id/image_id and caption/captions).
+
 Nothing is dropped silently. By default every problem raises VlgapError naming the ids and what
 would be valid; the policies below instead resolve a problem and record it in `report`:
   on_missing   = "error" | "drop"   ids with a prediction but no reference, or the reverse
@@ -24,6 +30,13 @@ from vlgap.errors import VlgapError
 
 Policy = str
 _SHOW = 5  # ids quoted in a message
+
+PREDICTION_FORMS = ("accepted predictions: a list of captions (list-aligned with the references), a pandas "
+                    "Series or DataFrame column, a dict {id: caption}, coco results [{'image_id', 'caption'}], "
+                    "JSONL rows {'id', 'caption'}, or a path to such a .json/.jsonl file")
+REFERENCE_FORMS = ("accepted references: a list of reference lists or of captions (list-aligned with the "
+                   "predictions), a pandas Series or DataFrame column, a dict {id: [captions]}, coco annotations "
+                   "{'annotations': [{'image_id', 'caption'}]}, JSONL rows {'id', 'captions'}, or a path to such a file")
 
 
 @dataclass
@@ -109,11 +122,12 @@ def _prediction_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
                 out.append((k, v))
             return out
     if not isinstance(data, list):
-        raise VlgapError(f"{source}: expected a list of {{'image_id', 'caption'}} objects or a dict id -> caption")
+        raise VlgapError(f"{source}: got {type(data).__name__}; {PREDICTION_FORMS}")
     out = []
     for n, row in enumerate(data):
         if not isinstance(row, dict):
-            raise VlgapError(f"{source}, row {n}: expected an object with an id and a 'caption'")
+            raise VlgapError(f"{source}, row {n}: got {type(row).__name__}, expected an object with an id and a "
+                             f"'caption'; {PREDICTION_FORMS}")
         item = _row_id(row, f"{source}, row {n}")
         if "caption" not in row:
             raise VlgapError(f"{source}, row {n} (item {item!r}): no 'caption' field")
@@ -130,17 +144,19 @@ def reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
             if isinstance(v, str):
                 v = [v]
             if not isinstance(v, list):
-                raise VlgapError(f"{source}, item {k!r}: expected a list of reference captions")
+                raise VlgapError(f"{source}, item {k!r}: got {type(v).__name__}, expected a list of reference "
+                                 f"captions; {REFERENCE_FORMS}")
             if not v:
                 out.append((k, None))  # an item with no references: reported below
             out.extend((k, x) for x in v)
         return out
     if not isinstance(data, list):
-        raise VlgapError(f"{source}: expected {{'annotations': [...]}}, a list of rows, or a dict id -> [captions]")
+        raise VlgapError(f"{source}: got {type(data).__name__}; {REFERENCE_FORMS}")
     out = []
     for n, row in enumerate(data):
         if not isinstance(row, dict):
-            raise VlgapError(f"{source}, row {n}: expected an object with an id and 'caption' or 'captions'")
+            raise VlgapError(f"{source}, row {n}: got {type(row).__name__}, expected an object with an id and "
+                             f"'caption' or 'captions'; {REFERENCE_FORMS}")
         item = _row_id(row, f"{source}, row {n}")
         if "captions" in row:
             caps = row["captions"]
@@ -156,10 +172,66 @@ def reference_rows(data: Any, source: str) -> list[tuple[Any, Any]]:
     return out
 
 
-def materialise(obj: Any, what: str) -> tuple[Any, str]:
+def _is_text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+def _plain(obj: Any) -> Any:
+    """pandas and numpy containers as the plain forms: a Series as {index: value}, a DataFrame as its
+    rows, an array as a list (values that are arrays, e.g. a column of reference lists, as lists)."""
+    module = type(obj).__module__ or ""
+    if module.startswith("pandas"):
+        if hasattr(obj, "to_dict") and hasattr(obj, "columns"):  # DataFrame
+            return [{k: _plain(v) for k, v in row.items()} for row in obj.reset_index(drop=True).to_dict("records")]
+        if hasattr(obj, "index") and hasattr(obj, "tolist"):  # Series
+            return {k: _plain(v) for k, v in zip(obj.index.tolist(), obj.tolist())}
+    if module == "numpy" and hasattr(obj, "tolist"):
+        return obj.tolist()
+    if isinstance(obj, tuple):
+        return list(obj)
+    return obj
+
+
+def positional_length(obj: Any) -> int | None:
+    """Number of items of a list-aligned input (a list of captions, or of reference lists); None for
+    the id-keyed forms."""
+    obj = _plain(obj)
+    if not isinstance(obj, list) or not obj:
+        return None
+    if all(_is_text(x) or (isinstance(x, (list, tuple)) and all(_is_text(c) for c in x)) for x in obj):
+        return len(obj)
+    return None
+
+
+def _aligned(obj: Any, what: str) -> Any:
+    """A list-aligned input as the dict form, ids 0..n-1 (item i of predictions is item i of references)."""
+    obj = _plain(obj)
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if positional_length(obj) is None:
+        return obj
+    if what.startswith("references"):
+        return {i: [x] if _is_text(x) else list(x) for i, x in enumerate(obj)}
+    return {i: x if _is_text(x) else list(x) for i, x in enumerate(obj)}  # [caption] lists: one caption each
+
+
+def _loaded(obj: Any, what: str) -> tuple[Any, str]:
     if isinstance(obj, (str, os.PathLike)):
         return _load_path(obj), str(obj)
     return obj, f"in-memory {what}"
+
+
+def materialise(obj: Any, what: str) -> tuple[Any, str]:
+    """The data of a path or an in-memory input, list-aligned forms turned into the dict form."""
+    data, source = _loaded(obj, what)
+    return _aligned(data, what), source
+
+
+def _check_aligned_lengths(predictions: Any, references: Any) -> None:
+    n_pred, n_ref = positional_length(predictions), positional_length(references)
+    if n_pred is not None and n_ref is not None and n_pred != n_ref:
+        raise VlgapError(f"list-aligned inputs of different lengths: {n_pred} predictions but {n_ref} reference "
+                         "lists; give one reference list (or one reference caption) per prediction, in the same order")
 
 
 def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "error",
@@ -171,8 +243,10 @@ def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "er
         if value not in allowed:
             raise VlgapError(f"{name}={value!r}: use one of {', '.join(repr(a) for a in allowed)}")
     report: dict[str, Any] = {}
-    pred_data, pred_src = materialise(predictions, "predictions")
-    ref_data, ref_src = materialise(references, "references")
+    pred_data, pred_src = _loaded(predictions, "predictions")
+    ref_data, ref_src = _loaded(references, "references")
+    _check_aligned_lengths(pred_data, ref_data)
+    pred_data, ref_data = _aligned(pred_data, "predictions"), _aligned(ref_data, "references")
 
     # references, in first-seen order
     refs: dict[str, list[str]] = {}

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from vlgap.cli._app import app  # noqa: F401
+from vlgap.cli.tables import print_table
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -17,8 +18,8 @@ def _fmt(x, digits: int = 4) -> str:
 
 @app.command("caption-eval")
 def caption_eval_command(
-    pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}] or JSONL {id, caption}."),
-    refs: Optional[Path] = typer.Option(None, "--refs", help="References: coco annotations JSON {annotations: [...]} or JSONL {id, captions: [...]} (not needed for clipscore, emscore)."),
+    pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}], JSONL {id, caption}, a JSON {id: caption}, or a JSON list of captions (list-aligned with --refs)."),
+    refs: Optional[Path] = typer.Option(None, "--refs", help="References: coco annotations JSON {annotations: [...]}, JSONL {id, captions: [...]}, a JSON {id: [captions]}, or a JSON list of reference lists (list-aligned with --pred) (not needed for clipscore, emscore)."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list of bleu,meteor,rouge,cider,sacrebleu (default: all; METEOR skipped with a note if Java is missing) and clipscore,refclipscore,emscore,bertscore (only when named)."),
     images: Optional[Path] = typer.Option(None, "--images", help="Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for clipscore, refclipscore, emscore."),
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
@@ -69,7 +70,7 @@ def caption_eval_command(
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)
-    common = dict(seed=seed, confidence=confidence, method=ci_method,
+    common = dict(seed=seed, confidence=confidence, ci_method=ci_method,
                   cider_df=str(cider_df) if cider_df else "corpus",
                   meteor_jar=meteor_jar, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty,
                   **model_options)
@@ -118,7 +119,7 @@ def caption_eval_command(
             v = result[k]
             table.add_row(k, _fmt(v[a]), _fmt(v[b]), _fmt(v["difference"]),
                           f"[{_fmt(v['ci'][0])}, {_fmt(v['ci'][1])}]", f"{v['p_value']:.4g}")
-    console.print(table)
+    print_table(console, table)
     if "SacreBLEU" in result:
         console.print(f"SacreBLEU signature: {result['SacreBLEU']['signature']}", highlight=False)
     if "BERTScore-F1" in result:
@@ -153,7 +154,7 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
                 ci = v[key].get("ci")
                 cells.append(_fmt(v[key]["value"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
             table.add_row(*cells)
-        console.print(table)
+        print_table(console, table)
     if "preference_agreement" in result:
         h = result["preference_agreement"]
         table = Table(title=f"Agreement with A-vs-B votes ({h['n_rows']} votes, {h['n_items']} items)")
@@ -162,7 +163,7 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
         for name, v in h["metrics"].items():
             ci = v.get("ci")
             table.add_row(name, _fmt(v["value"]), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "", str(v["n_votes"]))
-        console.print(table)
+        print_table(console, table)
 
 
 def _build_baseline(model_spec: str, sentences_file, refs, n_pairs: int, seed: int, out, device: str,

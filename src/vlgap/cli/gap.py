@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app  # noqa: F401
+from vlgap.cli.tables import print_table
 
 KERNELS = ("rbf", "linear", "poly", "cmmd")
 
@@ -89,7 +90,7 @@ def gap_command(
         rows.append(("Frechet distance", _fmt(result.fd) + (f" {_fmt(result.fd_ci)}" if result.fd_ci else "")))
     for name, value in rows:
         table.add_row(name, value)
-    console.print(table)
+    print_table(console, table)
     if result.witness:
         for side, label in (("a", "A"), ("b", "B")):
             w = Table(title=f"Most characteristic of {label} (witness)")
@@ -98,7 +99,7 @@ def gap_command(
             w.add_column("caption" if result.witness[side] and result.witness[side][0]["label"] else "")
             for item in result.witness[side]:
                 w.add_row(str(item["index"]), f"{item['witness']:.4g}", item["label"] or "")
-            console.print(w)
+            print_table(console, w)
     console.print(result.verdict(alpha), highlight=False)
 
 
@@ -119,6 +120,8 @@ def compare_command(
     system_b: Optional[str] = typer.Option(None, "--b", help="System B (default: second in the file)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
     permutations: int = typer.Option(10000, "--permutations", help="Sign-flip permutations for p-values."),
+    confidence: float = typer.Option(0.95, "--confidence", help="Interval confidence level."),
+    ci_method: str = typer.Option("bca", "--ci-method", help="bca | percentile."),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -127,7 +130,7 @@ def compare_command(
     from vlgap.stats.paired import compare
 
     result = compare(scores, factorial=factorial, system_a=system_a, system_b=system_b, n_bootstrap=bootstrap,
-                     n_permutations=permutations, seed=seed)
+                     n_permutations=permutations, confidence=confidence, ci_method=ci_method, seed=seed)
     if as_json:
         print(to_json(result))
         return
@@ -143,7 +146,7 @@ def compare_command(
         t.add_row(result["system_b"], _fmt(result["mean_b"]), _fmt(result["ci_b"]), "")
         t.add_row(f"{result['system_a']} - {result['system_b']}", _fmt(result["difference"]), _fmt(result["ci"]),
                   _fmt(result["p_value"], 3))
-        console.print(t)
+        print_table(console, t)
         verdict = ("no significant difference at alpha=0.05" if result["p_value"] >= 0.05 else
                    f"{result['system_a'] if result['difference'] > 0 else result['system_b']} scores higher (p < 0.05)")
         console.print(f"{verdict}; wins {result['wins_a']} / {result['wins_b']}, ties {result['ties']}", highlight=False)
@@ -160,6 +163,6 @@ def compare_command(
     for key, cell in result["cells"].items():
         t.add_row(f"cell a={result['levels_a'][int(key[0])]}, b={result['levels_b'][int(key[1])]}",
                   _fmt(cell["mean"]), _fmt(cell["ci"]), "")
-    console.print(t)
+    print_table(console, t)
     significant = [k for k in ("main_a", "main_b", "interaction") if result[k]["p_value"] < 0.05]
     console.print("significant at alpha=0.05: " + (", ".join(significant) if significant else "none"), highlight=False)

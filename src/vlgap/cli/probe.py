@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.tables import print_table
+from vlgap.errors import VlgapError
 
 console = Console()
 
@@ -31,8 +33,9 @@ def align_cmd(
     bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples over items for the best score's interval (0: none)"),
     permutations: int = typer.Option(0, "--permutations", help="permutations of the pairing for a p-value (0: none)"),
     confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
-    interval: str = typer.Option("basic", "--interval",
-                                 help="basic | percentile | simultaneous (conservative under many near-tied pairs)"),
+    ci_method: str = typer.Option("basic", "--ci-method",
+                                  help="basic | percentile | simultaneous (conservative under many near-tied pairs)"),
+    old_interval: Optional[str] = typer.Option(None, "--interval", hidden=True),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -44,10 +47,12 @@ def align_cmd(
     from vlgap.io_utils import to_json
     from vlgap.metrics.layer_search import layer_search
 
+    if old_interval is not None:
+        raise VlgapError(f"--interval {old_interval} is now --ci-method {old_interval}")
     fx, fy = read_layers(x), read_layers(y)
     check_same_items(fx, fy)
     res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, preset=preset, n_bootstrap=bootstrap,
-                       n_permutations=permutations, confidence=confidence, interval=interval,
+                       n_permutations=permutations, confidence=confidence, ci_method=ci_method,
                        seed=seed, device=device, ray=ray)
     if as_json:
         print(to_json(res.to_dict()))
@@ -93,7 +98,7 @@ def _print_search(res, x: Path, y: Path) -> None:
             cells = [("[bold]" + f"{v:.3f}" + "[/]") if (i, j) == (res.x_layer, res.y_layer) else f"{v:.3f}"
                      for j, v in enumerate(scores[i])]
             table.add_row(str(i), *cells)
-        console.print(table)
+        print_table(console, table)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -104,7 +109,9 @@ def _print_search(res, x: Path, y: Path) -> None:
 def fit_scaling_cmd(
     grid: Path = typer.Argument(..., help="CSV with columns n_f, n_c, score (optional score_lo, score_hi)"),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap refits for the parameter intervals"),
-    method: str = typer.Option("residual", "--method", help="residual | case bootstrap"),
+    bootstrap_method: str = typer.Option("residual", "--bootstrap-method",
+                                         help="residual | case: what the bootstrap resamples (not an interval method)"),
+    old_method: Optional[str] = typer.Option(None, "--method", hidden=True),
     confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
     use_intervals: bool = typer.Option(True, "--use-intervals/--no-intervals",
                                        help="weight cells by their score_lo/score_hi intervals when present"),
@@ -120,10 +127,12 @@ def fit_scaling_cmd(
     from vlgap.progress import counter
     from vlgap.scaling import fit_scaling, read_grid_csv, select_rows
 
+    if old_method is not None:
+        raise VlgapError(f"--method {old_method} is now --bootstrap-method {old_method}")
     bootstrap = check_count("n_bootstrap", bootstrap, 0, flag="--bootstrap", example=1000)
     cols = select_rows(read_grid_csv(grid), {"vision": vision, "text": text}, what=str(grid))
     with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:
-        fit = fit_scaling(cols, n_bootstrap=bootstrap, bootstrap_method=method, confidence=confidence,
+        fit = fit_scaling(cols, n_bootstrap=bootstrap, bootstrap_method=bootstrap_method, confidence=confidence,
                           use_intervals=use_intervals, seed=seed, progress=lambda done, total: report(done))
     if as_json:
         print(to_json(fit.to_dict()))

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.tables import print_table
 from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
@@ -33,7 +34,7 @@ def _print_rows(rows: list[dict]) -> None:
         table.add_row(row_label(r, "vision"), row_label(r, "text"), str(r["n_f"]), str(r["n_c"]), number(r["score"]),
                       interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
                       f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
-    console.print(table)
+    print_table(console, table)
 
 
 def _print_fits(fits: dict[str, dict]) -> None:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.tables import print_table
 from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
 from vlgap.io_utils import to_json
 
@@ -78,7 +79,7 @@ def _print_differences(rows: list[dict], title: str, extra: str | None = None) -
                       f"{r['difference']:+.4f}", _ci(r["ci"]),
                       _p(r.get("p_value")),
                       f"{r['x_layer_name']} / {r['y_layer_name']}")
-    console.print(table)
+    print_table(console, table)
 
 
 @app.command("test-of-time")
@@ -116,14 +117,14 @@ def test_of_time_cmd(
     for r in res["alignment"]:
         table.add_row(r["view"], _label(r, "vision"), _label(r, "text"), str(r["n"]), str(r["k"]), f"{r['score']:.3f}", _ci(r["ci"]),
                       f"{r['chance']:.3f}", f"{r['x_layer_name']} / {r['y_layer_name']}")
-    console.print(table)
+    print_table(console, table)
     table = Table(title="nearest related caption (last layer; 95% group-bootstrap CI)")
     for c in ("encoder", "space", *RELATIONS, "tied"):
         table.add_column(c)
     for r in res["nearest_related"]:
         table.add_row(_label(r, "encoder"), r["modality"], *[f"{r['fractions'][x]:.2f} {_ci(r['ci'][x])}" for x in RELATIONS],
                       f"{r['tied']:.2f}")
-    console.print(table)
+    print_table(console, table)
     _after(out)
 
 
@@ -237,7 +238,7 @@ def cross_vision_cmd(
         table.add_column(names[i])
     for i in res["order"]:
         table.add_row(names[i], *[f"{res['scores'][i][j]:.3f}" for j in res["order"]])
-    console.print(table)
+    print_table(console, table)
     _after(out)
 
 
@@ -300,7 +301,7 @@ def downstream_cmd(
         table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
                       f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
                       _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
-    console.print(table)
+    print_table(console, table)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
     _after(out)

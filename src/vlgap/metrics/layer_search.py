@@ -277,6 +277,20 @@ class LayerSearchResult:
             d["seed"] = self.seed
         return d
 
+    def to_frame(self):
+        """pandas DataFrame, one row per layer pair: x_layer, y_layer, score (NaN: n/a), is_best, and
+        the search's metric, n, k, chance (e.g. `df.pivot(index="x_layer", columns="y_layer",
+        values="score")` is the matrix)."""
+        from vlgap.frames import BOOL, FLOAT, INT, STRING, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        rows = [{"x_layer": i, "y_layer": j, "score": float(self.scores[i, j]),
+                 "is_best": (i, j) == (self.x_layer, self.y_layer), "metric": self.metric, "n": self.n,
+                 "k": self.k, "chance": self.chance}
+                for i in range(self.scores.shape[0]) for j in range(self.scores.shape[1])]
+        return make_frame(rows, {"x_layer": INT, "y_layer": INT, "score": FLOAT, "is_best": BOOL, "metric": STRING,
+                                 "n": INT, "k": INT, "chance": FLOAT}, "LayerSearchResult")
+
 
 def _side(obj, other_layers: int, name: str, **kw) -> LayerStates:
     """Layer states of one side, `obj` already in LND order when 3-D."""
@@ -295,7 +309,7 @@ def _n_layers(obj) -> int:
     return obj.shape[0] if getattr(obj, "ndim", 2) == 3 else 1
 
 
-@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
+@renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", interval="ci_method")
 def layer_search(
     xs,
     ys,
@@ -308,7 +322,7 @@ def layer_search(
     n_bootstrap: int = 0,
     n_permutations: int = 0,
     confidence: float = 0.95,
-    interval: IntervalMethod = "basic",
+    ci_method: IntervalMethod = "basic",
     seed: int | None = 0,
     device=None,
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
@@ -324,7 +338,7 @@ def layer_search(
     threshold at the 0.95 quantile of |x| over all of a side's layers, then per-layer L2
     normalisation); `q` then overrides only the quantile.
     n_bootstrap > 0: interval over items for the best pair's score, the best pair re-selected in
-    every resample; `interval` = "basic" (default), "percentile" or "simultaneous" (see
+    every resample; `ci_method` = "basic" (default), "percentile" or "simultaneous" (see
     vlgap.metrics.uncertainty for what each covers).
     n_permutations > 0: p-value of the best score against randomly re-paired rows (max over pairs).
     Ties for the best score go to the first pair in row-major order.
@@ -353,7 +367,7 @@ def layer_search(
     if sx.constant or sy.constant:
         return _search_without_constant_layers(sx, sy, metric=metric, k=k, q=q, preset=preset, cca_dim=cca_dim,
                                                n_bootstrap=n_bootstrap, n_permutations=n_permutations,
-                                               confidence=confidence, interval=interval, seed=seed,
+                                               confidence=confidence, ci_method=ci_method, seed=seed,
                                                chunk_bytes=chunk_bytes)
     engine = sx.engine
     scores = engine.pair_scores(sx.states, sy.states)
@@ -371,8 +385,8 @@ def layer_search(
                 raise VlgapError(f"{label} was precomputed with for_bootstrap=False; precompute it with "
                                  "for_bootstrap=True to bootstrap")
         result.bootstrap = bootstrap_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
-                                               observed=scores, n_resamples=n_bootstrap,
-                                               confidence=confidence, method=interval, seed=seed)
+                                               observed=scores, n_bootstrap=n_bootstrap,
+                                               confidence=confidence, ci_method=ci_method, seed=seed)
     if n_permutations:
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                    observed=best, n_permutations=n_permutations, seed=seed)

@@ -139,7 +139,7 @@ def nearest_related(layer, related: np.ndarray, tol: float = TIE_TOLERANCE, *, s
     return win / win.sum(axis=1, keepdims=True)
 
 
-def group_fraction_ci(credit: np.ndarray, groups: np.ndarray, n_resamples: int, confidence: float,
+def group_fraction_ci(credit: np.ndarray, groups: np.ndarray, n_bootstrap: int, confidence: float,
                        seed: int) -> list[list[float]]:
     """Percentile intervals of the mean credit per relation, resampling whole groups."""
     from vlgap.stats.resampling import bootstrap_ci
@@ -151,6 +151,6 @@ def group_fraction_ci(credit: np.ndarray, groups: np.ndarray, n_resamples: int, 
     out = []
     for r in range(credit.shape[1]):
         iv = bootstrap_ci((sums[:, r], sizes), lambda s, c: s.sum(axis=-1) / c.sum(axis=-1), vectorized=True,
-                          n_resamples=n_resamples, confidence=confidence, method="percentile", seed=seed + r)
+                          n_bootstrap=n_bootstrap, confidence=confidence, ci_method="percentile", seed=seed + r)
         out.append(iv.ci)
     return out

@@ -15,7 +15,7 @@ data, N = 300 and 1000, k = 10, 3 x 3 layers; Monte-Carlo truth from 200-300 ind
   score shifts (by ~+0.04 at these settings). Each pair's bootstrap scores are therefore centred
   on that pair's observed score before the maximum over pairs is taken in each resample: the shift
   goes, the joint fluctuations and hence the re-selection stay.
-- Intervals (`interval=`), all from the same resamples, for the best pair's expected score:
+- Intervals (`ci_method=`), all from the same resamples, for the best pair's expected score:
   `basic` (default): the re-selected maxima reflected around the estimate, (2T - q_hi, 2T - q_lo);
   re-selection inflates the maximum by about as much as selection inflated T, so reflecting it
   moves the interval down by the estimated selection bias. `percentile`: (q_lo, q_hi) of the
@@ -49,6 +49,7 @@ from typing import Any, Literal
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.metrics.base import AlignmentMetric
 from vlgap.stats.resampling import percentile_interval, permutation_p_value
 
@@ -72,12 +73,12 @@ def _rng(stream: int, seed: int | None) -> np.random.Generator:
     return np.random.default_rng([stream, 0 if seed is None else int(seed)])
 
 
-def bootstrap_weight_batches(n: int, n_resamples: int, seed: int | None):
+def bootstrap_weight_batches(n: int, n_bootstrap: int, seed: int | None):
     """Yield [b, N] int32 multiplicity arrays (each row sums to N), seeded, in fixed-size batches."""
     rng = _rng(_BOOTSTRAP_STREAM, seed)
     done = 0
-    while done < n_resamples:
-        b = min(_RESAMPLE_BATCH, n_resamples - done)
+    while done < n_bootstrap:
+        b = min(_RESAMPLE_BATCH, n_bootstrap - done)
         draws = rng.integers(0, n, size=(b, n))
         flat = draws + (np.arange(b) * n)[:, None]
         yield np.bincount(flat.ravel(), minlength=b * n).reshape(b, n).astype(np.int32)
@@ -139,14 +140,15 @@ def _check_count(name: str, value: int) -> int:
     return int(value)
 
 
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def bootstrap_best_pair(
     metric: AlignmentMetric,
     fx: list, fy: list, sx: list, sy: list,
     *,
     observed: np.ndarray,
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     confidence: float = 0.95,
-    method: IntervalMethod = "basic",
+    ci_method: IntervalMethod = "basic",
     seed: int | None = 0,
 ) -> BootstrapSummary:
     """Bootstrap interval of max over layer pairs, the best pair re-selected in every resample.
@@ -156,29 +158,29 @@ def bootstrap_best_pair(
     """
     observed = np.asarray(observed, dtype=float)
     estimate = float(np.nanmax(observed))
-    n_resamples = _check_count("n_bootstrap", n_resamples)
-    if method not in INTERVAL_METHODS:
-        raise VlgapError(f"interval method {method!r}: use one of {', '.join(INTERVAL_METHODS)}")
+    n_bootstrap = _check_count("n_bootstrap", n_bootstrap)
+    if ci_method not in INTERVAL_METHODS:
+        raise VlgapError(f"interval ci_method {ci_method!r}: use one of {', '.join(INTERVAL_METHODS)}")
     n = _n_items(fx)
     scores = np.concatenate([metric.bootstrap_scores(fx, fy, sx, sy, weights).reshape(weights.shape[0], -1)
-                             for weights in bootstrap_weight_batches(n, n_resamples, seed)])
+                             for weights in bootstrap_weight_batches(n, n_bootstrap, seed)])
     # centre each pair on its observed score (removes the resample's scale shift), then re-select
     centred = observed.reshape(1, -1) + scores - np.nanmean(scores, axis=0, keepdims=True)
     best = np.nanmax(centred, axis=1)
     arg = np.nanargmax(centred, axis=1)
-    if method == "simultaneous":
+    if ci_method == "simultaneous":
         lo, hi = _simultaneous_interval(observed.reshape(-1), scores, confidence)
     else:
         lo, hi = percentile_interval(best, confidence)
-        if method == "basic":
+        if ci_method == "basic":
             lo, hi = 2 * estimate - hi, 2 * estimate - lo
     pairs, counts = np.unique(arg, return_counts=True)
     order = np.argsort(-counts, kind="stable")[:5]
     n_y = len(sy)
     freq = [{"x_layer": int(pairs[i] // n_y), "y_layer": int(pairs[i] % n_y),
-             "frequency": float(counts[i] / n_resamples)} for i in order]
-    return BootstrapSummary(float(lo), float(hi), confidence, method, float(np.std(best, ddof=1))
-                            if n_resamples > 1 else float("nan"), n_resamples, freq, best)
+             "frequency": float(counts[i] / n_bootstrap)} for i in order]
+    return BootstrapSummary(float(lo), float(hi), confidence, ci_method, float(np.std(best, ddof=1))
+                            if n_bootstrap > 1 else float("nan"), n_bootstrap, freq, best)
 
 
 def _simultaneous_interval(observed: np.ndarray, scores: np.ndarray, confidence: float) -> tuple[float, float]:

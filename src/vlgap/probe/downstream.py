@@ -27,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 from vlgap.io_utils import atomic_write_json
 
 
@@ -98,7 +99,8 @@ def _row_corr(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.where(den > 0, (a * b).sum(axis=-1) / den, np.nan)
 
 
-def spearman_bootstrap(x, y, *, n_resamples: int = 2000, confidence: float = 0.95, seed: int = 0,
+@renamed_keywords(n_resamples="n_bootstrap")
+def spearman_bootstrap(x, y, *, n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0,
                        n_permutations: int = 20000) -> dict[str, Any]:
     """Spearman rho (average ranks for ties), a percentile bootstrap interval over items (resamples
     with a constant side are dropped and counted) and a two-sided permutation p-value (all n! orders
@@ -109,12 +111,12 @@ def spearman_bootstrap(x, y, *, n_resamples: int = 2000, confidence: float = 0.9
     n = x.size
     rx, ry = _rank_rows(x), _rank_rows(y)
     rho = float(_row_corr(rx, ry))
-    out: dict[str, Any] = {"rho": rho, "ci": None, "p": float("nan"), "n": int(n), "n_resamples": n_resamples,
+    out: dict[str, Any] = {"rho": rho, "ci": None, "p": float("nan"), "n": int(n), "n_resamples": n_bootstrap,
                            "degenerate_resamples": 0, "p_method": None}
     if n < 3 or not np.isfinite(rho):
         return out
     rng = np.random.default_rng([0x5B, int(seed)])
-    idx = rng.integers(0, n, size=(n_resamples, n))
+    idx = rng.integers(0, n, size=(n_bootstrap, n))
     boot = _row_corr(_rank_rows(x[idx]), _rank_rows(y[idx]))
     out["degenerate_resamples"] = int(np.count_nonzero(~np.isfinite(boot)))
     lo, hi = percentile_interval(boot, confidence)
@@ -297,7 +299,7 @@ def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path 
                                  "score": y.tolist()}
         entry["pearson"] = pearson_fisher(x, y, confidence) if len(models) >= 3 else {
             "r": float("nan"), "ci": None, "p": float("nan"), "n": len(models)}
-        entry["spearman"] = spearman_bootstrap(x, y, n_resamples=n_bootstrap, confidence=confidence,
+        entry["spearman"] = spearman_bootstrap(x, y, n_bootstrap=n_bootstrap, confidence=confidence,
                                                seed=seed + ti) if len(models) >= 3 else {
             "rho": float("nan"), "ci": None, "p": float("nan"), "n": len(models)}
         entry["loo"] = loo_linear(x, y) if len(models) >= 3 else None

@@ -109,6 +109,16 @@ class SweepResult:
     fits: dict[str, dict] = field(default_factory=dict)
     dropped: list[dict] = field(default_factory=list)
 
+    def to_frame(self):
+        """pandas DataFrame, one row per sweep cell (encoder pair x n_f x n_c), the sweep.csv columns
+        typed: e.g. `df.plot.scatter(x="n_c", y="score")` or a seaborn lineplot over n_f by encoder."""
+        from vlgap.frames import FLOAT, INT, STRING, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        types = {name: STRING for name in ("vision", "text", "x_layer_name", "y_layer_name", "metric")}
+        types.update({name: INT for name in ("n_f", "n_c", "x_layer", "y_layer", "n", "k")})
+        return make_frame(self.rows, {name: types.get(name, FLOAT) for name in ROW_FIELDS}, "SweepResult")
+
 
 def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: str, n_bootstrap: int, n_permutations: int,
                seed: int, device: str = "cpu", preset: str | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from vlgap.stats.resampling import bootstrap_ci, sign_flip_test
 EFFECTS = ("main_a", "main_b", "interaction")
 
 
-@renamed_keywords(n_resamples="n_bootstrap")
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def factorial_effects(
     y00: Any,
     y01: Any,
@@ -32,7 +32,7 @@ def factorial_effects(
     n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
-    method: str = "bca",
+    ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
     """Effects from four aligned per-item score arrays (index i is the same item in every cell).
@@ -57,17 +57,17 @@ def factorial_effects(
         "main_b": ((c["01"] + c["11"]) - (c["00"] + c["10"])) / 2.0,
         "interaction": (c["11"] - c["10"]) - (c["01"] - c["00"]),
     }
-    out: dict[str, Any] = {"n_items": int(n[0]), "confidence": confidence, "ci_method": method,
+    out: dict[str, Any] = {"n_items": int(n[0]), "confidence": confidence, "ci_method": ci_method,
                            "n_bootstrap": n_bootstrap}
     out["cells"] = {}
     for k, (key, arr) in enumerate(cells.items()):
-        iv = bootstrap_ci(arr, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method,
+        iv = bootstrap_ci(arr, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method,
                           seed=None if seed is None else seed + k)
         out["cells"][key] = {"mean": iv.estimate, "ci": iv.ci}
     for k, name in enumerate(EFFECTS):
         d = contrasts[name]
         sub_seed = None if seed is None else seed + 10 + k
-        iv = bootstrap_ci(d, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=sub_seed)
+        iv = bootstrap_ci(d, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=sub_seed)
         test = sign_flip_test(d, n_permutations=n_permutations, seed=sub_seed)
         out[name] = {"estimate": iv.estimate, "ci": iv.ci, "p_value": test.p_value,
                      "n_permutations": test.n_permutations, "exact": test.exact}

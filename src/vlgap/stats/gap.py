@@ -57,6 +57,29 @@ class GapResult:
             del out["details"]
         return out
 
+    def to_frame(self):
+        """pandas DataFrame, one row per statistic computed: "mmd2" (unbiased; interval and
+        permutation p-value), "mmd2_biased", and when asked "frechet_distance", "c2st_accuracy",
+        "c2st_auc"; each with n_a, n_b, the kernel and the interval's confidence."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        rows = [{"statistic": "mmd2", "estimate": self.mmd2_unbiased, **interval_bounds(self.ci),
+                 "p_value": self.p_value}]
+        if self.mmd2_biased is not None:
+            rows.append({"statistic": "mmd2_biased", "estimate": self.mmd2_biased})
+        if self.fd is not None:
+            rows.append({"statistic": "frechet_distance", "estimate": self.fd, **interval_bounds(self.fd_ci)})
+        if self.c2st is not None:
+            rows.append({"statistic": "c2st_accuracy", "estimate": self.c2st.get("accuracy"),
+                         "p_value": self.c2st.get("p_value")})
+            rows.append({"statistic": "c2st_auc", "estimate": self.c2st.get("auc")})
+        for row in rows:
+            row.update(n_a=self.n_a, n_b=self.n_b, kernel=self.kernel, confidence=self.confidence)
+        return make_frame(rows, {"statistic": STRING, "estimate": FLOAT, "ci_low": FLOAT, "ci_high": FLOAT,
+                                 "p_value": FLOAT, "n_a": INT, "n_b": INT, "kernel": STRING, "confidence": FLOAT},
+                          "GapResult")
+
     def verdict(self, alpha: float = 0.05) -> str:
         level = f"{int(round(self.confidence * 100))}%"
         ci = f", {level} CI [{self.ci[0]:.4g}, {self.ci[1]:.4g}]" if self.ci else ""

@@ -22,7 +22,7 @@ from vlgap.keywords import renamed_keywords
 from vlgap.stats.resampling import bootstrap_ci, paired_bootstrap, sign_flip_test
 
 
-@renamed_keywords(n_resamples="n_bootstrap")
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def paired_comparison(
     scores_a: Any,
     scores_b: Any,
@@ -31,7 +31,7 @@ def paired_comparison(
     n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
-    method: str = "bca",
+    ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
     """Difference A - B of per-item scores (row i = same item): estimate, interval, p-value, N."""
@@ -45,10 +45,10 @@ def paired_comparison(
             raise VlgapError(f"system {name!r} has NaN or Inf scores at item index {bad[:5].tolist()}")
     if a.size < 2:
         raise VlgapError(f"a paired comparison needs at least 2 items, got {a.size}")
-    diff_iv = paired_bootstrap(a, b, n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
+    diff_iv = paired_bootstrap(a, b, n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     test = sign_flip_test(a - b, n_permutations=n_permutations, seed=seed)
-    iv_a = bootstrap_ci(a, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
-    iv_b = bootstrap_ci(b, "mean", n_resamples=n_bootstrap, confidence=confidence, method=method, seed=seed)
+    iv_a = bootstrap_ci(a, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
+    iv_b = bootstrap_ci(b, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     return {
         "system_a": names[0],
         "system_b": names[1],
@@ -65,7 +65,7 @@ def paired_comparison(
         "wins_b": int(np.sum(b > a)),
         "ties": int(np.sum(a == b)),
         "confidence": confidence,
-        "ci_method": method,
+        "ci_method": ci_method,
         "n_bootstrap": n_bootstrap,
         "n_permutations": test.n_permutations,
     }
@@ -120,7 +120,8 @@ def paired_from_rows(
     return paired_comparison(a, b, names=(system_a, system_b), **kwargs)
 
 
-@renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations")
+@renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations",
+                  method="ci_method")
 def compare(
     scores: Any,
     scores_b: Any = None,
@@ -133,7 +134,7 @@ def compare(
     n_bootstrap: int = 1000,
     n_permutations: int = 10000,
     confidence: float = 0.95,
-    method: str = "bca",
+    ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
     """Compare systems on per-item scores: a paired difference, or with `factorial=True` a 2x2
@@ -143,12 +144,12 @@ def compare(
     Every estimate comes with its number of items, a bootstrap interval and a p-value.
     """
     opts = dict(n_bootstrap=n_bootstrap, n_permutations=n_permutations, confidence=confidence,
-                method=method, seed=seed)
+                ci_method=ci_method, seed=seed)
     if scores_b is not None:
         if factorial:
             raise VlgapError("factorial=True needs one long table (item, a, b, score), not two arrays")
         names = (system_a or "A", system_b or "B")
-        return {"analysis": "paired", **paired_comparison(scores, scores_b, names=names, **opts)}
+        return ComparisonResult({"analysis": "paired", **paired_comparison(scores, scores_b, names=names, **opts)})
     if isinstance(scores, (str, Path)):
         from vlgap.stats.inputs import read_table
 
@@ -159,5 +160,39 @@ def compare(
     if factorial:
         from vlgap.stats.factorial import factorial_from_rows
 
-        return {"analysis": "factorial", **factorial_from_rows(rows, levels_a=levels_a, levels_b=levels_b, **opts)}
-    return {"analysis": "paired", **paired_from_rows(rows, system_a=system_a, system_b=system_b, **opts)}
+        return ComparisonResult({"analysis": "factorial",
+                                 **factorial_from_rows(rows, levels_a=levels_a, levels_b=levels_b, **opts)})
+    return ComparisonResult({"analysis": "paired",
+                             **paired_from_rows(rows, system_a=system_a, system_b=system_b, **opts)})
+
+
+class ComparisonResult(dict):
+    """`compare`'s result: the JSON-ready dict it always was, plus `to_frame()`."""
+
+    def to_frame(self):
+        """pandas DataFrame, one row per estimate. Paired: each system's mean and the difference A - B
+        (its p-value). 2x2: the four cells ("a=<level>, b=<level>") and the effects main_a, main_b,
+        interaction (with p-values). Columns quantity, estimate, ci_low, ci_high, p_value, n_items,
+        confidence."""
+        from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas
+        require_pandas(type(self).__name__)
+
+        if self["analysis"] == "factorial":
+            rows = []
+            for key, cell in self["cells"].items():
+                level_a, level_b = self["levels_a"][int(key[0])], self["levels_b"][int(key[1])]
+                rows.append({"quantity": f"a={level_a}, b={level_b}", "estimate": cell["mean"],
+                             **interval_bounds(cell["ci"])})
+            for name in ("main_a", "main_b", "interaction"):
+                effect = self[name]
+                rows.append({"quantity": name, "estimate": effect["estimate"], **interval_bounds(effect["ci"]),
+                             "p_value": effect["p_value"]})
+        else:
+            rows = [{"quantity": f"mean {self['system_a']}", "estimate": self["mean_a"], **interval_bounds(self["ci_a"])},
+                    {"quantity": f"mean {self['system_b']}", "estimate": self["mean_b"], **interval_bounds(self["ci_b"])},
+                    {"quantity": "difference", "estimate": self["difference"], **interval_bounds(self["ci"]),
+                     "p_value": self["p_value"]}]
+        for row in rows:
+            row.update(n_items=self["n_items"], confidence=self["confidence"])
+        return make_frame(rows, {"quantity": STRING, "estimate": FLOAT, "ci_low": FLOAT, "ci_high": FLOAT,
+                                 "p_value": FLOAT, "n_items": INT, "confidence": FLOAT}, "ComparisonResult")

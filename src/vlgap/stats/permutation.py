@@ -89,13 +89,13 @@ def permutation_null(
 def bootstrap_mmd(
     k: torch.Tensor,
     m: int,
-    n_resamples: int,
+    n_bootstrap: int,
     *,
     seed: int | None = 0,
     batch_size: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
 ) -> torch.Tensor:
-    """MMD^2 of `n_resamples` bootstrap resamples (A and B resampled independently, with
+    """MMD^2 of `n_bootstrap` bootstrap resamples (A and B resampled independently, with
     replacement, each keeping its size), from the *raw* (not centred) pooled kernel.
 
     A resample repeats items; pairing a copy with itself would add k(x, x) (the kernel's maximum)
@@ -112,10 +112,10 @@ def bootstrap_mmd(
     k_bb = k[m:, m:]
     rng = np.random.default_rng(seed)
     b = _batch_size(n_total, k.element_size(), batch_size, batch_bytes)
-    out = torch.empty(n_resamples, dtype=torch.float64, device=device)
+    out = torch.empty(n_bootstrap, dtype=torch.float64, device=device)
     done = 0
-    while done < n_resamples:
-        rows = min(b, n_resamples - done)
+    while done < n_bootstrap:
+        rows = min(b, n_bootstrap - done)
         ia = torch.from_numpy(rng.integers(0, m, size=(rows, m))).to(device)
         ib = torch.from_numpy(rng.integers(0, n, size=(rows, n))).to(device)
         w = torch.zeros(rows, m, dtype=dtype, device=device).scatter_add_(1, ia, torch.ones_like(ia, dtype=dtype))

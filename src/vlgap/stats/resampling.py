@@ -2,10 +2,10 @@
 
 Stable API shared by every part of vlgap that reports an interval or a p-value:
 
-    bootstrap_ci(data, statistic="mean", *, n_resamples=1000, confidence=0.95, method="bca",
+    bootstrap_ci(data, statistic="mean", *, n_bootstrap=1000, confidence=0.95, ci_method="bca",
                  seed=0, vectorized=False) -> Interval
-    paired_bootstrap(scores_a, scores_b, statistic=None, *, n_resamples=1000, confidence=0.95,
-                     method="bca", seed=0, vectorized=False) -> Interval          # of A - B
+    paired_bootstrap(scores_a, scores_b, statistic=None, *, n_bootstrap=1000, confidence=0.95,
+                     ci_method="bca", seed=0, vectorized=False) -> Interval          # of A - B
     sign_flip_test(differences, *, n_permutations=10000, alternative="two-sided", seed=0)
         -> TestResult
     percentile_interval(boot_stats, confidence) -> (lo, hi)
@@ -25,6 +25,7 @@ import numpy as np
 from scipy import special
 
 from vlgap.errors import VlgapError
+from vlgap.keywords import renamed_keywords
 
 Alternative = Literal["two-sided", "greater", "less"]
 IntervalMethod = Literal["bca", "percentile"]
@@ -216,13 +217,14 @@ def _jackknife_stats(
     return _resampled_stats(arrays, statistic, loo, vectorized)
 
 
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def bootstrap_ci(
     data: Any,
     statistic: Callable[..., Any] | Literal["mean"] = "mean",
     *,
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     confidence: float = 0.95,
-    method: IntervalMethod = "bca",
+    ci_method: IntervalMethod = "bca",
     seed: int | None = 0,
     vectorized: bool = False,
 ) -> Interval:
@@ -232,15 +234,15 @@ def bootstrap_ci(
     statistic: "mean" (mean over items; vectorised) or a callable `statistic(*arrays) -> float`.
         With `vectorized=True` the callable instead receives arrays with a leading batch axis,
         shape [b, n, ...], and must return b values (much faster for simple statistics).
-    method: "bca" (bias-corrected and accelerated; needs n extra jackknife evaluations) or
+    ci_method: "bca" (bias-corrected and accelerated; needs n extra jackknife evaluations) or
         "percentile".
-    Returns Interval(estimate, low, high, confidence, method, n_resamples, n).
+    Returns Interval(estimate, low, high, confidence, ci_method, n_bootstrap, n).
     """
     arrays = _as_item_arrays(data)
-    if n_resamples < 1:
-        raise VlgapError(f"n_resamples={n_resamples}: need at least 1 (1000 or more for a 95% interval)")
-    if method not in ("bca", "percentile"):
-        raise VlgapError(f"method={method!r}: use 'bca' or 'percentile'")
+    if n_bootstrap < 1:
+        raise VlgapError(f"n_bootstrap={n_bootstrap}: need at least 1 (1000 or more for a 95% interval)")
+    if ci_method not in ("bca", "percentile"):
+        raise VlgapError(f"ci_method={ci_method!r}: use 'bca' or 'percentile'")
     _check_confidence(confidence)
     if statistic == "mean":
         if arrays[0].ndim != 1:
@@ -250,24 +252,25 @@ def bootstrap_ci(
     rng = np.random.default_rng(seed)
     estimate_arrays = tuple(a[None] for a in arrays) if vectorized else arrays
     estimate = float(np.asarray(statistic(*estimate_arrays)).reshape(-1)[0])
-    index_rows = rng.integers(0, n, size=(n_resamples, n))
+    index_rows = rng.integers(0, n, size=(n_bootstrap, n))
     boot = _resampled_stats(arrays, statistic, index_rows, vectorized)
-    if method == "percentile":
+    if ci_method == "percentile":
         lo, hi = percentile_interval(boot, confidence)
     else:
         jack = _jackknife_stats(arrays, statistic, vectorized)
         lo, hi = bca_interval(estimate, boot, jack, confidence)
-    return Interval(estimate, lo, hi, confidence, method, n_resamples, n)
+    return Interval(estimate, lo, hi, confidence, ci_method, n_bootstrap, n)
 
 
+@renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def paired_bootstrap(
     scores_a: Any,
     scores_b: Any,
     statistic: Callable[[np.ndarray, np.ndarray], float] | None = None,
     *,
-    n_resamples: int = 1000,
+    n_bootstrap: int = 1000,
     confidence: float = 0.95,
-    method: IntervalMethod = "bca",
+    ci_method: IntervalMethod = "bca",
     seed: int | None = 0,
     vectorized: bool = False,
 ) -> Interval:
@@ -287,10 +290,10 @@ def paired_bootstrap(
     if statistic is None:
         if a.ndim != 1 or b.ndim != 1:
             raise VlgapError("default paired statistic (difference of means) needs 1-D per-item scores")
-        return bootstrap_ci(a.astype(float) - b.astype(float), "mean", n_resamples=n_resamples,
-                            confidence=confidence, method=method, seed=seed)
-    return bootstrap_ci((a, b), statistic, n_resamples=n_resamples, confidence=confidence,
-                        method=method, seed=seed, vectorized=vectorized)
+        return bootstrap_ci(a.astype(float) - b.astype(float), "mean", n_bootstrap=n_bootstrap,
+                            confidence=confidence, ci_method=ci_method, seed=seed)
+    return bootstrap_ci((a, b), statistic, n_bootstrap=n_bootstrap, confidence=confidence,
+                        ci_method=ci_method, seed=seed, vectorized=vectorized)
 
 
 # ----------------------------------------------------------------------------------------------
