@@ -80,11 +80,11 @@ def split_captions_cmd(
     as_json: bool = typer.Option(False, "--json", help="print the split report as JSON"),
 ):
     """Split one caption per item into n parts (PVD style), validated for coverage; writes a new manifest."""
-    from vlgap.cli.options import positive_int
+    from vlgap.counts import check_count
     from vlgap.data.split_captions import split_captions, split_summary
 
-    positive_int(batch_size, "--batch-size")
-    positive_int(max_new_tokens, "--max-new-tokens", optional=True)
+    check_count("batch_size", batch_size, flag="--batch-size", example=8)
+    check_count("max_new_tokens", max_new_tokens, flag="--max-new-tokens", allow_none=True, example=200)
     report = split_captions(manifest, out, parts=parts, splitter=splitter, source=source, tolerance=tolerance,
                             on_invalid=on_invalid, device=device, batch_size=batch_size,
                             max_new_tokens=max_new_tokens, progress=not as_json)

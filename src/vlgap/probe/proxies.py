@@ -198,7 +198,7 @@ def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str 
                                  "detail": r})
                 acc = np.array([r["accuracy"] for r in scored])
                 best = int(np.argmax(acc))
-                within = spearman_bootstrap(per_layer_align, acc, n_resamples=n_bootstrap, confidence=confidence,
+                within = spearman_bootstrap(per_layer_align, acc, n_bootstrap=n_bootstrap, confidence=confidence,
                                             seed=seed) if len(vl) >= 3 and np.all(np.isfinite(per_layer_align)) else None
                 enc["tasks"][name] = {"best_layer": best, "best_layer_name": enc["layer_names"][best],
                                       "score": float(acc[best]), "ci": scored[best]["ci"],
