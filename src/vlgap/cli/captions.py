@@ -15,6 +15,13 @@ def _fmt(x, digits: int = 4) -> str:
     return interval(x, digits) if isinstance(x, (list, tuple)) else number(x, digits)
 
 
+def _ci(ci, reason=None, digits: int = 4) -> str:
+    """An interval, or "n/a (why)" where the small-n rule withheld it (never a point)."""
+    from vlgap.formatting import interval
+
+    return interval(ci, digits, reason)
+
+
 @app.command("caption-eval")
 def caption_eval_command(
     pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}] or JSONL {id, caption}."),
@@ -107,7 +114,7 @@ def caption_eval_command(
             v = result[k]
             row = [k, _fmt(v["score"])]
             if bootstrap:
-                row.append(f"[{_fmt(v['ci'][0])}, {_fmt(v['ci'][1])}]")
+                row.append(_ci(v.get("ci"), v.get("ci_reason")))
             table.add_row(*row)
     else:
         a, b = result["systems"]
@@ -117,8 +124,11 @@ def caption_eval_command(
         for k in score_keys:
             v = result[k]
             table.add_row(k, _fmt(v[a]), _fmt(v[b]), _fmt(v["difference"]),
-                          f"[{_fmt(v['ci'][0])}, {_fmt(v['ci'][1])}]", f"{v['p_value']:.4g}")
+                          _ci(v.get("ci"), v.get("ci_reason")), f"{v['p_value']:.4g}")
     console.print(table)
+    for k in score_keys:
+        if result[k].get("note"):
+            console.print(f"{k}: {result[k]['note']}", highlight=False)
     if "SacreBLEU" in result:
         console.print(f"SacreBLEU signature: {result['SacreBLEU']['signature']}", highlight=False)
     if "BERTScore-F1" in result:
