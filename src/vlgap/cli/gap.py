@@ -93,7 +93,7 @@ def gap_command(
         rows.append(("C2ST accuracy / AUC", f"{c['accuracy']:.3f} / {c['auc']:.3f}"))
         rows.append(("C2ST p-value", _fmt(c["p_value"], 3)))
     if result.fd is not None:
-        rows.append(("Frechet distance", _fmt(result.fd) + (f" {_ci(result.fd_ci)}" if result.fd_ci else "")))
+        rows.append(("Frechet distance", _fmt(result.fd) + (f" {_ci(result.fd_ci, result.fd_ci_reason)}" if result.fd_ci or result.fd_ci_reason else "")))
     for name, value in rows:
         table.add_row(name, value)
     console.print(table)

@@ -48,6 +48,7 @@ class GapResult:
     details: dict[str, Any] = field(default_factory=dict)
     #: why `ci` is None although a bootstrap was asked for (small-n rule, degenerate interval)
     ci_reason: str | None = None
+    fd_ci_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -57,8 +58,9 @@ class GapResult:
                 del out[key]
         if not out["details"]:
             del out["details"]
-        if out["ci_reason"] is None:
-            del out["ci_reason"]
+        for key in ("ci_reason", "fd_ci_reason"):
+            if out[key] is None:
+                del out[key]
         return out
 
     def note(self, alpha: float = 0.05) -> str | None:
@@ -224,5 +226,5 @@ def gap(
         from vlgap.stats.frechet import frechet_distance
 
         fres = frechet_distance(arrays[0], arrays[1], n_bootstrap=fd_bootstrap, confidence=confidence, seed=seed)
-        out.fd, out.fd_ci = fres.fd, fres.ci
+        out.fd, out.fd_ci, out.fd_ci_reason = fres.fd, fres.ci, fres.ci_reason
     return out
