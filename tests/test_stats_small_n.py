@@ -167,3 +167,35 @@ def test_cape_verdict_prints_na_beside_p():
 
     line = verdict({"estimate": 0.05, "ci": None, "ci_reason": "n too small: n=5 < 6", "p_value": 0.0625})
     assert line == "+0.0500 n/a (n too small: n=5 < 6), p = 0.0625 (no significant difference at alpha=0.05)"
+
+
+def test_cape_report_rows_at_demo_scale():
+    """The demo report of issue 21: an MMD^2 row with 2 items per side and a 2x2 over 12 prompts whose
+    interaction contrast is the old path's contradiction case."""
+    from vlgap.cape.analysis import two_by_two
+    from vlgap.cape.report import report_markdown
+
+    d = CONTRADICTION
+    zeros = np.zeros_like(d)
+    scores = {("rewriter", "rewriter", 0): zeros, ("rewriter", "pe", 0): zeros, ("pe", "rewriter", 0): zeros,
+              ("pe", "pe", 0): d}
+    r = two_by_two(scores, n_bootstrap=500, n_permutations=10000)
+    r.update(config={"generator_seeds": [0], "max_retries": 2}, config_key="demo", template_reference=0.4,
+             mmd={"user(pe) vs dense(pe)": {"mmd2_unbiased": 0.049, "ci": None,
+                                            "ci_reason": "n too small: n_a=2 < 10 per side", "p_value": 0.33,
+                                            "n_a": 2, "n_b": 2},
+                  "user(pe) vs dense(rewriter)": {"mmd2_unbiased": 0.03, "ci": [0.01, 0.08], "p_value": 0.2,
+                                                  "n_a": 12, "n_b": 12}},
+             validity={"pe/test": {"n": 12, "first_try_valid": 0.5, "valid_after_retries": 0.8}},
+             per_attribute={"pe/pe": {"shape": 0.5}},
+             sft={"pe": {"lora_r": 8, "steps": 4, "batch_size": 2, "first_loss": 3.0, "last_loss": 2.0, "seconds": 1,
+                         "samples_per_second": 2.0}},
+             timings_s={}, seconds_this_run=1)
+    text = report_markdown(r)
+    assert "| user(pe) vs dense(pe) | 0.0490 | n/a (n too small: n_a=2 < 10 per side) | 0.33 | 2/2 |" in text
+    assert "[0.049, 0.049]" not in text
+    interaction = next(line for line in text.splitlines() if line.startswith("| interaction"))
+    assert "[-0.0047, +0.1245], p = 0.0669 (no significant difference" in interaction
+    # a bootstrap interval excluding 0 beside p = 0.2 gets its one-line reason
+    assert "Note, user(pe) vs dense(rewriter): the interval excludes 0 but p = 0.2:" in text
+    assert "interval excludes 0 exactly when p < 0.05" in text
