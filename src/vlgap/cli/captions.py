@@ -160,8 +160,8 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
         for name, v in h["metrics"].items():
             cells = [name]
             for key in ("kendall_tau_b", "kendall_tau_c", "pearson", "spearman"):
-                ci = v[key].get("ci")
-                cells.append(_fmt(v[key]["value"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
+                ci, reason = v[key].get("ci"), v[key].get("ci_reason")
+                cells.append(_fmt(v[key]["value"]) + (f" {_ci(ci, reason)}" if ci or reason else ""))
             table.add_row(*cells)
         console.print(table)
     if "preference_agreement" in result:
@@ -170,8 +170,8 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
         for col in ("metric", "agreement", level, "votes used"):
             table.add_column(col, justify="left" if col == "metric" else "right")
         for name, v in h["metrics"].items():
-            ci = v.get("ci")
-            table.add_row(name, _fmt(v["value"]), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "", str(v["n_votes"]))
+            ci, reason = v.get("ci"), v.get("ci_reason")
+            table.add_row(name, _fmt(v["value"]), _ci(ci, reason) if ci or reason else "", str(v["n_votes"]))
         console.print(table)
 
 
