@@ -298,9 +298,9 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path, monkey
         tok = clip.embed_caption_tokens(tokens.ids)[0]
         assert tok.shape[0] == len(tokens.ids[0]) - 2
         assert row["EMScore"] == pytest.approx(_naive_emscore(list(f), cap[0], list(tok))[0], abs=1e-5)
-    # 6 items: below vlgap.stats' minimum for a bootstrap interval, so "n/a (why)" rather than an interval
+    # 3 videos: below vlgap.stats' minimum for a bootstrap interval, so "n/a (why)" rather than an interval
     assert "EMScore-Ref" in res and res["EMScore"]["ci"] is None
-    assert res["EMScore"]["ci_reason"] == "n too small: n=6 < 10"
+    assert res["EMScore"]["ci_reason"] == "n too small: n=3 < 10"  # 3 videos in the manifest
     # a second run reuses the sealed per-frame embeddings: no video is decoded again
     import vlgap.data.video as video_module
 
