@@ -91,9 +91,12 @@ def narrow(monkeypatch):
 
 
 def test_caption_eval_tables_at_80_columns(tmp_path, narrow):
-    preds = ["a man with a very long description is riding a brown horse on the beach at sunset",
-             "a small cat sits on a red mat in the kitchen", "two dogs play in the snow"]
-    refs = [["a man rides a horse on a beach", "a person on a horse"], ["a cat on a mat"], ["dogs playing in snow"]]
+    base_preds = ["a man with a very long description is riding a brown horse on the beach at sunset",
+                  "a small cat sits on a red mat in the kitchen", "two dogs play in the snow"]
+    base_refs = [["a man rides a horse on a beach", "a person on a horse"], ["a cat on a mat"], ["dogs playing in snow"]]
+    # 12 items: intervals need at least vlgap.stats.MIN_ITEMS_FOR_INTERVAL (10) items
+    preds = [f"{p} number {i}" for i in range(4) for p in base_preds]
+    refs = [r for _ in range(4) for r in base_refs]
     (tmp_path / "p.json").write_text(json.dumps(preds))
     (tmp_path / "q.json").write_text(json.dumps(preds[::-1]))
     (tmp_path / "r.json").write_text(json.dumps(refs))
@@ -113,7 +116,7 @@ def test_compare_tables_at_80_columns(tmp_path, narrow):
     paired = tmp_path / "paired.csv"
     paired.write_text("item,system,score\n" + "".join(
         f"{i},a-very-long-system-name-for-the-baseline,{0.1 * i:.2f}\n{i},another-long-system-name,{0.1 * i + 0.05 * (i % 3):.2f}\n"
-        for i in range(8)))
+        for i in range(12)))
     res = CliRunner().invoke(app, ["compare", str(paired), "--bootstrap", "200", "--permutations", "200",
                                    "--ci-method", "percentile"])
     assert res.exit_code == 0, res.output
@@ -122,7 +125,7 @@ def test_compare_tables_at_80_columns(tmp_path, narrow):
     fact = tmp_path / "fact.csv"
     fact.write_text("item,a,b,score\n" + "".join(
         f"{i},{a},{b},{i + 0.5 * a + 0.25 * b + 0.1 * (i % 2) * a * b:.3f}\n"
-        for i in range(6) for a in (0, 1) for b in (0, 1)))
+        for i in range(12) for a in (0, 1) for b in (0, 1)))
     res = CliRunner().invoke(app, ["compare", str(fact), "--factorial", "--bootstrap", "200", "--permutations", "200"])
     assert res.exit_code == 0, res.output
     assert len(INTERVAL.findall(res.output)) == 7

@@ -102,6 +102,7 @@ def test_spearman_exact_permutation_p_and_bootstrap_interval():
     assert res["rho"] == 1.0
     assert res["p"] == pytest.approx(2 / 120)  # only the identity and the reversal reach |rho| = 1
     assert res["p_method"].startswith("exact")
+    assert res["ci"] is None and res["ci_reason"] == "n too small: n=5 < 10"  # vlgap.stats' small-n rule
     rng = np.random.default_rng(2)
     x, y = rng.normal(size=30), rng.normal(size=30)
     res = spearman_bootstrap(x, y + 2 * x, n_bootstrap=1000, seed=4)

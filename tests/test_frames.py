@@ -85,15 +85,16 @@ def test_compare_frames_paired_and_factorial():
 
 
 def test_caption_frames_per_metric_and_per_item():
-    preds = ["a man rides a horse", "a cat on a mat", "two dogs in the snow"]
-    refs = [["a man is riding a horse"], ["a cat sits on a mat"], ["dogs playing in snow"]]
+    # 12 items: intervals need at least vlgap.stats.MIN_ITEMS_FOR_INTERVAL (10)
+    preds = [f"{p} {i}" for i in range(4) for p in ["a man rides a horse", "a cat on a mat", "two dogs in the snow"]]
+    refs = [r for _ in range(4) for r in [["a man is riding a horse"], ["a cat sits on a mat"], ["dogs playing in snow"]]]
     res = vlgap.caption_eval(preds, refs, metrics="bleu,cider", n_bootstrap=30, per_item=True)
     df = res.to_frame().set_index("metric")
     assert list(df.index) == ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "CIDEr"]
     assert df.loc["BLEU-4", "coco_name"] == "Bleu_4" and df.loc["CIDEr", "score"] == res["CIDEr"]["score"]
     assert [df.loc["CIDEr", "ci_low"], df.loc["CIDEr", "ci_high"]] == res["CIDEr"]["ci"]
     items = res.to_frame(per_item=True)
-    assert len(items) == 3 * 5 and list(items.columns) == ["id", "metric", "score"]
+    assert len(items) == 12 * 5 and list(items.columns) == ["id", "metric", "score"]
     cider = items[items["metric"] == "CIDEr"]["score"]
     assert cider.mean() == pytest.approx(res["CIDEr"]["score"])
     cmp = vlgap.compare_captions(preds, preds[::-1], refs, metrics="cider", n_bootstrap=30, n_permutations=30)

@@ -76,6 +76,7 @@ _API = {
     "frechet_distance": "vlgap.stats.frechet:frechet_distance",
     "witness": "vlgap.stats.witness:witness",
     "bootstrap_ci": "vlgap.stats.resampling:bootstrap_ci",
+    "sign_flip_inference": "vlgap.stats.resampling:sign_flip_inference",
     # prompt enhancer (CAPE-T2V)
     "SixPart": "vlgap.cape.schema:SixPart",
     "parse_six": "vlgap.cape.schema:parse_six",

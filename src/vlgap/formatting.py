@@ -38,11 +38,19 @@ def number(v: Any, nd: int = 3) -> str:
     return str(v)
 
 
-def interval(ci: Sequence[Any] | None, nd: int = 3) -> str:
-    """"[lo, hi]"; "n/a" when there is no interval or either end is missing."""
+def interval(ci: Sequence[Any] | None, nd: int = 3, reason: str | None = None, *, signed: bool = False) -> str:
+    """"[lo, hi]"; "n/a (reason)" when there is no interval (pass the `ci_reason` the statistics gave,
+    e.g. "n too small: n=2 < 10"), or "n/a" when either end is missing. An interval whose ends
+    coincide is never printed as a point: "n/a (degenerate: ...)" (vlgap.stats.resampling's rule).
+    signed: write "+" on non-negative ends (differences)."""
     if ci is None or len(ci) != 2 or any(number(c) == NA for c in ci):
-        return NA
-    return f"[{number(ci[0], nd)}, {number(ci[1], nd)}]"
+        return not_available(reason)
+    if float(ci[0]) == float(ci[1]):
+        return not_available(reason or "degenerate: every resample gave the same value")
+    lo, hi = number(ci[0], nd), number(ci[1], nd)
+    if signed:
+        lo, hi = (("+" + t if not t.startswith("-") else t) for t in (lo, hi))
+    return f"[{lo}, {hi}]"
 
 
 def is_missing(v: Any) -> bool:

@@ -43,6 +43,7 @@ def two_by_two(scores: Mapping[tuple[str, str, int], Sequence[float]], *, high: 
     for (a, b), key in zip([(low, low), (low, high), (high, low), (high, high)], ("00", "01", "10", "11")):
         seeds = sorted(s for (t, i, s) in scores if t == a and i == b)
         cells.append({"train": a, "infer": b, "mean": fx["cells"][key]["mean"], "ci": fx["cells"][key]["ci"],
+                      "ci_reason": fx["cells"][key]["ci_reason"],
                       "n_items": fx["n_items"], "n_seeds": len(seeds),
                       "seed_means": [float(np.mean(scores[(a, b, s)])) for s in seeds]})
     out: dict[str, Any] = {
@@ -65,6 +66,7 @@ def two_by_two(scores: Mapping[tuple[str, str, int], Sequence[float]], *, high: 
                 c["estimate"] = c["difference"]
                 contrasts[f"{third}/{infer} - {high}/{high}"] = c
                 cells.append({"train": third, "infer": infer, "mean": c["mean_a"], "ci": c["ci_a"],
+                              "ci_reason": c["ci_a_reason"],
                               "n_items": c["n_items"], "n_seeds": len([1 for (t, i, _s) in scores
                                                                       if t == third and i == infer]),
                               "seed_means": [float(np.mean(v)) for (t, i, _s), v in sorted(scores.items())
@@ -74,8 +76,14 @@ def two_by_two(scores: Mapping[tuple[str, str, int], Sequence[float]], *, high: 
 
 
 def verdict(effect: Mapping[str, Any], alpha: float = 0.05) -> str:
-    """One line: estimate, interval, p, and "no significant difference" when that is the honest answer."""
-    lo, hi = effect["ci"]
+    """One line: estimate, interval, p, and "no significant difference" when that is the honest answer.
+
+    The interval inverts the same sign-flip test as p (`vlgap.stats.resampling.sign_flip_inference`), so
+    it excludes 0 exactly when the verdict says "significant"; a withheld interval prints "n/a (why)"."""
+    from vlgap.formatting import interval
+    from vlgap.stats.resampling import is_significant
+
     p = effect["p_value"]
-    sig = "significant" if p < alpha else "no significant difference"
-    return f"{effect['estimate']:+.4f} [{lo:+.4f}, {hi:+.4f}], p = {p:.3g} ({sig} at alpha={alpha})"
+    sig = "significant" if is_significant(p, alpha) else "no significant difference"
+    ci = interval(effect.get("ci"), 4, effect.get("ci_reason"), signed=True)
+    return f"{effect['estimate']:+.4f} {ci}, p = {p:.3g} ({sig} at alpha={alpha})"

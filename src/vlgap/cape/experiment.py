@@ -286,8 +286,8 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             if g is None:  # said in the report, never silent
                 g = gap(a, b, length_match=False, **kw)
             d = g.to_dict()
-            res[label] = {k: d.get(k) for k in ("mmd2_unbiased", "p_value", "ci", "n_a", "n_b", "length_match",
-                                                   "witness")}
+            res[label] = {k: d.get(k) for k in ("mmd2_unbiased", "p_value", "ci", "ci_reason", "n_a", "n_b",
+                                                   "length_match", "witness")}
             res[label]["verdict"] = g.verdict()
             if d.get("length_match") is None:
                 res[label]["length_match_failed"] = note

@@ -4,10 +4,20 @@ from __future__ import annotations
 from typing import Any
 
 from vlgap.cape.analysis import verdict
+from vlgap.formatting import interval
 
 
-def _ci(c: list[float] | None) -> str:
-    return f"[{c[0]:.3f}, {c[1]:.3f}]" if c else "-"
+def _ci(c: list[float] | None, reason: str | None = None) -> str:
+    """The one interval rule of vlgap.formatting: "n/a (n too small: ...)" rather than a point."""
+    return interval(c, 3, reason)
+
+
+def mmd_note(m: dict[str, Any], alpha: float = 0.05) -> str | None:
+    """One line where an MMD^2 row's bootstrap interval and permutation p-value disagree."""
+    from vlgap.stats.mmd import MMD_DISAGREEMENT_WHY
+    from vlgap.stats.resampling import disagreement_note
+
+    return disagreement_note(m.get("ci"), m.get("p_value"), alpha, MMD_DISAGREEMENT_WHY)
 
 
 def report_markdown(r: dict[str, Any]) -> str:
@@ -22,20 +32,29 @@ def report_markdown(r: dict[str, Any]) -> str:
              "|---|---|---|---|"]
     for c in r["cells"]:
         seeds = ", ".join(f"{m:.3f}" for m in c["seed_means"])
-        lines.append(f"| {c['train']} / {c['infer']} | {c['mean']:.3f} | {_ci(c['ci'])} | {c['n_seeds']} ({seeds}) |")
+        lines.append(f"| {c['train']} / {c['infer']} | {c['mean']:.3f} | {_ci(c['ci'], c.get('ci_reason'))} | {c['n_seeds']} ({seeds}) |")
     lines.append(f"| template / template (reference) | {r['template_reference']:.3f} | - | |")
     lines += ["", "| effect (paired over prompts) | estimate [95% CI], p |", "|---|---|"]
+    effects_note = ("Effect intervals invert the same sign-flip test as their p-values, so an interval excludes 0 "
+                    "exactly when p < 0.05; cell intervals are bootstrap intervals.")
     me = r["main_effects"]
     lines.append(f"| main effect: training captions pe - rewriter | {verdict(me['training_captions'])} |")
     lines.append(f"| main effect: inference rewrites pe - rewriter | {verdict(me['inference_rewrites'])} |")
     lines.append(f"| interaction (matched - crossed) | {verdict(r['interaction'])} |")
     for k, c in (r.get("third_operator") or {}).items():
         lines.append(f"| third operator: {k} | {verdict(c)} |")
+    lines += ["", effects_note]
     lines += ["", "MMD^2 (MiniLM, RBF, length-matched; unbiased estimate, 95% bootstrap CI, permutation p):", "",
               "| pair | MMD^2 | 95% CI | p | n |", "|---|---|---|---|---|"]
+    notes = []
     for k, m in r["mmd"].items():
-        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'])} | {m['p_value']:.3g} | "
+        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'], m.get('ci_reason'))} | {m['p_value']:.3g} | "
                      f"{m['n_a']}/{m['n_b']} |")
+        note = mmd_note(m)
+        if note:
+            notes.append(f"{k}: {note}")
+    if notes:
+        lines += [""] + [f"Note, {n}." for n in notes]
     lines += ["", "Schema validity (label-forced decoding, up to "
               f"{cfg['max_retries']} sampled retries):", "", "| operator/split | n | first-try valid | valid after retries |",
               "|---|---|---|---|"]

@@ -20,6 +20,7 @@ import numpy as np
 from scipy import stats as sps
 
 from vlgap.errors import VlgapError
+from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL, interval_reason, too_few_items_reason
 
 
 def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
@@ -88,7 +89,10 @@ def correlation_agreement(metric_scores: Sequence[float], human_ratings: Sequenc
         raise VlgapError(f"agreement with human ratings needs at least 3 rated captions, got {len(x)}")
     groups, n_items = _item_groups(items)
     out: dict[str, dict[str, Any]] = {name: {"value": fn(x, y)} for name, fn in CORRELATIONS.items()}
-    if n_bootstrap and n_items >= 2:
+    if n_bootstrap and n_items < MIN_ITEMS_FOR_INTERVAL:
+        for name in CORRELATIONS:  # vlgap.stats' small-n rule: "n/a (why)", never a too-short interval
+            out[name].update(ci=None, ci_reason=too_few_items_reason(n_items, label="items"))
+    elif n_bootstrap:
         rng = np.random.default_rng(seed)
         boot = {name: [] for name in CORRELATIONS}
         for _ in range(n_bootstrap):
@@ -99,8 +103,9 @@ def correlation_agreement(metric_scores: Sequence[float], human_ratings: Sequenc
         for name, values in boot.items():
             v = np.asarray(values)
             v = v[np.isfinite(v)]
-            out[name]["ci"] = ([float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))]
-                               if len(v) else [float("nan"), float("nan")])
+            lo, hi = (float(np.quantile(v, alpha)), float(np.quantile(v, 1 - alpha))) if len(v) else (np.nan, np.nan)
+            reason = interval_reason(lo, hi)
+            out[name].update(ci=None if reason else [lo, hi], ci_reason=reason)
     return out
 
 
@@ -123,9 +128,13 @@ def preference_agreement(score_a: Sequence[float], score_b: Sequence[float], pre
     out: dict[str, Any] = {"value": float(hits.mean()), "n_votes": int(len(hits)),
                            "n_tie_votes_left_out": int((~keep).sum())}
     groups, n_items = _item_groups(kept_items)
-    if n_bootstrap and n_items >= 2:
+    if n_bootstrap and n_items < MIN_ITEMS_FOR_INTERVAL:
+        out.update(ci=None, ci_reason=too_few_items_reason(n_items, label="items"))
+    elif n_bootstrap:
         rng = np.random.default_rng(seed)
         boot = np.array([hits[_resampled_rows(groups, rng)].mean() for _ in range(n_bootstrap)])
         alpha = (1 - confidence) / 2
-        out["ci"] = [float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))]
+        lo, hi = float(np.quantile(boot, alpha)), float(np.quantile(boot, 1 - alpha))
+        reason = interval_reason(lo, hi)
+        out.update(ci=None if reason else [lo, hi], ci_reason=reason)
     return out

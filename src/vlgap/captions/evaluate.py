@@ -22,7 +22,8 @@ import numpy as np
 
 from vlgap.captions.bleu import bleu_from_statistics, bleu_statistics
 from vlgap.captions.cider import DocumentFrequencies, cider_d_scores
-from vlgap.captions.intervals import mean_statistic, paired_difference, sum_statistic_intervals
+from vlgap.captions.intervals import PAIRED_DISAGREEMENT_WHY, mean_statistic, paired_difference, sum_statistic_intervals
+from vlgap.stats.resampling import disagreement_note
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
@@ -348,7 +349,9 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
             if intervals is not None:
-                entry["ci"] = [intervals[j].low, intervals[j].high]
+                entry["ci"] = intervals[j].ci  # None below the small-n rule's minimum, with the reason
+                if intervals[j].reason is not None:
+                    entry["ci_reason"] = intervals[j].reason
             entry.update(table.extra)
             result[name] = entry
     if n_bootstrap:
@@ -441,8 +444,13 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
         for j, name in enumerate(ta.names):
             interval, test = pairs[j]
             entry = {names[0]: ta.estimates[j], names[1]: tb.estimates[j],
-                     "difference": ta.estimates[j] - tb.estimates[j], "ci": [interval.low, interval.high],
+                     "difference": ta.estimates[j] - tb.estimates[j], "ci": interval.ci,
                      "p_value": test.p_value}
+            if interval.reason is not None:
+                entry["ci_reason"] = interval.reason
+            note = disagreement_note(interval.ci, test.p_value, 1.0 - confidence, PAIRED_DISAGREEMENT_WHY)
+            if note is not None:
+                entry["note"] = note
             entry.update(ta.extra)
             result[name] = entry
     result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),

@@ -14,6 +14,11 @@ Paired comparison of systems A and B on the same items: the paired bootstrap res
 jointly; the permutation test swaps A's and B's output on each item with probability 1/2
 (approximate randomisation, Riezler & Maxwell 2005) and recomputes the corpus difference, which for
 a mean metric is the sign-flip test on per-item differences.
+
+Small n: intervals follow vlgap.stats.resampling's rule (withheld below MIN_ITEMS_FOR_INTERVAL items,
+and when degenerate, with `Interval.reason`). The paired interval (bootstrap) and p-value
+(randomisation) are two inferences; where they disagree, PAIRED_DISAGREEMENT_WHY is the one line a
+report prints (`vlgap.stats.resampling.disagreement_note`), and the verdict follows the p-value.
 """
 from __future__ import annotations
 
@@ -23,7 +28,20 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
-from vlgap.stats.resampling import Interval, TestResult, bca_interval, percentile_interval, permutation_p_value
+from vlgap.stats.resampling import (
+    MIN_ITEMS_FOR_INTERVAL,
+    Interval,
+    TestResult,
+    bca_interval,
+    interval_reason,
+    percentile_interval,
+    permutation_p_value,
+    too_few_items_reason,
+)
+
+#: why a caption metric's paired bootstrap interval and randomisation p-value can disagree
+PAIRED_DISAGREEMENT_WHY = ("the interval is a paired bootstrap of the corpus difference and the p-value an "
+                           "approximate-randomisation test, which is exact; the verdict follows the p-value")
 
 #: statistic(sums, n_items) -> values: sums has shape (..., k), values (..., m)
 SumStatistic = Callable[[np.ndarray, int], np.ndarray]
@@ -72,6 +90,15 @@ def _interval(estimate: float, boot: np.ndarray, jack: np.ndarray, confidence: f
     return bca_interval(estimate, boot, jack, confidence)
 
 
+def _withheld(estimate: float, lo: float, hi: float, confidence: float, method: str, n_resamples: int,
+              n: int) -> Interval:
+    """An Interval under the small-n rule: ends kept only when n is large enough and they differ."""
+    reason = too_few_items_reason(n) if n < MIN_ITEMS_FOR_INTERVAL else interval_reason(lo, hi)
+    if reason is not None:
+        lo = hi = float("nan")
+    return Interval(estimate, lo, hi, confidence, method, n_resamples, n, reason)
+
+
 @renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
 def sum_statistic_intervals(stats: np.ndarray, statistic: SumStatistic, *, n_bootstrap: int = 1000,
                             confidence: float = 0.95, ci_method: str = "bca", seed: int | None = 0
@@ -87,7 +114,7 @@ def sum_statistic_intervals(stats: np.ndarray, statistic: SumStatistic, *, n_boo
     out = []
     for j in range(estimate.shape[-1]):
         lo, hi = _interval(float(estimate[j]), boot[:, j], None if jack is None else jack[:, j], confidence, ci_method)
-        out.append(Interval(float(estimate[j]), lo, hi, confidence, ci_method, n_bootstrap, n))
+        out.append(_withheld(float(estimate[j]), lo, hi, confidence, ci_method, n_bootstrap, n))
     return out
 
 
@@ -133,6 +160,6 @@ def paired_difference(stats_a: np.ndarray, stats_b: np.ndarray, statistic: SumSt
         lo, hi = _interval(float(observed[j]), boot[:, j], None if jack is None else jack[:, j], confidence, ci_method)
         # a relative tolerance so that swaps reproducing the observed difference count as ties
         p = permutation_p_value(abs(float(observed[j])) * (1 - 1e-12), null[:, j], "two-sided")
-        out.append((Interval(float(observed[j]), lo, hi, confidence, ci_method, n_bootstrap, n),
+        out.append((_withheld(float(observed[j]), lo, hi, confidence, ci_method, n_bootstrap, n),
                     TestResult(float(observed[j]), p, n_permutations, n, "two-sided")))
     return out

@@ -16,6 +16,13 @@ def _fmt(x, digits: int = 4) -> str:
     return interval(x, digits) if isinstance(x, (list, tuple)) else number(x, digits)
 
 
+def _ci(ci, reason=None, digits: int = 4) -> str:
+    """An interval, or "n/a (why)" where the small-n rule withheld it (never a point)."""
+    from vlgap.formatting import interval
+
+    return interval(ci, digits, reason)
+
+
 @app.command("caption-eval")
 def caption_eval_command(
     pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}], JSONL {id, caption}, a JSON {id: caption}, or a JSON list of captions (list-aligned with --refs)."),
@@ -108,7 +115,7 @@ def caption_eval_command(
             v = result[k]
             row = [k, _fmt(v["score"])]
             if bootstrap:
-                row.append(f"[{_fmt(v['ci'][0])}, {_fmt(v['ci'][1])}]")
+                row.append(_ci(v.get("ci"), v.get("ci_reason")))
             table.add_row(*row)
     else:
         a, b = result["systems"]
@@ -118,8 +125,11 @@ def caption_eval_command(
         for k in score_keys:
             v = result[k]
             table.add_row(k, _fmt(v[a]), _fmt(v[b]), _fmt(v["difference"]),
-                          f"[{_fmt(v['ci'][0])}, {_fmt(v['ci'][1])}]", f"{v['p_value']:.4g}")
+                          _ci(v.get("ci"), v.get("ci_reason")), f"{v['p_value']:.4g}")
     print_table(console, table)
+    for k in score_keys:
+        if result[k].get("note"):
+            console.print(f"{k}: {result[k]['note']}", highlight=False)
     if "SacreBLEU" in result:
         console.print(f"SacreBLEU signature: {result['SacreBLEU']['signature']}", highlight=False)
     if "BERTScore-F1" in result:
@@ -151,8 +161,8 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
         for name, v in h["metrics"].items():
             cells = [name]
             for key in ("kendall_tau_b", "kendall_tau_c", "pearson", "spearman"):
-                ci = v[key].get("ci")
-                cells.append(_fmt(v[key]["value"]) + (f" [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else ""))
+                ci, reason = v[key].get("ci"), v[key].get("ci_reason")
+                cells.append(_fmt(v[key]["value"]) + (f" {_ci(ci, reason)}" if ci or reason else ""))
             table.add_row(*cells)
         print_table(console, table)
     if "preference_agreement" in result:
@@ -161,8 +171,8 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
         for col in ("metric", "agreement", level, "votes used"):
             table.add_column(col, justify="left" if col == "metric" else "right")
         for name, v in h["metrics"].items():
-            ci = v.get("ci")
-            table.add_row(name, _fmt(v["value"]), f"[{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else "", str(v["n_votes"]))
+            ci, reason = v.get("ci"), v.get("ci_reason")
+            table.add_row(name, _fmt(v["value"]), _ci(ci, reason) if ci or reason else "", str(v["n_votes"]))
         print_table(console, table)
 
 

@@ -15,9 +15,16 @@ KERNELS = ("rbf", "linear", "poly", "cmmd")
 
 
 def _fmt(x, digits: int = 4) -> str:
-    from vlgap.formatting import interval, number  # one number format for every summary
+    from vlgap.formatting import number  # one number format for every summary
 
-    return interval(x, digits) if isinstance(x, (list, tuple)) else number(x, digits)
+    return number(x, digits)
+
+
+def _ci(ci, reason=None, digits: int = 4) -> str:
+    """An interval, or "n/a (why)" where the small-n rule withheld it (never a point)."""
+    from vlgap.formatting import interval
+
+    return interval(ci, digits, reason)
 
 
 @app.command("gap")
@@ -72,7 +79,7 @@ def gap_command(
     rows = [
         ("MMD^2 unbiased", _fmt(result.mmd2_unbiased)),
         ("MMD^2 biased", _fmt(result.mmd2_biased)),
-        (level, _fmt(result.ci)),
+        (level, _ci(result.ci, result.ci_reason)),
         (f"p-value ({result.n_permutations} permutations)" if result.method == "quadratic" else "p-value (t over blocks)",
          _fmt(result.p_value, 3)),
         ("n_a / n_b", f"{result.n_a} / {result.n_b}"),
@@ -87,7 +94,7 @@ def gap_command(
         rows.append(("C2ST accuracy / AUC", f"{c['accuracy']:.3f} / {c['auc']:.3f}"))
         rows.append(("C2ST p-value", _fmt(c["p_value"], 3)))
     if result.fd is not None:
-        rows.append(("Frechet distance", _fmt(result.fd) + (f" {_fmt(result.fd_ci)}" if result.fd_ci else "")))
+        rows.append(("Frechet distance", _fmt(result.fd) + (f" {_ci(result.fd_ci, result.fd_ci_reason)}" if result.fd_ci or result.fd_ci_reason else "")))
     for name, value in rows:
         table.add_row(name, value)
     print_table(console, table)
@@ -142,12 +149,14 @@ def compare_command(
         t.add_column("mean", justify="right")
         t.add_column(level, justify="right")
         t.add_column("p-value", justify="right")
-        t.add_row(result["system_a"], _fmt(result["mean_a"]), _fmt(result["ci_a"]), "")
-        t.add_row(result["system_b"], _fmt(result["mean_b"]), _fmt(result["ci_b"]), "")
-        t.add_row(f"{result['system_a']} - {result['system_b']}", _fmt(result["difference"]), _fmt(result["ci"]),
+        t.add_row(result["system_a"], _fmt(result["mean_a"]), _ci(result["ci_a"], result.get("ci_a_reason")), "")
+        t.add_row(result["system_b"], _fmt(result["mean_b"]), _ci(result["ci_b"], result.get("ci_b_reason")), "")
+        t.add_row(f"{result['system_a']} - {result['system_b']}", _fmt(result["difference"]), _ci(result["ci"], result.get("ci_reason")),
                   _fmt(result["p_value"], 3))
         print_table(console, t)
-        verdict = ("no significant difference at alpha=0.05" if result["p_value"] >= 0.05 else
+        from vlgap.stats.resampling import is_significant
+
+        verdict = ("no significant difference at alpha=0.05" if not is_significant(result["p_value"]) else
                    f"{result['system_a'] if result['difference'] > 0 else result['system_b']} scores higher (p < 0.05)")
         console.print(f"{verdict}; wins {result['wins_a']} / {result['wins_b']}, ties {result['ties']}", highlight=False)
         return
@@ -159,10 +168,12 @@ def compare_command(
     t.add_column("p-value", justify="right")
     for key, label in (("main_a", "main effect a"), ("main_b", "main effect b"), ("interaction", "interaction a x b")):
         e = result[key]
-        t.add_row(label, _fmt(e["estimate"]), _fmt(e["ci"]), _fmt(e["p_value"], 3))
+        t.add_row(label, _fmt(e["estimate"]), _ci(e["ci"], e.get("ci_reason")), _fmt(e["p_value"], 3))
     for key, cell in result["cells"].items():
         t.add_row(f"cell a={result['levels_a'][int(key[0])]}, b={result['levels_b'][int(key[1])]}",
-                  _fmt(cell["mean"]), _fmt(cell["ci"]), "")
+                  _fmt(cell["mean"]), _ci(cell["ci"], cell.get("ci_reason")), "")
     print_table(console, t)
-    significant = [k for k in ("main_a", "main_b", "interaction") if result[k]["p_value"] < 0.05]
+    from vlgap.stats.resampling import is_significant
+
+    significant = [k for k in ("main_a", "main_b", "interaction") if is_significant(result[k]["p_value"])]
     console.print("significant at alpha=0.05: " + (", ".join(significant) if significant else "none"), highlight=False)

@@ -44,10 +44,10 @@ def _label(row: dict, key: str) -> str:
     return labelled(row[key], row.get(f"{key}_weights"))
 
 
-def _ci(ci) -> str:
+def _ci(ci, reason: str | None = None) -> str:
     from vlgap.formatting import interval  # one number format for every summary
 
-    return interval(ci, 4)
+    return interval(ci, 4, reason)
 
 
 def _p(p) -> str:
@@ -299,7 +299,7 @@ def downstream_cmd(
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
-                      f"{sp['rho']:.3f}", _ci(sp["ci"]), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
+                      f"{sp['rho']:.3f}", _ci(sp["ci"], sp.get("ci_reason")), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
                       _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     print_table(console, table)
     for n in res.notes:

@@ -119,7 +119,7 @@ def gap_cmd(
         x = res[side]
         if x is None:
             continue
-        console.print(f"{side:9s} MMD2 {number(x['mmd2_unbiased'], 4)} (p {number(x['p_value'])}, CI {interval(x['ci'], 4)}), "
+        console.print(f"{side:9s} MMD2 {number(x['mmd2_unbiased'], 4)} (p {number(x['p_value'])}, CI {interval(x['ci'], 4, x.get('ci_reason'))}), "
                       f"C2ST {number(x['c2st']['accuracy'], 2)} (p {number(x['c2st']['p_value'])}), FD {number(x['fd'], 2)}")
 
 

@@ -104,23 +104,35 @@ def spearman_bootstrap(x, y, *, n_bootstrap: int = 2000, confidence: float = 0.9
                        n_permutations: int = 20000) -> dict[str, Any]:
     """Spearman rho (average ranks for ties), a percentile bootstrap interval over items (resamples
     with a constant side are dropped and counted) and a two-sided permutation p-value (all n! orders
-    when n <= 8, else `n_permutations` random ones, p = (1 + hits) / (1 + B))."""
-    from vlgap.stats.resampling import percentile_interval
+    when n <= 8, else `n_permutations` random ones, p = (1 + hits) / (1 + B)).
+    The interval follows vlgap.stats' small-n rule: below MIN_ITEMS_FOR_INTERVAL items, or when
+    degenerate, "ci" is None and "ci_reason" says why; "note" is one line when interval and p disagree."""
+    from vlgap.stats.resampling import (
+        MIN_ITEMS_FOR_INTERVAL,
+        disagreement_note,
+        interval_reason,
+        percentile_interval,
+        too_few_items_reason,
+    )
 
     x, y = _check_xy(x, y)
     n = x.size
     rx, ry = _rank_rows(x), _rank_rows(y)
     rho = float(_row_corr(rx, ry))
     out: dict[str, Any] = {"rho": rho, "ci": None, "p": float("nan"), "n": int(n), "n_resamples": n_bootstrap,
-                           "degenerate_resamples": 0, "p_method": None}
+                           "degenerate_resamples": 0, "p_method": None, "ci_reason": None, "note": None}
     if n < 3 or not np.isfinite(rho):
         return out
     rng = np.random.default_rng([0x5B, int(seed)])
-    idx = rng.integers(0, n, size=(n_bootstrap, n))
-    boot = _row_corr(_rank_rows(x[idx]), _rank_rows(y[idx]))
-    out["degenerate_resamples"] = int(np.count_nonzero(~np.isfinite(boot)))
-    lo, hi = percentile_interval(boot, confidence)
-    out["ci"] = [lo, hi]
+    idx = rng.integers(0, n, size=(n_bootstrap, n))  # drawn either way: the permutation stream stays the same
+    if n < MIN_ITEMS_FOR_INTERVAL:
+        out["ci_reason"] = too_few_items_reason(n)
+    else:
+        boot = _row_corr(_rank_rows(x[idx]), _rank_rows(y[idx]))
+        out["degenerate_resamples"] = int(np.count_nonzero(~np.isfinite(boot)))
+        lo, hi = percentile_interval(boot, confidence)
+        out["ci_reason"] = interval_reason(lo, hi)
+        out["ci"] = None if out["ci_reason"] else [lo, hi]
     tol = 1e-12
     if n <= 8:
         perms = np.array(list(itertools.permutations(range(n))))
@@ -132,6 +144,9 @@ def spearman_bootstrap(x, y, *, n_bootstrap: int = 2000, confidence: float = 0.9
         null = _row_corr(rx[None, :], ry[perms])
         out["p"] = float((1 + np.count_nonzero(np.abs(null) >= abs(rho) - tol)) / (1 + n_permutations))
         out["p_method"] = f"Monte-Carlo permutation ({n_permutations})"
+    out["note"] = disagreement_note(out["ci"], out["p"], 1.0 - confidence,
+                                    "the interval is a bootstrap over items and the p-value an exact permutation "
+                                    "test; the verdict follows the p-value")
     return out
 
 
@@ -369,7 +384,7 @@ def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         lofo = t.get("lofo")
         rows.append([t["task"], t["n"], pe["r"], Raw(fmt_ci(pe["ci"])), Raw(f"{pe['p']:.3g}"),
-                     Raw(f"{pe['p_holm']:.3g}"), sp["rho"], Raw(fmt_ci(sp["ci"])), Raw(f"{sp['p_holm']:.3g}"),
+                     Raw(f"{pe['p_holm']:.3g}"), sp["rho"], Raw(fmt_ci(sp["ci"], 3, sp.get("ci_reason"))), Raw(f"{sp['p_holm']:.3g}"),
                      lo.get("rmse", float("nan")), lo.get("baseline_rmse", float("nan")), lo.get("q2", float("nan")),
                      lofo["q2"] if lofo else Raw("-")])
     conf = f"{res.confidence:.0%}"

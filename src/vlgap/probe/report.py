@@ -149,8 +149,8 @@ def fmt(v: Any, nd: int = 3) -> str:
     return html.escape(number(v, nd))
 
 
-def fmt_ci(ci, nd: int = 3) -> str:
-    return html.escape(interval(ci, nd))
+def fmt_ci(ci, nd: int = 3, reason: str | None = None) -> str:
+    return html.escape(interval(ci, nd, reason))
 
 
 def na(reason: str | None = None) -> Raw:

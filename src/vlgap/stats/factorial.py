@@ -5,8 +5,10 @@ captions, the two cells CAPE-T2V's reviewers asked for). Per item i, with y_ab i
     main effect A   = ((y_10 + y_11) - (y_00 + y_01)) / 2      (A high minus A low, averaged over B)
     main effect B   = ((y_01 + y_11) - (y_00 + y_10)) / 2
     interaction AB  = (y_11 - y_10) - (y_01 - y_00)            (difference of differences)
-Each effect is the mean of its per-item contrast, with a bootstrap interval over items and a
-sign-flip permutation p-value (H0: the contrast is symmetric about 0). Items are the unit of
+Each effect is the mean of its per-item contrast, with a sign-flip permutation p-value (H0: the
+contrast is symmetric about 0) and the interval that inverts that same test
+(`vlgap.stats.resampling.sign_flip_inference`), so an effect's interval excludes 0 exactly when its
+p < 1 - confidence. Cell means get bootstrap intervals, withheld below MIN_ITEMS_FOR_INTERVAL items. Items are the unit of
 resampling, so item difficulty cancels inside each contrast.
 """
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
-from vlgap.stats.resampling import bootstrap_ci, sign_flip_test
+from vlgap.stats.resampling import bootstrap_ci, sign_flip_inference
 
 EFFECTS = ("main_a", "main_b", "interaction")
 
@@ -37,8 +39,8 @@ def factorial_effects(
 ) -> dict[str, Any]:
     """Effects from four aligned per-item score arrays (index i is the same item in every cell).
 
-    Returns {"n_items", "cells": {"00": {mean, ci}, ...}, "main_a" / "main_b" / "interaction":
-    {estimate, ci, p_value, ...}}.
+    Returns {"n_items", "cells": {"00": {mean, ci, ci_reason}, ...}, "main_a" / "main_b" / "interaction":
+    {estimate, ci, ci_reason, ci_method, p_value, ...}}; an effect's ci inverts its own sign-flip test.
     """
     cells = {key: np.asarray(v, dtype=float) for key, v in zip(("00", "01", "10", "11"), (y00, y01, y10, y11))}
     n = cells["00"].shape
@@ -58,19 +60,18 @@ def factorial_effects(
         "interaction": (c["11"] - c["10"]) - (c["01"] - c["00"]),
     }
     out: dict[str, Any] = {"n_items": int(n[0]), "confidence": confidence, "ci_method": ci_method,
-                           "n_bootstrap": n_bootstrap}
+                           "effects_ci_method": "sign-flip inversion", "n_bootstrap": n_bootstrap}
     out["cells"] = {}
     for k, (key, arr) in enumerate(cells.items()):
         iv = bootstrap_ci(arr, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method,
                           seed=None if seed is None else seed + k)
-        out["cells"][key] = {"mean": iv.estimate, "ci": iv.ci}
+        out["cells"][key] = {"mean": iv.estimate, "ci": iv.ci, "ci_reason": iv.reason}
     for k, name in enumerate(EFFECTS):
         d = contrasts[name]
         sub_seed = None if seed is None else seed + 10 + k
-        iv = bootstrap_ci(d, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=sub_seed)
-        test = sign_flip_test(d, n_permutations=n_permutations, seed=sub_seed)
-        out[name] = {"estimate": iv.estimate, "ci": iv.ci, "p_value": test.p_value,
-                     "n_permutations": test.n_permutations, "exact": test.exact}
+        iv, test = sign_flip_inference(d, n_permutations=n_permutations, confidence=confidence, seed=sub_seed)
+        out[name] = {"estimate": iv.estimate, "ci": iv.ci, "ci_reason": iv.reason, "ci_method": iv.method,
+                     "p_value": test.p_value, "n_permutations": test.n_permutations, "exact": test.exact}
     return out
 
 

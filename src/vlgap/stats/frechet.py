@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.stats.resampling import percentile_interval
+from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL, interval_reason, percentile_interval, too_few_items_reason
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class FrechetResult:
     n_b: int
     n_bootstrap: int
     confidence: float
+    #: why `ci` is None although a bootstrap was asked for (vlgap.stats' small-n rule)
+    ci_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -80,7 +82,10 @@ def frechet_distance(
     xa, xb = ta.cpu().numpy(), tb.cpu().numpy()
     fd = frechet_distance_gaussian(*_fit(xa), *_fit(xb))
     ci = None
-    if n_bootstrap:
+    ci_reason = None
+    if n_bootstrap and min(len(xa), len(xb)) < MIN_ITEMS_FOR_INTERVAL:
+        ci_reason = too_few_items_reason(min(len(xa), len(xb)), label="n_a" if len(xa) <= len(xb) else "n_b") + " per side"
+    elif n_bootstrap:
         rng = np.random.default_rng(seed)
         boot = np.empty(n_bootstrap)
         for r in range(n_bootstrap):
@@ -88,4 +93,6 @@ def frechet_distance(
             ib = rng.integers(0, len(xb), len(xb))
             boot[r] = frechet_distance_gaussian(*_fit(xa[ia]), *_fit(xb[ib]))
         ci = list(percentile_interval(boot, confidence))
-    return FrechetResult(fd, ci, len(xa), len(xb), n_bootstrap, confidence)
+        ci_reason = interval_reason(*ci)
+        ci = None if ci_reason else ci
+    return FrechetResult(fd, ci, len(xa), len(xb), n_bootstrap, confidence, ci_reason)

@@ -46,6 +46,9 @@ class GapResult:
     embedding: dict[str, Any] | None = None
     inputs: dict[str, str] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: why `ci` is None although a bootstrap was asked for (small-n rule, degenerate interval)
+    ci_reason: str | None = None
+    fd_ci_reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -55,6 +58,9 @@ class GapResult:
                 del out[key]
         if not out["details"]:
             del out["details"]
+        for key in ("ci_reason", "fd_ci_reason"):
+            if out[key] is None:
+                del out[key]
         return out
 
     def to_frame(self):
@@ -80,17 +86,34 @@ class GapResult:
                                  "p_value": FLOAT, "n_a": INT, "n_b": INT, "kernel": STRING, "confidence": FLOAT},
                           "GapResult")
 
+    def note(self, alpha: float = 0.05) -> str | None:
+        """One line when the bootstrap interval and the permutation p-value disagree at `alpha`."""
+        from vlgap.stats.mmd import MMD_DISAGREEMENT_WHY
+        from vlgap.stats.resampling import disagreement_note
+
+        return disagreement_note(self.ci, self.p_value, alpha, MMD_DISAGREEMENT_WHY)
+
     def verdict(self, alpha: float = 0.05) -> str:
+        from vlgap.formatting import not_available
+        from vlgap.stats.resampling import is_significant
+
         level = f"{int(round(self.confidence * 100))}%"
-        ci = f", {level} CI [{self.ci[0]:.4g}, {self.ci[1]:.4g}]" if self.ci else ""
+        if self.ci:
+            ci = f", {level} CI [{self.ci[0]:.4g}, {self.ci[1]:.4g}]"
+        elif self.ci_reason:
+            ci = f", {level} CI {not_available(self.ci_reason)}"
+        else:
+            ci = ""
         size = f"n_a={self.n_a}, n_b={self.n_b}"
+        note = self.note(alpha)
+        note = f"; note: {note}" if note else ""
         if self.p_value is None:
             return f"MMD^2 = {self.mmd2_unbiased:.4g}{ci} ({size}); no p-value (0 permutations)"
-        if self.p_value < alpha:
+        if is_significant(self.p_value, alpha):
             return (f"A and B differ: MMD^2 = {self.mmd2_unbiased:.4g}{ci}, p = {self.p_value:.3g} < alpha={alpha} "
-                    f"({size})")
+                    f"({size}){note}")
         return (f"no significant difference at alpha={alpha}: MMD^2 = {self.mmd2_unbiased:.4g}{ci}, "
-                f"p = {self.p_value:.3g} ({size})")
+                f"p = {self.p_value:.3g} ({size}){note}")
 
 
 def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
@@ -206,6 +229,7 @@ def gap(
         n_a=res.n_a, n_b=res.n_b, kernel=res.kernel, bandwidth=res.bandwidth, method=res.method,
         confidence=confidence, ci_method=res.ci_method, n_permutations=res.n_permutations,
         n_bootstrap=res.n_bootstrap, seed=seed, kernel_params=res.kernel_params, details=res.details,
+        ci_reason=res.ci_reason,
         length_match=match_summary, embedding=embedding,
         inputs={"a": set_a.source, "b": set_b.source})
     if witness and kmat is not None:
@@ -225,5 +249,5 @@ def gap(
         from vlgap.stats.frechet import frechet_distance
 
         fres = frechet_distance(arrays[0], arrays[1], n_bootstrap=fd_bootstrap, confidence=confidence, seed=seed)
-        out.fd, out.fd_ci = fres.fd, fres.ci
+        out.fd, out.fd_ci, out.fd_ci_reason = fres.fd, fres.ci, fres.ci_reason
     return out

@@ -11,7 +11,11 @@ The unbiased estimate can be negative; its expectation is exactly 0 when A and B
 distribution, which is what a permutation test needs.
 
 Test: p = (1 + #{permuted >= observed}) / (1 + B), the observed split counted as a permutation, so
-the test is exact at any B. For sizes where an N x N kernel does not fit (`method="auto"` decides
+the test is exact at any B. The bootstrap interval describes the size of MMD^2 and is not the test:
+resampling with repeats inflates MMD^2 near 0, so it can exclude 0 where the permutation p is large;
+`MMDResult.note` says so in one line when they disagree, and a verdict follows the p-value. The
+interval is withheld (ci None, `ci_reason` "n too small: n_a=2 < 10") below
+`vlgap.stats.resampling.MIN_ITEMS_FOR_INTERVAL` items per side, and when it is degenerate. For sizes where an N x N kernel does not fit (`method="auto"` decides
 from memory), the block estimator of `vlgap.stats.linear_time` is used instead.
 """
 from __future__ import annotations
@@ -30,14 +34,27 @@ from vlgap.stats.permutation import (
     permutation_null,
     unbiased_from_blocks,
 )
-from vlgap.stats.resampling import bca_interval, percentile_interval, permutation_p_value
+from vlgap.stats.resampling import (
+    MIN_ITEMS_FOR_INTERVAL,
+    bca_interval,
+    disagreement_note,
+    interval_reason,
+    percentile_interval,
+    permutation_p_value,
+    too_few_items_reason,
+)
+
+#: the one line printed when the bootstrap interval and the permutation p-value disagree
+MMD_DISAGREEMENT_WHY = ("the bootstrap interval measures the size of MMD^2 and is not a test (resampling with "
+                        "repeats inflates MMD^2 near 0); the verdict follows the permutation p-value")
 
 Method = Literal["auto", "quadratic", "block"]
 
 
 @dataclass
 class MMDResult:
-    """Result of `mmd_test`. `ci` is a bootstrap interval of the unbiased MMD^2 (None if n_bootstrap=0)."""
+    """Result of `mmd_test`. `ci` is a bootstrap interval of the unbiased MMD^2: None if n_bootstrap=0,
+    or withheld by the small-n rule with `ci_reason`. `note`: one line when ci and p-value disagree."""
 
     mmd2_unbiased: float
     mmd2_biased: float | None
@@ -56,6 +73,8 @@ class MMDResult:
     kernel_params: dict[str, Any] = field(default_factory=dict)
     #: extra numbers from the block estimator (n_blocks, block sizes, standard error)
     details: dict[str, Any] = field(default_factory=dict)
+    ci_reason: str | None = None
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,14 +219,18 @@ def mmd_test(
     observed = float(unbiased_from_blocks(s_aa, s_bb, s_ab, m, n))
     biased = (s_aa + tr_a) / m**2 + (s_bb + tr_b) / n**2 - 2.0 * s_ab / (m * n)
     ci = None
-    if n_bootstrap:
+    ci_reason = None
+    if n_bootstrap and min(m, n) < MIN_ITEMS_FOR_INTERVAL:
+        ci_reason = too_few_items_reason(min(m, n), label="n_a" if m <= n else "n_b") + " per side"
+    elif n_bootstrap:
         boot_seed = None if seed is None else seed + 1  # independent of the permutation stream
         boot = bootstrap_mmd(kmat, m, n_bootstrap, seed=boot_seed, batch_size=batch_size).cpu().numpy()
         if ci_method == "bca":
             lo, hi = bca_interval(observed, boot, list(jackknife_mmd(kmat, m)), confidence)
         else:
             lo, hi = percentile_interval(boot, confidence)
-        ci = [lo, hi]
+        ci_reason = interval_reason(lo, hi)
+        ci = None if ci_reason else [lo, hi]
     p_value = None
     if n_permutations:
         raw = kmat.clone() if return_kernel else None
@@ -218,6 +241,7 @@ def mmd_test(
     result = MMDResult(
         mmd2_unbiased=observed, mmd2_biased=float(biased), p_value=p_value, ci=ci, method="quadratic",
         n_permutations=n_permutations, n_bootstrap=n_bootstrap, ci_method=ci_method if n_bootstrap else None,
+        ci_reason=ci_reason, note=disagreement_note(ci, p_value, 1.0 - confidence, MMD_DISAGREEMENT_WHY),
         **common)
     if return_kernel:
         return result, kmat

@@ -5,9 +5,11 @@
     compare("cells.csv", factorial=True)            long table: item, a, b, score (2x2 design)
     compare(rows, ...)                              the same tables as a list of dicts
 
-The paired difference is mean(A) - mean(B) over items, with a paired bootstrap interval (items
-resampled jointly, BCa by default) and a sign-flip permutation p-value (exact enumeration for
-small N). Pairing removes item difficulty from the comparison, which is what makes small system
+The paired difference is mean(A) - mean(B) over items, with one inference for its interval and its
+p-value: the two-sided sign-flip permutation test (exact enumeration for small N) and the interval
+that inverts it (`vlgap.stats.resampling.sign_flip_inference`), so the interval excludes 0 exactly
+when p < 1 - confidence and the printed verdict cannot contradict it. Each system's own mean gets a
+bootstrap interval (BCa by default), withheld below MIN_ITEMS_FOR_INTERVAL items with the reason. Pairing removes item difficulty from the comparison, which is what makes small system
 differences detectable at all.
 """
 from __future__ import annotations
@@ -19,7 +21,7 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
-from vlgap.stats.resampling import bootstrap_ci, paired_bootstrap, sign_flip_test
+from vlgap.stats.resampling import bootstrap_ci, sign_flip_inference
 
 
 @renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
@@ -34,7 +36,11 @@ def paired_comparison(
     ci_method: str = "bca",
     seed: int | None = 0,
 ) -> dict[str, Any]:
-    """Difference A - B of per-item scores (row i = same item): estimate, interval, p-value, N."""
+    """Difference A - B of per-item scores (row i = same item): estimate, interval, p-value, N.
+
+    "ci" inverts the sign-flip test whose p-value is "p_value" ("ci_method": "sign-flip inversion");
+    "ci_a" / "ci_b" are bootstrap intervals of each system's mean (`method`). A withheld interval is
+    None with its reason in "ci_reason" / "ci_a_reason" / "ci_b_reason"."""
     a = np.asarray(scores_a, dtype=float)
     b = np.asarray(scores_b, dtype=float)
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
@@ -45,8 +51,7 @@ def paired_comparison(
             raise VlgapError(f"system {name!r} has NaN or Inf scores at item index {bad[:5].tolist()}")
     if a.size < 2:
         raise VlgapError(f"a paired comparison needs at least 2 items, got {a.size}")
-    diff_iv = paired_bootstrap(a, b, n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
-    test = sign_flip_test(a - b, n_permutations=n_permutations, seed=seed)
+    diff_iv, test = sign_flip_inference(a - b, n_permutations=n_permutations, confidence=confidence, seed=seed)
     iv_a = bootstrap_ci(a, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     iv_b = bootstrap_ci(b, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     return {
@@ -55,17 +60,21 @@ def paired_comparison(
         "n_items": int(a.size),
         "mean_a": iv_a.estimate,
         "ci_a": iv_a.ci,
+        "ci_a_reason": iv_a.reason,
         "mean_b": iv_b.estimate,
         "ci_b": iv_b.ci,
+        "ci_b_reason": iv_b.reason,
         "difference": diff_iv.estimate,
         "ci": diff_iv.ci,
+        "ci_reason": diff_iv.reason,
         "p_value": test.p_value,
         "exact": test.exact,
         "wins_a": int(np.sum(a > b)),
         "wins_b": int(np.sum(b > a)),
         "ties": int(np.sum(a == b)),
         "confidence": confidence,
-        "ci_method": ci_method,
+        "ci_method": diff_iv.method,
+        "means_ci_method": ci_method,
         "n_bootstrap": n_bootstrap,
         "n_permutations": test.n_permutations,
     }

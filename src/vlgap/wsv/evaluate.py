@@ -65,7 +65,8 @@ def two_sample(real: np.ndarray, synth: np.ndarray, *, n_permutations: int = 500
     pa, pb = _fd_view(real), _fd_view(synth)
     c = c2st(pa, pb, n_permutations=c2st_permutations, seed=seed)
     f = frechet_distance(pa, pb, n_bootstrap=0, seed=seed)
-    return {"mmd2_unbiased": m.mmd2_unbiased, "p_value": m.p_value, "ci": m.ci, "bandwidth": m.bandwidth,
+    return {"mmd2_unbiased": m.mmd2_unbiased, "p_value": m.p_value, "ci": m.ci, "ci_reason": m.ci_reason,
+            "bandwidth": m.bandwidth,
             "c2st": {"accuracy": c.accuracy, "p_value": c.p_value, "chance": 0.5, "auc": c.auc},
             "fd": f.fd, "n_real": len(real), "n_synthetic": len(synth)}
 
