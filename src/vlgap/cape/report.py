@@ -36,6 +36,10 @@ def report_markdown(r: dict[str, Any]) -> str:
     for k, m in r["mmd"].items():
         lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'])} | {m['p_value']:.3g} | "
                      f"{m['n_a']}/{m['n_b']} |")
+    if r.get("controls"):
+        from vlgap.cape.controls import controls_markdown
+
+        lines += ["", controls_markdown(r["controls"], "Controls (Table 3 surface overlap, randomization check)")]
     lines += ["", "Schema validity (label-forced decoding, up to "
               f"{cfg['max_retries']} sampled retries):", "", "| operator/split | n | first-try valid | valid after retries |",
               "|---|---|---|---|"]
