@@ -183,10 +183,10 @@ def _planted(n=24, matched=0.05, noise=0.01, seed=0):
     return prompts, out
 
 
-def _vbench_json(path, prompts, videos, dims=("human_anatomy", "instance_preservation")):
+def _vbench_json(path, prompts, videos, dims=("Human_Anatomy", "Instance_Preservation")):
     doc = {}
     for k, dim in enumerate(dims):
-        entries = [{"video_path": f"/videos/{p}-{j}.mp4", "video_results": float(videos[i, j] + 0.1 * k)}
+        entries = [{"video_path": f"/videos/{p[:180]}-{j}.mp4", "video_results": float(videos[i, j] + 0.1 * k)}
                    for i, p in enumerate(prompts) for j in range(videos.shape[1])]
         doc[dim] = [float(np.mean([e["video_results"] for e in entries])), entries]
     path.write_text(json.dumps(doc))
@@ -222,12 +222,12 @@ def test_cape_scores_recovers_a_planted_2x2_from_benchmark_files(tmp_path):
     judge.write_text("".join(json.dumps({"train": t, "infer": i, "prompt": p, "score": float(videos[(t, i)][k].mean())})
                              + "\n" for t, i in CELLS for k, p in enumerate(prompts)))
     cells = load_cells(specs + [str(judge)])
-    assert set(cells) == {"human_anatomy", "instance_preservation", "consistent_attr", "score"}
-    assert cells["human_anatomy"][("pe", "pe", 0)][prompts[3]] == pytest.approx(videos[("pe", "pe")][3].mean())
+    assert set(cells) == {"Human_Anatomy", "Instance_Preservation", "consistent_attr", "score"}
+    assert cells["Human_Anatomy"][("pe", "pe", 0)][prompts[3]] == pytest.approx(videos[("pe", "pe")][3].mean())
     res = analyse_scores(cells, n_bootstrap=300, n_permutations=300)
     want = _hand_interaction(videos)
     assert abs(want - 2 * 0.05) < 0.01  # the planted matching gain is 2 x the bonus
-    for dim, scale in (("human_anatomy", 1), ("instance_preservation", 1), ("consistent_attr", 4), ("score", 1)):
+    for dim, scale in (("Human_Anatomy", 1), ("Instance_Preservation", 1), ("consistent_attr", 4), ("score", 1)):
         d = res["dimensions"][dim]
         assert d["interaction"]["estimate"] == pytest.approx(scale * want, abs=1e-9), dim
         assert d["interaction"]["ci"][0] > 0 and d["interaction"]["p_value"] < 0.01
@@ -237,7 +237,7 @@ def test_cape_scores_recovers_a_planted_2x2_from_benchmark_files(tmp_path):
         # caption-set identity matters here (pe captions +0.02, matching, third +0.015): detected
         assert d["controls"]["caption_set_permutation"]["p_value"] < 0.01
     md = scores_markdown(res)
-    assert "| human_anatomy | 24 |" in md and "Randomization check" in md
+    assert "| Human_Anatomy | 24 |" in md and "Randomization check" in md
 
 
 def test_cape_scores_errors_and_cli(tmp_path):
@@ -262,7 +262,7 @@ def test_cape_scores_errors_and_cli(tmp_path):
                                  "--bootstrap", "50", "--permutations", "50", "--json", "--out", str(tmp_path / "o")])
     assert r.exit_code == 0, r.output
     data = json.loads(r.output)
-    assert data["dimensions"]["human_anatomy"]["interaction"]["estimate"] == pytest.approx(_hand_interaction(videos))
+    assert data["dimensions"]["Human_Anatomy"]["interaction"]["estimate"] == pytest.approx(_hand_interaction(videos))
     assert (tmp_path / "o" / "scores_report.md").is_file()
 
 
@@ -270,6 +270,7 @@ def test_cape_scores_with_texts_runs_mmd_and_witness_regression(tmp_path):
     from vlgap.cape.scores import analyse_scores, load_cells
 
     prompts, videos = _planted(n=10)
+    prompts[0] += " and then a very long tail of words" * 8  # VBench names the video by its first 180 chars
     cells = load_cells([(f"{t}/{i}", _vbench_json(tmp_path / f"{t}{i}.json", prompts, videos[(t, i)], dims=("d",)))
                         for t, i in CELLS])
     rng = np.random.default_rng(1)
@@ -279,6 +280,7 @@ def test_cape_scores_with_texts_runs_mmd_and_witness_regression(tmp_path):
         return np.stack([vocab.setdefault(t, rng.normal(size=8)) for t in texts])
 
     rws = {op: {p: f"{op} rewrite of {p}" for p in prompts} for op in ("pe", "rewriter")}
+    assert prompts[0][:180] in cells["d"][("pe", "pe", 0)] and prompts[0] not in cells["d"][("pe", "pe", 0)]
     caps = {op: {f"cap {j}": f"{op} caption {j}" for j in range(12)} for op in ("pe", "rewriter", "third")}
     res = analyse_scores(cells, prompt_rewrites=rws, captions=caps, embed=embed, n_bootstrap=100, n_permutations=100)
     assert set(res["mmd"]) == {f"user({i}) vs dense({t})" for i in rws for t in caps}

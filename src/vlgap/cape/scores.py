@@ -7,8 +7,10 @@ Layouts read (`format`, detected from the content when "auto"):
   vbench     VBench / VBench-2.0 `<name>_eval_results.json`: {dimension: [overall score,
              [{"video_path": ..., "video_results": number|bool, "prompt"?: ...}, ...]], ...}. A video's
              prompt is its "prompt" key, else its file name in VBench's sampling convention
-             `<prompt>-<index>.mp4` (the index, the sampled video, is dropped); several videos of a
-             prompt are averaged.
+             `<prompt>-<index>.mp4` (the index, the sampled video, is dropped; VBench cuts the prompt to
+             its first 180 characters there, which the rewrite lookup allows for); several videos of a
+             prompt are averaged. VBench-2.0's `compute_<dimension>` returns the same (score, per-video
+             list) pair, so its files read the same way.
   compbench  T2V-CompBench's per-category CSV `<model>_<category>_score.csv`: header
              name,prompt,...,Score, one row per video, and the tool's closing "score: ,<mean>" row
              (skipped). Scores as written (the MLLM categories are 1-5; the tool's model score maps
@@ -270,6 +272,24 @@ def read_text_file(path: str | Path) -> dict[str, str]:
     return out
 
 
+#: VBench names a video after the first 180 characters of its prompt
+VBENCH_PROMPT_CHARS = 180
+
+
+def _with_truncated_keys(table: Mapping[str, str]) -> dict[str, str]:
+    """The table, also reachable by each prompt's first 180 characters (VBench's file names), where that
+    prefix is unambiguous."""
+    out = dict(table)
+    prefixes: dict[str, list[str]] = {}
+    for k in table:
+        if len(k) > VBENCH_PROMPT_CHARS:
+            prefixes.setdefault(_norm(k[:VBENCH_PROMPT_CHARS]), []).append(k)
+    for pre, keys in prefixes.items():
+        if len(keys) == 1 and pre not in out:
+            out[pre] = table[keys[0]]
+    return out
+
+
 def default_embed(encoder: str = "minilm") -> Callable[[Sequence[str]], np.ndarray]:
     from vlgap.stats.text_sets import embed_texts, load_text_encoder
 
@@ -314,6 +334,7 @@ def analyse_scores(cells_by_dim: Mapping[str, Mapping[tuple[str, str, int], Mapp
         if prompt_rewrites and cap_emb:
             pr_emb = {}
             for op, table in prompt_rewrites.items():
+                table = _with_truncated_keys(table)
                 missing = [p for p in prompts if p not in table]
                 if missing:
                     raise VlgapError(f"prompt rewrites of {op!r} lack scored prompt {missing[0][:80]!r} "
