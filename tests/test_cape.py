@@ -399,6 +399,16 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
     assert set(r) >= {"cells", "main_effects", "interaction", "third_operator", "mmd", "validity"}
     assert r["validity"]["pe/test"]["valid_after_retries"] == 1.0
     assert "user(pe) vs dense(rewriter)" in r["mmd"] and (tmp_path / "run" / "report.md").is_file()
+    # the paper's controls are part of every run: Table 3 overlap (SacreBLEU) and the randomization check
+    ctl = r["controls"]
+    assert set(ctl["surface_overlap"]) == {"pe", "third", "rewriter", "template"}
+    assert ctl["surface_overlap"]["pe"]["signature"].startswith("nrefs:1|")
+    assert 0 < ctl["caption_set_permutation"]["p_value"] <= 1 and ctl["witness_regression"]["n_cells"] == 5
+    assert "Randomization check" in (tmp_path / "run" / "report.md").read_text()
+    from vlgap.cape.controls import controls_from_run
+
+    # `vlgap cape controls RUN` recomputes them from the stage files alone: the same numbers
+    assert controls_from_run(tmp_path / "run", write=False) == ctl
     # resume: every stage is on disk, a second run recomputes nothing and gives the same numbers
     monkeypatch.setattr(L, "train_lora", lambda *a, **k: pytest.fail("SFT re-run"))
     r2 = E.run_experiment(tmp_path / "run", cfg, log=lambda m: None)

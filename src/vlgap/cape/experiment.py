@@ -120,7 +120,7 @@ def _cached(path: Path, make: Callable[[], Any], key: dict[str, Any] | None = No
 
 #: what a run folder holds that `force` starts over (vlgap's own outputs only)
 STAGE_PATHS = ("sft", "rewrites", "cells", "mmd.json", "embeddings.npz", ".embeddings.npz.seal.json",
-               ".mmd.json.seal.json", "results.json", "report.md", "data.json")
+               ".mmd.json.seal.json", "results.json", "report.md", "data.json", "controls.json", "controls.md")
 
 
 def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
@@ -358,6 +358,14 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     analysis = two_by_two({k: v for k, v in scores.items() if k[0] != "template"},
                           n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed)
     ref = np.mean([np.mean(v) for (t, _i, _s), v in scores.items() if t == "template"])
+    from vlgap.cape.controls import experiment_controls
+
+    t0 = time.perf_counter()
+    control_texts = {name: {split: {"text": texts[name][split], "dense": [x.get("dense_caption") for x in rw]}
+                            for split, rw in rewrites[name].items()} for name in ops}
+    controls = experiment_controls(train_texts, control_texts, scores, emb, n_permutations=cfg.n_permutations,
+                                   n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
+    timings["controls"] = time.perf_counter() - t0
     results = {
         "config": asdict(cfg), "config_key": cfg.key(),
         **analysis,
@@ -365,6 +373,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         "per_attribute": per_attr,
         "validity": validity,
         "mmd": mmd,
+        "controls": controls,
         "sft": {k: {kk: v[kk] for kk in ("steps", "batch_size", "n_pairs", "seconds", "samples_per_second",
                                          "train_loss", "lora_r", "seed")} | {
                     "first_loss": v["history"][0]["loss"] if v["history"] else None,

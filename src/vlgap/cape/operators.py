@@ -5,6 +5,9 @@ An operator maps input texts (captions or user prompts) to six-part rewrites:
   pe        the anchored PE: a LoRA-fine-tuned small LM, label-forced decoding
   rewriter  the prompted control: another LM, fixed six-part instruction + few-shot, no fine-tuning
   third     same size and data as the PE, another LoRA seed: the falsifier's operator
+  precomputed  rewrites written elsewhere (a 397B model, an API) read from a JSONL: input -> output
+  openai-compatible  a chat-completions HTTP endpoint the user runs (vLLM, llama.cpp server, ...),
+               called with the standard library only
 Every result is cached under (operator name, model hash, input text). The cache file is sealed
 (vlgap.reuse) under its operator, model hash and decoding settings: a file of another key, or whose
 bytes changed after they were written, is reported in one line and recomputed, never mixed in.
@@ -24,7 +27,7 @@ from vlgap.cape.schema import PARTS, SixPart
 from vlgap.data import shapes as S
 from vlgap.errors import VlgapError
 
-OPERATORS = ("template", "pe", "rewriter", "third")
+OPERATORS = ("template", "pe", "rewriter", "third", "precomputed", "openai-compatible")
 MAX_INPUT_TOKENS = 192
 INSTRUCTION = ("Rewrite the video prompt as a caption with six labelled lines: Short Caption, Dense Caption, "
                "Main Object, Background, Camera, Style. Keep every fact of the prompt; one line per part.\n\n")
@@ -180,10 +183,187 @@ def prompted_operator(name: str = "rewriter", model: str = "gemma3_270m", n_shot
     return LMOperator(name, lambda: load_lm(model), prefix=prompted_prefix(n_shots), **kw)
 
 
+# ------------------------------------------------------------------------------------------------
+# outside rewriters
+# ------------------------------------------------------------------------------------------------
+
+
+def _normalise(text: str) -> str:
+    """The prompt as `rewrite` passes it on (whitespace collapsed): the lookup key of a precomputed file."""
+    return " ".join(str(text).split())
+
+
+def _six_or_invalid(output: Any, where: str) -> dict[str, Any]:
+    """A result dict from an outside rewriter's output (the six parts as keys, or six-part text); an
+    output that is not a valid six-part caption is an invalid result (counted, never dropped)."""
+    from vlgap.cape.schema import SchemaError, parse_six, six_from_dict
+
+    try:
+        if isinstance(output, dict):
+            six = six_from_dict(output, where=where)
+        elif isinstance(output, str):
+            six = parse_six(output)
+        else:
+            raise SchemaError(f"{where}: output must be an object with the six parts or six-part text, "
+                              f"got {type(output).__name__}")
+    except SchemaError as err:
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)
+        return result_dict(None, text, False, 0, error=str(err))
+    return result_dict(six, six.to_text(), True, 0)
+
+
+class PrecomputedOperator(Operator):
+    """Rewrites made elsewhere (a large rewriter, an API), read from a JSONL file: one object per line
+    with "input" (the prompt text), "output" (the six parts as keys, or six-part text) and "model".
+    Optional "retries" (how many times the outside system retried) is kept. The model hash is the file's
+    sha256, so the rewrite cache is keyed on the file's content: another file is another operator."""
+
+    uses_lm = False
+
+    def __init__(self, path: str | os.PathLike, name: str = "precomputed"):
+        from vlgap.io_utils import sha256_of_file
+
+        self.path = Path(path)
+        self.name = name
+        if not self.path.is_file():
+            raise VlgapError(f"rewrites file {str(self.path)!r} does not exist (JSONL: input, output, model)")
+        self.sha256 = sha256_of_file(self.path)
+        self.table: dict[str, dict[str, Any]] = {}
+        self.models: set[str] = set()
+        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            where = f"{self.path.name} line {n}"
+            try:
+                rec = json.loads(line)
+            except ValueError as err:
+                raise VlgapError(f"{where}: not valid JSON ({err})") from None
+            if not isinstance(rec, dict):
+                raise VlgapError(f"{where}: expected an object with \"input\", \"output\" and \"model\"")
+            for k in ("input", "output", "model"):
+                if k not in rec:
+                    raise VlgapError(f"{where}: needs {k!r} (keys: input = prompt text, output = six parts "
+                                     "or six-part text, model = who wrote it)")
+            if not isinstance(rec["input"], str) or not rec["input"].strip():
+                raise VlgapError(f"{where}: \"input\" must be a non-empty prompt text")
+            key = _normalise(rec["input"])
+            res = _six_or_invalid(rec["output"], where)
+            res["retries"] = int(rec.get("retries", 0) or 0)
+            res["model"] = str(rec["model"])
+            if key in self.table and self.table[key]["text"] != res["text"]:
+                raise VlgapError(f"{where}: input {key[:60]!r} appears twice with different outputs "
+                                 "(keep one rewrite per prompt)")
+            self.table[key] = res
+            self.models.add(str(rec["model"]))
+        if not self.table:
+            raise VlgapError(f"rewrites file {str(self.path)!r} has no records")
+
+    @property
+    def model_hash(self) -> str:
+        return f"sha256:{self.sha256}"
+
+    def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        out = []
+        for t in texts:
+            res = self.table.get(_normalise(t))
+            if res is None:
+                raise VlgapError(f"prompt {_normalise(t)[:80]!r} has no rewrite in {self.path.name} "
+                                 f"({len(self.table)} inputs there); add a line with this \"input\"")
+            out.append(dict(res))
+        return out
+
+
+class OpenAICompatibleOperator(Operator):
+    """A chat-completions endpoint the user runs (`--endpoint http://127.0.0.1:8000/v1 --model NAME`):
+    the six-part instruction and few-shot pairs as the system message, the prompt as the user message;
+    the reply is parsed into the schema, an invalid reply is retried (temperature 0.7, seeded) up to
+    `max_retries` times. Standard library only (urllib)."""
+
+    uses_lm = False
+
+    def __init__(self, endpoint: str, model: str, *, name: str = "openai-compatible", max_retries: int = 2,
+                 seed: int = 0, timeout: float = 120.0, max_tokens: int = 512, n_shots: int = 2,
+                 api_key: str | None = None):
+        from vlgap.counts import check_count
+
+        if not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://")):
+            raise VlgapError(f"--endpoint {endpoint!r}: give the server's base URL, e.g. http://127.0.0.1:8000/v1")
+        if not model:
+            raise VlgapError("--model: name the model the endpoint serves (as in its /v1/models)")
+        self.endpoint, self.model, self.name = endpoint.rstrip("/"), model, name
+        self.max_retries = check_count("max_retries", max_retries, 0, example=2)
+        self.seed, self.timeout, self.max_tokens, self.api_key = seed, timeout, max_tokens, api_key
+        shots = few_shot_examples(n_shots)
+        self.system = INSTRUCTION.strip()
+        self.shots = [m for x, y in shots for m in ({"role": "user", "content": x},
+                                                    {"role": "assistant", "content": y})]
+
+    @property
+    def model_hash(self) -> str:
+        # the served model's name and the prompt decide the outputs; the URL (host, port) does not
+        blob = json.dumps({"model": self.model, "system": self.system, "shots": self.shots,
+                           "max_tokens": self.max_tokens}, sort_keys=True)
+        return "openai:" + hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def _ask(self, prompt: str, temperature: float, seed: int) -> str:
+        import urllib.error
+        import urllib.request
+
+        body = {"model": self.model, "temperature": temperature, "seed": seed, "max_tokens": self.max_tokens,
+                "messages": [{"role": "system", "content": self.system}, *self.shots,
+                             {"role": "user", "content": prompt}]}
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        url = f"{self.endpoint}/chat/completions"
+        req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                data = json.loads(resp.read().decode("utf-8"))
+        except urllib.error.HTTPError as err:
+            detail = err.read().decode("utf-8", "replace")[:200]
+            raise VlgapError(f"endpoint {url} answered HTTP {err.code} ({detail}); check --model {self.model!r}") from None
+        except (urllib.error.URLError, TimeoutError, OSError) as err:
+            reason = getattr(err, "reason", err)
+            raise VlgapError(f"endpoint {url} cannot be reached ({reason}); is the server running?") from None
+        except ValueError as err:
+            raise VlgapError(f"endpoint {url} did not answer JSON ({err})") from None
+        try:
+            content = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError):
+            raise VlgapError(f"endpoint {url}: the reply has no choices[0].message.content "
+                             "(is it an OpenAI-compatible chat-completions server?)") from None
+        return content if isinstance(content, str) else ""
+
+    def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
+        out = []
+        for t in texts:
+            res = None
+            for attempt in range(self.max_retries + 1):
+                reply = self._ask(t, 0.0 if attempt == 0 else 0.7, self.seed + attempt)
+                res = _six_or_invalid(reply, "reply")
+                res["retries"] = attempt
+                if res["valid"]:
+                    break
+            out.append(res)
+        return out
+
+
 def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: str = "smollm2",
-                 rewriter_model: str = "gemma3_270m", **kw) -> Operator:
+                 rewriter_model: str = "gemma3_270m", rewrites: str | os.PathLike | None = None,
+                 endpoint: str | None = None, model: str | None = None, **kw) -> Operator:
     if name == "template":
         return TemplateOperator()
+    if name == "precomputed":
+        if rewrites is None:
+            raise VlgapError("operator 'precomputed' needs --rewrites FILE.jsonl (one object per line: "
+                             "input, output, model)")
+        return PrecomputedOperator(rewrites)
+    if name == "openai-compatible":
+        if endpoint is None or model is None:
+            raise VlgapError("operator 'openai-compatible' needs --endpoint http://HOST:PORT/v1 and --model NAME")
+        return OpenAICompatibleOperator(endpoint, model, **{k: v for k, v in kw.items()
+                                                            if k in ("max_retries", "seed")})
     if name in ("pe", "third"):
         if adapter is None:
             raise VlgapError(f"operator {name!r} needs --adapter DIR (a LoRA adapter saved by `vlgap cape train`)")

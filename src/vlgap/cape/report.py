@@ -55,6 +55,10 @@ def report_markdown(r: dict[str, Any]) -> str:
             notes.append(f"{k}: {note}")
     if notes:
         lines += [""] + [f"Note, {n}." for n in notes]
+    if r.get("controls"):
+        from vlgap.cape.controls import controls_markdown
+
+        lines += ["", controls_markdown(r["controls"], "Controls (Table 3 surface overlap, randomization check)")]
     lines += ["", "Schema validity (label-forced decoding, up to "
               f"{cfg['max_retries']} sampled retries):", "", "| operator/split | n | first-try valid | valid after retries |",
               "|---|---|---|---|"]

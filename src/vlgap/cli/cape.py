@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
@@ -17,8 +17,14 @@ app.add_typer(cape_app, name="cape")
 @cape_app.command("rewrite")
 def rewrite_command(
     prompts: Path = typer.Argument(..., help="Text file, one prompt per line."),
-    operator: str = typer.Option("template", "--operator", help="template | pe | third | rewriter."),
+    operator: str = typer.Option("template", "--operator",
+                                 help="template | pe | third | rewriter | precomputed | openai-compatible."),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help="LoRA adapter folder (operators pe, third)."),
+    rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (operator "
+                                                                     "precomputed): input, output, model."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (operator "
+                                                                    "openai-compatible), e.g. http://127.0.0.1:8000/v1."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
     base: str = typer.Option("smollm2", "--base", help="Base LM of pe/third: smollm2, gemma3_270m, HF id or folder."),
     rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter."),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Folder for the resumable rewrite cache."),
@@ -39,7 +45,8 @@ def rewrite_command(
         lines.pop()  # a trailing newline is not an empty prompt
     if not lines:
         raise VlgapError(f"prompt file {str(prompts)!r} has no prompts (one per line)")
-    op = get_operator(operator, adapter=adapter, base=base, rewriter_model=rewriter_model, batch_size=batch_size)
+    op = get_operator(operator, adapter=adapter, base=base, rewriter_model=rewriter_model, batch_size=batch_size,
+                      rewrites=rewrites, endpoint=endpoint, model=model)
     res = rewrite(op, lines, cache_dir=cache, batch_size=batch_size, max_input_tokens=max_input_tokens,
                   truncate=truncate)
     keys = ("short_caption", "dense_caption", "main_object", "background", "camera", "style", "valid", "retries")
@@ -115,7 +122,7 @@ def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, **over
 
     res = run_experiment(out, preset(preset_name, **overrides), force=force)
     if as_json:
-        keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "validity", "template_reference",
+        keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "controls", "validity", "template_reference",
                 "timings_s", "config")
         print(to_json({k: res[k] for k in keys}))
     else:
@@ -161,12 +168,77 @@ def export_command(
     operator: str = typer.Option("pe", "--operator"),
     adapter: Optional[Path] = typer.Option(None, "--adapter"),
     base: str = typer.Option("smollm2", "--base"),
+    rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (precomputed)."),
+    endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (openai-compatible)."),
+    model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
     cache: Optional[Path] = typer.Option(None, "--cache"),
 ) -> None:
     """Rewrite a DiT fine-tuning caption file with an operator (for diffusers training scripts)."""
     from vlgap.cape.diffusion import export_captions
     from vlgap.cape.operators import get_operator
 
-    op = get_operator(operator, adapter=adapter, base=base)
+    op = get_operator(operator, adapter=adapter, base=base, rewrites=rewrites, endpoint=endpoint, model=model)
     n = export_captions(captions, out, op, cache_dir=cache)
     Console(stderr=True).print(f"wrote {n} rewritten captions to {out}")
+
+
+def _named_files(items: Optional[List[str]], flag: str) -> dict[str, Path]:
+    from vlgap.errors import VlgapError
+
+    out = {}
+    for item in items or []:
+        if "=" not in item:
+            raise VlgapError(f"{flag} {item!r}: write OPERATOR=FILE, e.g. {flag} pe=pe_captions.jsonl")
+        name, path = item.split("=", 1)
+        out[name.strip()] = Path(path)
+    return out
+
+
+@cape_app.command("scores")
+def scores_command(
+    specs: List[str] = typer.Argument(..., help="CELL=FILE per cell (CELL: TRAIN/INFER or TRAIN/INFER/SEED, e.g. "
+                                                "pe/pe=pe_pe_eval_results.json), or a FILE with train/infer columns."),
+    fmt: str = typer.Option("auto", "--format", help="auto | vbench | compbench | judge | table."),
+    captions: Optional[List[str]] = typer.Option(None, "--captions", help="OP=FILE: the DiT's fine-tuning captions "
+                                                 "of one operator (export JSONL or input/output/model JSONL)."),
+    prompt_rewrites: Optional[List[str]] = typer.Option(None, "--prompt-rewrites", help="OP=FILE: the inference "
+                                                        "rewrites of the scored prompts (input/output/model JSONL)."),
+    encoder: str = typer.Option("minilm", "--encoder", help="Text encoder for MMD^2 and the witness regression."),
+    bootstrap: int = typer.Option(2000, "--bootstrap"),
+    permutations: int = typer.Option(2000, "--permutations"),
+    seed: int = typer.Option(0, "--seed"),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for scores_results.json and scores_report.md."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """The 2x2, third-operator and control analyses from real benchmark scores (VBench, T2V-CompBench, a judge)."""
+    from vlgap.cape.operators import PrecomputedOperator
+    from vlgap.cape.scores import analyse_scores, default_embed, load_cells, read_text_file, scores_markdown
+    from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
+
+    cells = load_cells(specs, fmt)
+    caps = {op: read_text_file(p) for op, p in _named_files(captions, "--captions").items()}
+    rws = {op: {k: v["text"] for k, v in PrecomputedOperator(p, name=op).table.items()}
+           for op, p in _named_files(prompt_rewrites, "--prompt-rewrites").items()}
+    res = analyse_scores(cells, prompt_rewrites=rws or None, captions=caps or None,
+                         embed=default_embed(encoder) if (caps or rws) else None, n_bootstrap=bootstrap,
+                         n_permutations=permutations, seed=seed)
+    md = scores_markdown(res)
+    if out is not None:
+        atomic_write_json(out / "scores_results.json", res)
+        atomic_write_text(out / "scores_report.md", md)
+    print(to_json(res) if as_json else md)
+
+
+@cape_app.command("controls")
+def controls_command(
+    run: Path = typer.Argument(..., help="Run folder of `vlgap cape experiment` / `vlgap cape demo`."),
+    permutations: Optional[int] = typer.Option(None, "--permutations", help="Default: the run's own setting."),
+    bootstrap: Optional[int] = typer.Option(None, "--bootstrap", help="Default: the run's own setting."),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Table 3's surface overlap and the randomization check from an existing run folder (no retraining)."""
+    from vlgap.cape.controls import controls_from_run
+    from vlgap.io_utils import to_json
+
+    res = controls_from_run(run, n_permutations=permutations, n_bootstrap=bootstrap)
+    print(to_json(res) if as_json else (run / "controls.md").read_text())
