@@ -38,6 +38,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
+from vlgap.data.sampling import parse_frame_sampling
 from vlgap.errors import VlgapError
 from vlgap.features.chunk_steps import (Decoded, TextSteps, VisionSteps, bad_item_message,
                                         repeated_frames_message)
@@ -134,7 +135,8 @@ FRAME_ORDERS = ("ordered", "reversed", "shuffled")
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
                 frame_order: str = "ordered", temporal_pooling: str | None = None,
-                random_weights: bool = False) -> dict:
+                random_weights: bool = False, frame_sampling: str = "uniform",
+                caption_draw: tuple[int, int] | None = None) -> dict:
     """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
     Options at their defaults are left out, so adding an option never invalidates existing caches.
     Weights: random weights (asked for) are keyed "random"; tv:/timm: specs without a file are keyed
@@ -147,6 +149,11 @@ def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, i
         key["weights"] = "pretrained"
     if frame_order != "ordered":
         key["frame_order"] = frame_order
+    frame_sampling = parse_frame_sampling(frame_sampling)
+    if frame_sampling != "uniform":  # the paper's uniform sampling keeps the keys it always had
+        key["frame_sampling"] = frame_sampling
+    if caption_draw is not None:  # a random draw of captions; None (the first n_c) keeps older keys
+        key["caption_draw"] = {"seed": int(caption_draw[0]), "draw": int(caption_draw[1])}
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     if temporal_pooling != "mean":
         key["temporal_pooling"] = temporal_pooling
@@ -206,6 +213,8 @@ class Job:
     dtype: str
     encoder_options: dict      # pooling / image_size / random_weights for get_encoder
     allow_repeated_frames: bool = False
+    frame_sampling: str = "uniform"
+    caption_draw: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -242,8 +251,8 @@ class Job:
                              "is a video encoder (its sub-clips are averaged): use 'mean'")
         if self.param == "n_f":
             return VisionSteps(self.pending, info["n0"], info["kind"] == "video", self.frame_order, self.skip_bad,
-                               self.temporal_pooling, self.allow_repeated_frames)
-        return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"))
+                               self.temporal_pooling, self.allow_repeated_frames, self.frame_sampling)
+        return TextSteps(self.pending, self.skip_bad, info["record"].get("pooling"), self.caption_draw)
 
     def check_weights(self, info: dict) -> None:
         """A loaded encoder's weights must be what the cache key says (random or trained)."""
@@ -367,6 +376,8 @@ def extract(
     ray_workers: int | None = None,
     trust_remote_code: bool = False,
     random_weights: bool = False,
+    frame_sampling: str = "uniform",
+    caption_draw: tuple[int, int] | None = None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
@@ -386,7 +397,11 @@ def extract(
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract).
     trust_remote_code: let an hf: model run code from its repository (VideoMAEv2); never implied.
     random_weights: the encoder's architecture with random weights (speed tests); cached apart from the
-    trained model's features and labelled "random weights" in the record and every summary."""
+    trained model's features and labelled "random weights" in the record and every summary.
+    frame_sampling: which frames make n_f (`vlgap.data.sampling.sample_frames`): "uniform" (the paper),
+    "random", "stride:S" or "keyframes"; part of the cache key and recorded with the frame indices.
+    caption_draw: None (the first n_c captions, the paper) or (seed, draw number): n_c captions drawn
+    at random per item (`vlgap.data.sampling.caption_draw_indices`); part of the cache key."""
     t0 = time.perf_counter()
     batch_size = require_count(batch_size, "batch_size (frames or texts per forward pass)")
     workers = require_count(workers, "workers (decoding threads)")
@@ -408,6 +423,12 @@ def extract(
         raise VlgapError("frame_order applies to vision encoders (n_frames) only")
     if temporal_pooling != "mean" and param != "n_f":
         raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to vision encoders (n_frames) only")
+    frame_sampling = parse_frame_sampling(frame_sampling)
+    if frame_sampling != "uniform" and param != "n_f":
+        raise VlgapError(f"frame sampling {frame_sampling!r} applies to vision encoders (n_frames) only")
+    caption_draw = _check_caption_draw(caption_draw)
+    if caption_draw is not None and param != "n_c":
+        raise VlgapError("caption_draw applies to text encoders (n_captions) only")
     shard_t = parse_shard(shard)
     items = man.items[shard_slice(len(man.items), shard_t)]
     if not items:
@@ -415,7 +436,8 @@ def extract(
     root = cache_root(cache_dir)
     if ray:
         root = root.resolve()  # workers may run in another directory
-    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights,
+                       frame_sampling, caption_draw)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -441,7 +463,7 @@ def extract(
         if random_weights:
             opts["random_weights"] = True
         job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
-                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames)
+                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames, frame_sampling, caption_draw)
         if ray:
             if loaded_encoder is not None:
                 raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
@@ -459,6 +481,18 @@ def extract(
     _warn_repeated(result.repeated_frames)
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def _check_caption_draw(draw) -> tuple[int, int] | None:
+    if draw is None:
+        return None
+    try:
+        seed, number = (int(x) for x in draw)
+    except (TypeError, ValueError):
+        raise VlgapError(f"caption_draw must be None (the first n_c captions) or (seed, draw number), got {draw!r}") from None
+    if number < 0:
+        raise VlgapError(f"caption_draw's draw number must be >= 0, got {number}")
+    return (seed, number)
 
 
 # -- degenerate items: the flags applied to what an entry holds (cached or fresh) -------------------
@@ -601,12 +635,13 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
                   image_size: int | None = None, frame_order: str = "ordered",
                   temporal_pooling: str | None = None, random_weights: bool = False, skip_bad: bool = False,
-                  allow_repeated_frames: bool = False) -> FeatureSet:
+                  allow_repeated_frames: bool = False, frame_sampling: str = "uniform",
+                  caption_draw: tuple[int, int] | None = None) -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed), verified,
     with `skip_bad` / `allow_repeated_frames` applied as `extract` applies them."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
-                                 random_weights),
+                                 random_weights, frame_sampling, _check_caption_draw(caption_draw)),
                      man.fingerprint(), param, int(value))
     fs = load_entry(key, cache_dir)
     kinds = {it.id: it.kind for it in man.items}
