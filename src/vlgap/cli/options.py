@@ -59,12 +59,7 @@ def one_int(text: str, name: str) -> int:
     return vals[0]
 
 
-TEMPORAL_FRAME_SAMPLING_HELP = ("which frames make n_f: uniform (the paper: spread evenly) | random (seeded per item) | "
-                      "stride:S (S frames apart, centred) | keyframes (the container's key frames, completed by "
-                      "scene-change scores)")
-CAPTION_DRAWS_HELP = ("draw each item's n_c captions at random R times (seeded by --seed) and average the scores; "
-                      "the interval adds the between-draw variance (1: the first n_c captions, as the paper)")
-POOLING_HELP = ("image encoders on video: mean (default, order-blind) | segments:S (S contiguous "
+TEMPORAL_POOLING_HELP = ("image encoders on video: mean (default, order-blind) | segments:S (S contiguous "
                          "segments of the sampled frames, each averaged, concatenated) | meandiff (mean, last - first)")
 
 
