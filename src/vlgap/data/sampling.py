@@ -1,5 +1,7 @@
 """Frame sampling as in Dynamic Reflections (sec. 3.4): n_f frames by uniform linear interpolation over
-the whole video (nearest frame), split into n_f / n0 consecutive sub-clips of the encoder's native length."""
+the whole video (nearest frame), split into n_f / n0 consecutive sub-clips of the encoder's native length.
+Controls beyond the paper: other frame-sampling strategies (`sample_frames`: random, stride:S,
+keyframes) and random caption draws (`draw_captions`) instead of the first n_c captions."""
 from __future__ import annotations
 
 import numpy as np

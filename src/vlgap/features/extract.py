@@ -5,7 +5,8 @@ Image encoders ("image on video") encode each distinct sampled frame once and po
 vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
 features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
 run clips of n0 frames (n_f / n0 sub-clips, averaged).
-Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
+Text: the first n_c captions (or a random draw of n_c, `caption_draw`) joined into one string -> every
+layer, mask-aware pooling. Frames are sampled uniformly (the paper) or by another `frame_sampling`.
 
 Work is done in chunks of items; each finished chunk is written atomically and sealed under the
 entry's key (vlgap.reuse), so a killed run resumes from the last finished chunk and produces exactly
