@@ -302,9 +302,28 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
                   batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
                   trust_remote_code=cfg.trust_remote_code, random_weights=cfg.random_weights)
-    loaded = encoders or {}
+    loaded = dict(encoders or {})
     if ray and cfg.caption_draws > 1:
         raise VlgapError("--caption-draws above 1 runs in this process only for now: drop --ray, or use one draw")
+    if not ray:  # an encoder used for several strategies or draws loads once, and only if something is missing
+        from vlgap.features.source import LazyEncoder
+
+        def lazy(name: str, vision: bool) -> LazyEncoder:
+            from vlgap.encoders.registry import get_encoder
+
+            opts: dict[str, Any] = {"pooling": None if vision else cfg.text_pooling,
+                                    "image_size": cfg.image_size if vision else None}
+            opts = {k: v for k, v in opts.items() if v}
+            if cfg.trust_remote_code:
+                opts["trust_remote_code"] = True
+            if cfg.random_weights:
+                opts["random_weights"] = True
+            return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=cfg.dtype, **opts))
+
+        if len(cfg.frame_sampling) > 1:
+            loaded.update({v: lazy(v, True) for v in cfg.vision if v not in loaded})
+        if cfg.caption_draws > 1:
+            loaded.update({t: lazy(t, False) for t in cfg.text if t not in loaded})
     variants = cfg.vision_variants()
     vis = {name: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size,
                          temporal_pooling=cfg.temporal_pooling, frame_sampling=fs, loaded_encoder=loaded.get(v),
