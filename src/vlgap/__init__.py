@@ -67,6 +67,11 @@ _API = {
     "intrinsic_dimension": "vlgap.metrics.intrinsic_dim:intrinsic_dimension",
     "run_intrinsic_dimension": "vlgap.probe.intrinsic:run_intrinsic_dimension",
     "write_report": "vlgap.probe.report:write_report",
+    # issue 22 items 1-2: caption draws and frame-sampling strategies
+    "draw_captions": "vlgap.data.sampling:draw_captions",
+    "combine_draws": "vlgap.metrics.draws:combine_draws",
+    "sample_frames": "vlgap.data.sampling:sample_frames",
+    "keyframe_info": "vlgap.data.video:keyframe_info",
     # distribution gap
     "gap": "vlgap.stats.gap:gap",
     "mmd2": "vlgap.stats.mmd:mmd2",

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vlgap import reuse
-from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_MARKER, FeatureKey, entry_dir_name)
+from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_MARKER, LOCK_FILE, FeatureKey, entry_dir_name)
 from vlgap.io_utils import cache_root, sha256_of_file
 
 #: statuses that are fine to keep
@@ -35,7 +35,7 @@ KEEP = ("ok", "legacy", "resumable")
 #: statuses that --prune removes
 PROBLEMS = ("stale", "corrupt", "orphaned")
 #: files an entry folder may hold besides features, chunks and seals (removed with a bad entry)
-ENTRY_FILES = ("record.json", "bad_items.jsonl", LEGACY_MARKER)
+ENTRY_FILES = ("record.json", "bad_items.jsonl", LEGACY_MARKER, LOCK_FILE)
 MODEL_MARKER = "vlgap_gguf.json"  # vlgap.encoders.gguf_cache.MARKER (not imported: that module pulls torch helpers)
 
 

@@ -8,8 +8,8 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP,
-                               int_list)
+from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, FRAME_SAMPLING_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP,
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -60,6 +60,10 @@ def extract_cmd(
     pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
+    frame_sampling: str = typer.Option("uniform", "--frame-sampling", help=FRAME_SAMPLING_HELP),
+    caption_draw: Optional[int] = typer.Option(None, "--caption-draw", help="text: use random caption draw number R "
+                                               "(0, 1, ...; seeded by --seed) instead of the first n_c captions"),
+    seed: int = typer.Option(0, "--seed", help="seed of --caption-draw"),
     shard: Optional[str] = typer.Option(None, help="i/n: extract only the i-th of n contiguous slices"),
     skip_bad: bool = typer.Option(False, help="skip bad items (listed in bad_items.jsonl and the summary): "
                                   "undecodable ones, and videos with fewer frames than n_f unless "
@@ -93,7 +97,8 @@ def extract_cmd(
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad,
         allow_repeated_frames=allow_repeated_frames, batch_size=batch_size, workers=workers,
         threads=threads, ray=ray, ray_workers=ray_workers, trust_remote_code=trust_remote_code,
-        random_weights=random_weights,
+        random_weights=random_weights, frame_sampling=frame_sampling,
+        caption_draw=None if caption_draw is None else (seed, caption_draw),
     )
     from rich.markup import escape
 

@@ -8,6 +8,9 @@ Rules (the CLI's vocabulary):
 - `--preset platonic-rep`: platonic-rep's feature preparation (vlgap.metrics.layer_search.PRESETS).
 - `--temporal-pooling MODE`: how an image encoder's per-frame embeddings become one video vector
   (vlgap.features.temporal_pooling): mean (default) | segments:S | meandiff.
+- `--frame-sampling S`: which frames make n_f (vlgap.data.sampling): uniform (the paper) | random |
+  stride:S | keyframes; the sweep takes a comma list and runs the strategies side by side.
+- `--caption-draws R`: R random draws of each item's n_c captions, scores averaged (1: the first n_c).
 - `--trust-remote-code`: let an hf: model run code from its repository (VideoMAEv2); never implied.
 """
 from __future__ import annotations
@@ -16,6 +19,11 @@ from vlgap.errors import VlgapError
 
 TRUST_REMOTE_CODE_HELP = ("let an hf: model run code from its own repository (needed by VideoMAEv2); "
                           "never implied: only for code you trust")
+FRAME_SAMPLING_HELP = ("which frames make n_f: uniform (the paper: spread evenly) | random (seeded per item) | "
+                      "stride:S (S frames apart, centred) | keyframes (the container's key frames, completed by "
+                      "scene-change scores)")
+CAPTION_DRAWS_HELP = ("draw each item's n_c captions at random R times (seeded by --seed) and average the scores; "
+                      "the interval adds the between-draw variance (1: the first n_c captions, as the paper)")
 POOLING_HELP = ("auto (default: the paper's rule, CLS token where the model has one, else the mean over tokens) | "
                 "mean | cls; text: mean (default) | last")
 

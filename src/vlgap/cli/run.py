@@ -10,8 +10,9 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
 from vlgap.cli.tables import print_table
-from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -66,6 +67,9 @@ def sweep_cmd(
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
+    frame_sampling: str = typer.Option("uniform", "--frame-sampling", help=FRAME_SAMPLING_HELP + "; a comma list "
+                                       "runs them side by side (rows 'NAME [strategy]', one n_f curve each)"),
+    caption_draws: int = typer.Option(1, "--caption-draws", help=CAPTION_DRAWS_HELP),
     skip_bad: bool = typer.Option(False, help="skip bad items (listed): undecodable ones, and videos with fewer "
                                   "frames than n_f unless --allow-repeated-frames"),
     allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames", help=ALLOW_REPEATED_FRAMES_HELP),
@@ -86,6 +90,7 @@ def sweep_cmd(
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad, allow_repeated_frames=allow_repeated_frames,
                       trust_remote_code=trust_remote_code, random_weights=random_weights,
+                      frame_sampling=frame_sampling, caption_draws=caption_draws,
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:
@@ -115,6 +120,9 @@ def demo_cmd(
     n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
     device: Optional[str] = typer.Option(None),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
+    frame_sampling: Optional[str] = typer.Option(None, "--frame-sampling", help=FRAME_SAMPLING_HELP + "; a comma "
+                                                 "list runs them side by side (default uniform)"),
+    caption_draws: Optional[int] = typer.Option(None, "--caption-draws", help=CAPTION_DRAWS_HELP + " (default 1)"),
     quiet: bool = typer.Option(False, help="no progress bars"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
@@ -130,7 +138,8 @@ def demo_cmd(
 
     t0 = time.perf_counter()
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
-                               "temporal_pooling": temporal_pooling,
+                               "temporal_pooling": temporal_pooling, "frame_sampling": frame_sampling,
+                               "caption_draws": caption_draws,
                                "random_weights": True if random_weights else None, "preset": preset})
     report = run_demo(cfg, progress=not quiet, force=force)
     rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]

@@ -129,3 +129,36 @@ def _to_rgb(frame, max_side: int | None) -> np.ndarray:
         w, h = max(2, round(frame.width * s)), max(2, round(frame.height * s))
         return frame.to_ndarray(format="rgb24", width=w, height=h)
     return frame.to_ndarray(format="rgb24")
+
+
+def keyframe_info(item: Item, max_side: int = 32) -> tuple[np.ndarray, np.ndarray, int]:
+    """(the container's key-frame positions, per-frame scene-change scores, frame count), in the decoded
+    frame sequence, from one decoding pass at a small size (the scores only need coarse frames). Frame
+    folders and images have no key frames: the scores alone then choose (data.sampling.keyframe_indices)."""
+    from vlgap.data.sampling import scene_change_scores
+
+    path = item.media
+    if not path.exists():
+        raise BadItemError(item.id, f"media file not found: {path}")
+    if item.kind == "image" or path.is_dir():
+        frames, total = read_frames(item, None, max_side=max_side)
+        small = np.stack([_fit(f, max_side) for f in frames])
+        return np.zeros(0, np.int64), scene_change_scores(small), total
+    import av
+
+    keys, small = [], []
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise ValueError("no video stream")
+            for pos, frame in enumerate(container.decode(container.streams.video[0])):
+                if frame.key_frame:
+                    keys.append(pos)
+                small.append(_to_rgb(frame, max_side))
+    except Exception as err:
+        raise BadItemError(item.id, f"cannot decode {path}: {type(err).__name__}: {err}") from None
+    if not small:
+        raise BadItemError(item.id, f"{path} has no decodable frames")
+    if len({f.shape for f in small}) > 1:
+        raise BadItemError(item.id, f"{path}: its frames change size mid-stream; keyframes sampling needs one size")
+    return np.asarray(keys, np.int64), scene_change_scores(np.stack(small)), len(small)

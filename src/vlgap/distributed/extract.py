@@ -184,8 +184,9 @@ def _decode_while_loading(job, n_chunks: int, decode_opts, fault) -> tuple[objec
 
 def _same_sampling(guess, steps) -> bool:
     """Whether frames decoded with the guessed steps are the frames the real steps sample."""
-    return (type(guess) is type(steps) and (guess.values, guess.n0, guess.is_video, guess.frame_order)
-            == (steps.values, steps.n0, steps.is_video, steps.frame_order)
+    return (type(guess) is type(steps)
+            and (guess.values, guess.n0, guess.is_video, guess.frame_order, getattr(guess, "frame_sampling", None))
+            == (steps.values, steps.n0, steps.is_video, steps.frame_order, getattr(steps, "frame_sampling", None))
             and guess.chunk_items() == steps.chunk_items())
 
 

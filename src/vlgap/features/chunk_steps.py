@@ -10,11 +10,20 @@ from typing import Any
 import numpy as np
 
 from vlgap.data.manifest import Item
-from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclips
-from vlgap.data.video import count_frames, read_frames
+from vlgap.data.sampling import check_n_f, draw_captions, sample_frames, subclips
+from vlgap.data.video import count_frames, keyframe_info, read_frames
 from vlgap.errors import BadItemError, VlgapError
 from vlgap.features.temporal_pooling import describe as describe_pooling
 from vlgap.features.temporal_pooling import pool_frames
+
+#: what each frame-sampling strategy does, as recorded with the features
+FRAME_SAMPLING_POLICIES = {
+    "uniform": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
+    "random": "n_f distinct frames at random (seeded by the item id), in time order",
+    "stride": "n_f frames S apart, the run centred in the video",
+    "keyframes": "the container's key frames (spread uniformly over them), completed by the frames of largest "
+                 "scene-change score when there are fewer than n_f",
+}
 
 #: frames held in memory per chunk (vision) and texts per chunk: also the resume granularity
 CHUNK_FRAMES = 256
@@ -77,8 +86,10 @@ def _bad(item_id: str, reason: str, skip_bad: bool) -> dict:
 
 class VisionSteps:
     def __init__(self, values: list[int], n0: int, is_video: bool, frame_order: str = "ordered",
-                 skip_bad: bool = False, temporal_pooling: str = "mean", allow_repeated_frames: bool = False):
+                 skip_bad: bool = False, temporal_pooling: str = "mean", allow_repeated_frames: bool = False,
+                 frame_sampling: str = "uniform"):
         self.values, self.n0, self.is_video = values, n0, is_video
+        self.frame_sampling = frame_sampling
         self.frame_order, self.skip_bad, self.temporal_pooling = frame_order, skip_bad, temporal_pooling
         self.allow_repeated_frames = allow_repeated_frames
         if self.is_video:
@@ -92,17 +103,21 @@ class VisionSteps:
 
     def policy(self, v: int) -> dict:
         return {"sampling": {
-            "policy": "uniform linear interpolation over the whole video, nearest frame (Dynamic Reflections 3.4)",
+            "policy": FRAME_SAMPLING_POLICIES[self.frame_sampling.split(":")[0]],
+            **({"frame_sampling": self.frame_sampling} if self.frame_sampling != "uniform" else {}),
             "n_f": v, "n0": self.n0, "frame_order": self.frame_order,
             "aggregation": ("mean over n_f/n0 sub-clips" if self.is_video else describe_pooling(self.temporal_pooling)),
             "temporal_pooling": self.temporal_pooling,
             "frame_indices": self.frame_log[v],
         }}
 
-    def _sample(self, item: Item, total: int) -> dict[int, np.ndarray]:
+    def _sample(self, item: Item, total: int, keys=None) -> dict[int, np.ndarray]:
         out = {}
         for v in self.values:
-            idx = frame_indices(total, v)
+            try:
+                idx = sample_frames(total, v, self.frame_sampling, item.id, *(keys or (None, None)))
+            except VlgapError as err:  # e.g. a stride longer than this video: a bad item, named
+                raise BadItemError(item.id, str(err).split(": ", 1)[-1]) from None
             if self.frame_order == "reversed":
                 idx = idx[::-1].copy()
             elif self.frame_order == "shuffled":
@@ -117,6 +132,9 @@ class VisionSteps:
         total = len(frames)
         if total < 1:
             return ("bad", item.id, "has no frames")
+        if self.frame_sampling == "keyframes":  # the container's key frames are gone once decoded
+            raise VlgapError("frame sampling 'keyframes' needs the video file (its container's key frames); "
+                             "give paths rather than decoded frames, or another strategy")
         per_value = self._sample(item, total)
         union = np.unique(np.concatenate(list(per_value.values())))
         pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
@@ -127,10 +145,15 @@ class VisionSteps:
         `preprocess`). Returns ("ok", frames or pixels, positions per n_f, indices per n_f) or
         ("bad", item id, reason)."""
         try:
-            total = count_frames(item)
+            keys = None
+            if self.frame_sampling == "keyframes":  # one small decoding pass: key frames + scene changes
+                key_pos, change, total = keyframe_info(item)
+                keys = (key_pos, change)
+            else:
+                total = count_frames(item)
             if total < 1:
                 raise BadItemError(item.id, f"{item.media} has no frames")
-            per_value = self._sample(item, total)
+            per_value = self._sample(item, total, keys)
             union = np.unique(np.concatenate(list(per_value.values())))
             try:
                 frames, _ = read_frames(item, union)
@@ -139,7 +162,7 @@ class VisionSteps:
                     raise
                 # the container's frame count overstated the stream: count by decoding, then sample again
                 _, total = read_frames(item, None, max_side=16)
-                per_value = self._sample(item, total)
+                per_value = self._sample(item, total, keys)
                 union = np.unique(np.concatenate(list(per_value.values())))
                 frames, _ = read_frames(item, union)
         except BadItemError as err:
@@ -249,15 +272,23 @@ def _pixels(enc, payload):
 
 
 class TextSteps:
-    def __init__(self, values: list[int], skip_bad: bool, pooling: str | None = None):
+    def __init__(self, values: list[int], skip_bad: bool, pooling: str | None = None,
+                 caption_draw: tuple[int, int] | None = None):
         self.values, self.skip_bad, self.pooling = values, skip_bad, pooling
+        #: None: the first n_c captions (the paper); (seed, draw number): a random draw of n_c captions
+        self.caption_draw = caption_draw
 
     def chunk_items(self) -> int:
         return CHUNK_TEXTS
 
     def policy(self, v: int) -> dict:
-        return {"captions": {"policy": "first n_c captions, each ended with a full stop, joined by a space",
-                             "n_c": v, "pooling": self.pooling}}
+        if self.caption_draw is None:
+            return {"captions": {"policy": "first n_c captions, each ended with a full stop, joined by a space",
+                                 "n_c": v, "pooling": self.pooling}}
+        seed, draw = self.caption_draw
+        return {"captions": {"policy": "n_c captions drawn at random per item (seeded by item id, seed and draw; "
+                                       "kept in their order), each ended with a full stop, joined by a space",
+                             "n_c": v, "pooling": self.pooling, "caption_draw": {"seed": seed, "draw": draw}}}
 
     def decode_one(self, item: Item, preprocess=None):
         """Per n_c: the joined text, or the reason the item cannot give it."""
@@ -266,7 +297,7 @@ class TextSteps:
             try:
                 if not item.captions:
                     raise BadItemError(item.id, "has no captions")
-                out[v] = ("ok", join_captions(item.captions, v, item.id))
+                out[v] = ("ok", draw_captions(item.captions, v, item.id, self.caption_draw))
             except VlgapError as err:
                 out[v] = ("bad", str(err))
         return out
@@ -315,8 +346,9 @@ class TextSteps:
 
 
 def make_steps(encoder: str, param: str, values: list[int], info: dict, frame_order: str = "ordered",
-               temporal_pooling: str = "mean", skip_bad: bool = False,
-               allow_repeated_frames: bool = False) -> VisionSteps | TextSteps:
+               temporal_pooling: str = "mean", skip_bad: bool = False, allow_repeated_frames: bool = False,
+               frame_sampling: str = "uniform", caption_draw: tuple[int, int] | None = None
+               ) -> VisionSteps | TextSteps:
     """The per-chunk steps for `values` of `param` ("n_f" or "n_c") with an encoder described by
     `encoder_info` (no model needed); shared by `Job.steps` and `vlgap.distributed.EncoderUDF`."""
     if (param == "n_f") != (info["modality"] == "vision"):
@@ -329,8 +361,8 @@ def make_steps(encoder: str, param: str, values: list[int], info: dict, frame_or
                          "is a video encoder (its sub-clips are averaged): use 'mean'")
     if param == "n_f":
         return VisionSteps(values, info["n0"], info["kind"] == "video", frame_order, skip_bad, temporal_pooling,
-                           allow_repeated_frames)
-    return TextSteps(values, skip_bad, info["record"].get("pooling"))
+                           allow_repeated_frames, frame_sampling)
+    return TextSteps(values, skip_bad, info["record"].get("pooling"), caption_draw)
 
 
 def encoder_info(enc) -> dict:

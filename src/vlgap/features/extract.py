@@ -5,7 +5,8 @@ Image encoders ("image on video") encode each distinct sampled frame once and po
 vectors for each n_f (the mean by default; `temporal_pooling` modes keep time, see
 features/temporal_pooling), so a sweep over n_f costs the union of frames, not the sum. Video encoders
 run clips of n0 frames (n_f / n0 sub-clips, averaged).
-Text: the first n_c captions joined into one string -> every layer, mask-aware pooling.
+Text: the first n_c captions (or a random draw of n_c, `caption_draw`) joined into one string -> every
+layer, mask-aware pooling. Frames are sampled uniformly (the paper) or by another `frame_sampling`.
 
 Work is done in chunks of items; each finished chunk is written atomically and sealed under the
 entry's key (vlgap.reuse), so a killed run resumes from the last finished chunk and produces exactly
@@ -41,6 +42,7 @@ from typing import Any, Iterable
 import numpy as np
 
 from vlgap.data.manifest import Item, Manifest, read_manifest
+from vlgap.data.sampling import parse_frame_sampling
 from vlgap.errors import VlgapError
 from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, VisionSteps, bad_item_message,
                                         encoder_info, make_steps, repeated_frames_message)
@@ -125,7 +127,8 @@ def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
 
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
                 frame_order: str = "ordered", temporal_pooling: str | None = None,
-                random_weights: bool = False) -> dict:
+                random_weights: bool = False, frame_sampling: str = "uniform",
+                caption_draw: tuple[int, int] | None = None) -> dict:
     """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
     Options at their defaults are left out, so adding an option never invalidates existing caches.
     Weights: random weights (asked for) are keyed "random"; tv:/timm: specs without a file are keyed
@@ -138,6 +141,11 @@ def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, i
         key["weights"] = "pretrained"
     if frame_order != "ordered":
         key["frame_order"] = frame_order
+    frame_sampling = parse_frame_sampling(frame_sampling)
+    if frame_sampling != "uniform":  # the paper's uniform sampling keeps the keys it always had
+        key["frame_sampling"] = frame_sampling
+    if caption_draw is not None:  # a random draw of captions; None (the first n_c) keeps older keys
+        key["caption_draw"] = {"seed": int(caption_draw[0]), "draw": int(caption_draw[1])}
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     if temporal_pooling != "mean":
         key["temporal_pooling"] = temporal_pooling
@@ -197,6 +205,8 @@ class Job:
     dtype: str
     encoder_options: dict      # pooling / image_size / random_weights for get_encoder
     allow_repeated_frames: bool = False
+    frame_sampling: str = "uniform"
+    caption_draw: tuple[int, int] | None = None
 
     @property
     def label(self) -> str:
@@ -224,7 +234,7 @@ class Job:
         """The per-chunk steps for an encoder described by `encoder_info` (no model needed)."""
         self.check_weights(info)
         return make_steps(self.encoder, self.param, self.pending, info, self.frame_order, self.temporal_pooling,
-                          self.skip_bad, self.allow_repeated_frames)
+                          self.skip_bad, self.allow_repeated_frames, self.frame_sampling, self.caption_draw)
 
     def check_weights(self, info: dict) -> None:
         """A loaded encoder's weights must be what the cache key says (random or trained)."""
@@ -341,6 +351,8 @@ def extract(
     ray_workers: int | None = None,
     trust_remote_code: bool = False,
     random_weights: bool = False,
+    frame_sampling: str = "uniform",
+    caption_draw: tuple[int, int] | None = None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
     every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
@@ -360,7 +372,11 @@ def extract(
     default: as many as fit), writing the same cache entries (see vlgap.distributed.extract).
     trust_remote_code: let an hf: model run code from its repository (VideoMAEv2); never implied.
     random_weights: the encoder's architecture with random weights (speed tests); cached apart from the
-    trained model's features and labelled "random weights" in the record and every summary."""
+    trained model's features and labelled "random weights" in the record and every summary.
+    frame_sampling: which frames make n_f (`vlgap.data.sampling.sample_frames`): "uniform" (the paper),
+    "random", "stride:S" or "keyframes"; part of the cache key and recorded with the frame indices.
+    caption_draw: None (the first n_c captions, the paper) or (seed, draw number): n_c captions drawn
+    at random per item (`vlgap.data.sampling.caption_draw_indices`); part of the cache key."""
     t0 = time.perf_counter()
     from vlgap.counts import check_count
 
@@ -384,6 +400,12 @@ def extract(
         raise VlgapError("frame_order applies to vision encoders (n_frames) only")
     if temporal_pooling != "mean" and param != "n_f":
         raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to vision encoders (n_frames) only")
+    frame_sampling = parse_frame_sampling(frame_sampling)
+    if frame_sampling != "uniform" and param != "n_f":
+        raise VlgapError(f"frame sampling {frame_sampling!r} applies to vision encoders (n_frames) only")
+    caption_draw = _check_caption_draw(caption_draw)
+    if caption_draw is not None and param != "n_c":
+        raise VlgapError("caption_draw applies to text encoders (n_captions) only")
     shard_t = parse_shard(shard)
     items = man.items[shard_slice(len(man.items), shard_t)]
     if not items:
@@ -391,7 +413,8 @@ def extract(
     root = cache_root(cache_dir)
     if ray:
         root = root.resolve()  # workers may run in another directory
-    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights)
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights,
+                       frame_sampling, caption_draw)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -402,7 +425,7 @@ def extract(
         _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order,
                         temporal_pooling, skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling,
                         image_size, trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers,
-                        threads, progress)
+                        threads, progress, frame_sampling, caption_draw)
     kinds = {it.id: it.kind for it in items}
     _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
     result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
@@ -417,7 +440,7 @@ def extract(
 def _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order, temporal_pooling,
                     skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling, image_size,
                     trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers, threads,
-                    progress) -> None:
+                    progress, frame_sampling, caption_draw) -> None:
     """The part of `extract` that runs while this process holds every requested entry."""
     pending = []
     for v, e in entries.items():
@@ -441,7 +464,7 @@ def _extract_locked(result, man, items, encoder, param, values, entries, ekey, s
         if random_weights:
             opts["random_weights"] = True
         job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
-                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames)
+                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames, frame_sampling, caption_draw)
         if ray:
             if loaded_encoder is not None:
                 raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
@@ -453,6 +476,18 @@ def _extract_locked(result, man, items, encoder, param, values, entries, ekey, s
             run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
         else:
             _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
+
+
+def _check_caption_draw(draw) -> tuple[int, int] | None:
+    if draw is None:
+        return None
+    try:
+        seed, number = (int(x) for x in draw)
+    except (TypeError, ValueError):
+        raise VlgapError(f"caption_draw must be None (the first n_c captions) or (seed, draw number), got {draw!r}") from None
+    if number < 0:
+        raise VlgapError(f"caption_draw's draw number must be >= 0, got {number}")
+    return (seed, number)
 
 
 # -- degenerate items: the flags applied to what an entry holds (cached or fresh) -------------------
@@ -595,12 +630,13 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
                   cache_dir: str | Path | None = None, dtype: str = "float32", pooling: str | None = None,
                   image_size: int | None = None, frame_order: str = "ordered",
                   temporal_pooling: str | None = None, random_weights: bool = False, skip_bad: bool = False,
-                  allow_repeated_frames: bool = False) -> FeatureSet:
+                  allow_repeated_frames: bool = False, frame_sampling: str = "uniform",
+                  caption_draw: tuple[int, int] | None = None) -> FeatureSet:
     """Features from the cache without loading the model (assembling shards when needed), verified,
     with `skip_bad` / `allow_repeated_frames` applied as `extract` applies them."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
-                                 random_weights),
+                                 random_weights, frame_sampling, _check_caption_draw(caption_draw)),
                      man.fingerprint(), param, int(value))
     fs = load_entry(key, cache_dir)
     kinds = {it.id: it.kind for it in man.items}

@@ -107,18 +107,20 @@ class FeatureSource:
                     allow_repeated_frames=o.allow_repeated_frames,
                     batch_size=o.batch_size, workers=o.workers, progress=o.progress, random_weights=o.random_weights)
 
-    def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None):
+    def vision(self, man, name: str, n_f: int, frame_order: str = "ordered", shard=None,
+               frame_sampling: str = "uniform"):
         from vlgap.features.extract import extract
 
         res = extract(man, name, n_frames=[n_f], image_size=self.options.image_size, frame_order=frame_order,
+                      frame_sampling=frame_sampling,
                       temporal_pooling=self.options.temporal_pooling, shard=shard,
                       loaded_encoder=self._encoder(name, True), **self._common())
         return res.features[n_f]
 
-    def text(self, man, name: str, n_c: int = 1):
+    def text(self, man, name: str, n_c: int = 1, caption_draw: tuple[int, int] | None = None):
         from vlgap.features.extract import extract
 
-        res = extract(man, name, n_captions=[n_c], pooling=self.options.text_pooling,
+        res = extract(man, name, n_captions=[n_c], pooling=self.options.text_pooling, caption_draw=caption_draw,
                       loaded_encoder=self._encoder(name, False), **self._common())
         return res.features[n_c]
 

@@ -54,6 +54,10 @@ class DemoConfig:
     random_weights: bool = False
     #: "default" (the core probe) or "dr-full" (plus the rest of Dynamic Reflections: probe/dr_full.py)
     preset: str = "default"
+    #: R random draws of each item's n_c captions, scores averaged (1: the first n_c, the paper)
+    caption_draws: int = 1
+    #: frame-sampling strategies run side by side: uniform (the paper) | random | stride:S | keyframes
+    frame_sampling: list[str] = field(default_factory=lambda: ["uniform"])
 
     def check(self) -> "DemoConfig":
         """Counts checked before anything runs (one-line errors naming the key)."""
@@ -63,6 +67,10 @@ class DemoConfig:
                               ("n_bootstrap", 0), ("n_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--n-videos" if name == "n_videos" else None))
+        from vlgap.data.sampling import parse_frame_samplings
+
+        self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws")
+        self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         if self.preset not in DEMO_PRESETS:
             raise VlgapError(f"demo preset {self.preset!r} is not known; use one of {', '.join(DEMO_PRESETS)}")
         return self
@@ -112,10 +120,22 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
                                       cfg.cache_dir, log=say, progress=report)
 
 
+def run_fields(cfg: DemoConfig) -> dict[str, Any]:
+    """The configuration a demo folder records; options at their defaults are left out, so folders
+    written before they existed keep an equal configuration."""
+    from dataclasses import asdict
+
+    out = asdict(cfg)
+    if out.get("caption_draws") == 1:
+        del out["caption_draws"]
+    if out.get("frame_sampling") == ["uniform"]:
+        del out["frame_sampling"]
+    return out
+
+
 def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> Path:
     """The demo into cfg.out: a folder holding another demo configuration is refused with the
     differences (`force` takes it over; every cell is keyed, so nothing is mixed either way)."""
-    from dataclasses import asdict
 
     from vlgap.data.manifest import read_manifest
     from vlgap.probe.report import write_report
@@ -123,13 +143,14 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
 
     cfg.check()
     manifest = shapes_manifest(cfg)
-    record = {**asdict(cfg), "data": data_record(read_manifest(manifest))}
+    record = {**run_fields(cfg), "data": data_record(read_manifest(manifest))}
     claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"))
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
-                            cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights))
+                            cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights),
+                            caption_draws=cfg.caption_draws, frame_sampling=list(cfg.frame_sampling))
     result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections

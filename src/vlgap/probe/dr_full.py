@@ -12,7 +12,7 @@ import importlib
 from typing import Any, Callable
 
 #: modules that hold dr-full sections (imported when the preset runs)
-SECTION_MODULES: list[str] = ["vlgap.probe.dr_captions", "vlgap.probe.dr_proxies"]
+SECTION_MODULES: list[str] = ["vlgap.probe.dr_draws_sampling", "vlgap.probe.dr_captions", "vlgap.probe.dr_proxies"]
 
 SectionFn = Callable[[Any, Any, bool], None]
 _SECTIONS: dict[str, SectionFn] = {}

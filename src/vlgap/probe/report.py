@@ -135,6 +135,51 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     return fig
 
 
+def frame_sampling_figure(rows: list[dict], title: str):
+    """Alignment vs n_f at the largest n_c, one line per frame-sampling strategy, CIs as segments."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_c = max(r["n_c"] for r in rows)
+    strategies = list(dict.fromkeys(r["frame_sampling"] for r in rows))
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    cmap = plt.get_cmap("tab10")
+    for i, fs in enumerate(strategies):
+        sub = sorted((r for r in rows if r["frame_sampling"] == fs and r["n_c"] == n_c), key=lambda r: r["n_f"])
+        x = np.array([r["n_f"] for r in sub], float) * (1 + 0.03 * (i - (len(strategies) - 1) / 2))  # dodge
+        y = np.array([r["score"] for r in sub], float)
+        lo = np.array([r.get("ci_lo", np.nan) for r in sub], float)
+        hi = np.array([r.get("ci_hi", np.nan) for r in sub], float)
+        ax.plot(x, y, "o-", color=cmap(i % 10), label=fs)
+        ok = np.isfinite(lo) & np.isfinite(hi)
+        ax.vlines(x[ok], lo[ok], hi[ok], color=cmap(i % 10), lw=1.5, alpha=0.8)
+    chance = rows[0]["chance"]
+    ax.axhline(chance, color="grey", ls=":", label=f"chance k/(N-1) = {chance:.3f}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("frames n_f")
+    ax.set_ylabel(f"{rows[0]['metric']} (best layer pair)")
+    ax.set_title(f"{title}, n_c={n_c}: n_f curve per frame-sampling strategy", fontsize=10)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def frame_sampling_sections(rows: list[dict], figs: Path) -> list[str]:
+    """HTML parts: per (vision encoder, text encoder) run under several frame-sampling strategies, the
+    n_f curve of each strategy in one figure."""
+    parts = []
+    groups = dict.fromkeys((r["vision_encoder"], r["text"]) for r in rows if r.get("frame_sampling"))
+    for v, t in groups:
+        sub = [r for r in rows if r.get("vision_encoder") == v and r["text"] == t]
+        if len({r["frame_sampling"] for r in sub}) < 2:
+            continue
+        tag = matrix_name(v, t, 0, 0)[: -len("__f0_c0.npy")]
+        data = _save(frame_sampling_figure(sub, f"{v} × {t}"), figs / f"{tag}_frame_sampling.png")
+        parts.append(f"<h2>Frame sampling: {html.escape(v)} × {html.escape(t)}</h2>" + _img(data, "n_f per strategy"))
+    return parts
+
+
 class Raw(str):
     """A table cell that is already HTML (or already formatted)."""
 
@@ -418,6 +463,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             [[r["n_f"], r["n_c"], r["score"], _ci_cell(r, no_ci), fmt_or_na(r.get("p_value"), no_p, 4),
               fmt_or_na(r.get("null_mean"), no_p), f"{r['x_layer']}, {r['y_layer']}"]
              for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
+    parts += frame_sampling_sections(rows, figs)
     for extra in sorted((run / "sections").glob("*.json")) if (run / "sections").is_dir() else []:
         sec = json.loads(extra.read_text())
         parts.append(f"<h2>{html.escape(sec.get('title', extra.stem))}</h2>{sec.get('html', '')}")

@@ -75,12 +75,22 @@ class SweepConfig:
     trust_remote_code: bool = False
     #: every encoder with random weights (speed tests): cached apart, labelled "random weights" in rows
     random_weights: bool = False
+    #: R random draws of each item's n_c captions (seeded by `seed`); 1: the first n_c (the paper).
+    #: The score is the mean over draws, its interval items + draws (vlgap.metrics.draws)
+    caption_draws: int = 1
+    #: frame-sampling strategies run side by side (vlgap.data.sampling): uniform (the paper) | random |
+    #: stride:S | keyframes; a strategy other than uniform appears as the vision encoder "NAME [strategy]"
+    frame_sampling: list[str] = field(default_factory=lambda: ["uniform"])
 
     def __post_init__(self):
         from vlgap.counts import check_count
         from vlgap.features.temporal_pooling import parse_mode
 
+        from vlgap.data.sampling import parse_frame_samplings
+
         self.temporal_pooling = parse_mode(self.temporal_pooling)
+        self.frame_sampling = parse_frame_samplings(self.frame_sampling)
+        self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws", example=5)
         self.k = check_count("k", self.k, 1, flag="--k", example=10)
         self.n_bootstrap = check_count("n_bootstrap", self.n_bootstrap, 0, flag="--bootstrap", example=200)
         self.n_permutations = check_count("n_permutations", self.n_permutations, 0, flag="--permutations",
@@ -96,10 +106,25 @@ class SweepConfig:
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
+        # options at their defaults are left out: older run folders' configs (and cell keys) stay equal
         for flag in ("trust_remote_code", "allow_repeated_frames"):
             if not out[flag]:
-                del out[flag]  # older run folders' configs stay equal
+                del out[flag]
+        if out["caption_draws"] == 1:
+            del out["caption_draws"]
+        if out["frame_sampling"] == ["uniform"]:
+            del out["frame_sampling"]
         return out
+
+    def vision_variants(self) -> dict[str, tuple[str, str]]:
+        """The sweep's vision rows: {row name: (encoder, frame sampling)}; uniform sampling keeps the
+        encoder's own name, another strategy is "NAME [strategy]"."""
+        return {vision_variant(v, fs): (v, fs) for v in self.vision for fs in self.frame_sampling}
+
+
+def vision_variant(encoder: str, frame_sampling: str) -> str:
+    """A sweep row's vision name for an encoder under a frame-sampling strategy."""
+    return encoder if frame_sampling == "uniform" else f"{encoder} [{frame_sampling}]"
 
 
 @dataclass
@@ -150,6 +175,47 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "p_value": float(res.p_value) if res.p_value is not None else nan,
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
             **({"notes": list(res.notes)} if res.notes else {})}
+
+
+def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: int, n_permutations: int, seed: int,
+                     device: str = "cpu", preset: str | None = None, confidence: float = 0.95) -> dict[str, Any]:
+    """`score_cell` over R caption draws (one text side per draw, same items): the score is the mean of
+    the draws' best-pair scores, the interval combines the item bootstrap with the between-draw
+    variance, the p-value tests the mean (vlgap.metrics.draws). Every draw uses the same seed, hence
+    the same item resamples and permutations. The matrix is the mean of the draws' matrices; the
+    reported layer pair is its best."""
+    from vlgap.metrics.base import ZeroVarianceError
+    from vlgap.metrics.draws import combine_draws, draws_p_value
+    from vlgap.metrics.layer_search import layer_search
+
+    nan = float("nan")
+    runs = []
+    for ys in ys_draws:
+        try:
+            runs.append(layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap,
+                                     n_permutations=n_permutations, seed=seed, device=device, preset=preset))
+        except ZeroVarianceError:
+            # a side without variance: the single-draw n/a cell, said once for all draws
+            return {**score_cell(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                                 seed=seed, device=device, preset=preset), "caption_draws": len(ys_draws)}
+    scores = [float(r.best_score) for r in runs]
+    matrix = np.mean([np.asarray(r.scores, dtype=np.float64) for r in runs], axis=0)
+    x_layer, y_layer = (int(i) for i in np.unravel_index(np.nanargmax(matrix), matrix.shape))
+    first = runs[0]
+    out = {"matrix": matrix, "score": float(np.mean(scores)), "x_layer": x_layer, "y_layer": y_layer,
+           "chance": float(first.chance) if first.chance is not None else nan, "n": int(first.n),
+           "k": int(first.k) if first.k is not None else 0, "ci_lo": nan, "ci_hi": nan, "p_value": nan,
+           "null_mean": nan, "caption_draws": len(runs), "draw_scores": scores,
+           "draw_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0}
+    if n_bootstrap:
+        iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence)
+        out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high)
+    if n_permutations:
+        out["p_value"], out["null_mean"] = draws_p_value(scores, [r.permutation.samples for r in runs])
+    notes = [n for r in runs for n in r.notes]
+    if notes:
+        out["notes"] = list(dict.fromkeys(notes))
+    return out
 
 
 def weights_fields(vision_record: dict, text_record: dict) -> dict[str, str]:
@@ -250,12 +316,38 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                   allow_repeated_frames=cfg.allow_repeated_frames,
                   batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
                   trust_remote_code=cfg.trust_remote_code, random_weights=cfg.random_weights)
-    loaded = encoders or {}
-    vis = {v: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
-                      loaded_encoder=loaded.get(v), **common) for v in cfg.vision}
-    txt = {t: extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, loaded_encoder=loaded.get(t),
-                      **common) for t in cfg.text}
-    ids, dropped = _common_ids(list(vis.values()) + list(txt.values()))
+    loaded = dict(encoders or {})
+    if ray and cfg.caption_draws > 1:
+        raise VlgapError("--caption-draws above 1 runs in this process only for now: drop --ray, or use one draw")
+    if not ray:  # an encoder used for several strategies or draws loads once, and only if something is missing
+        from vlgap.features.source import LazyEncoder
+
+        def lazy(name: str, vision: bool) -> LazyEncoder:
+            from vlgap.encoders.registry import get_encoder
+
+            opts: dict[str, Any] = {"pooling": None if vision else cfg.text_pooling,
+                                    "image_size": cfg.image_size if vision else None}
+            opts = {k: v for k, v in opts.items() if v}
+            if cfg.trust_remote_code:
+                opts["trust_remote_code"] = True
+            if cfg.random_weights:
+                opts["random_weights"] = True
+            return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=cfg.dtype, **opts))
+
+        if len(cfg.frame_sampling) > 1:
+            loaded.update({v: lazy(v, True) for v in cfg.vision if v not in loaded})
+        if cfg.caption_draws > 1:
+            loaded.update({t: lazy(t, False) for t in cfg.text if t not in loaded})
+    variants = cfg.vision_variants()
+    vis = {name: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size,
+                         temporal_pooling=cfg.temporal_pooling, frame_sampling=fs, loaded_encoder=loaded.get(v),
+                         **common) for name, (v, fs) in variants.items()}
+    # one text feature set per caption draw: draw None is the paper's first n_c captions
+    draws = [None] if cfg.caption_draws == 1 else [(cfg.seed, r) for r in range(cfg.caption_draws)]
+    txt_draws = {t: [extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, caption_draw=d,
+                             loaded_encoder=loaded.get(t), **common) for d in draws] for t in cfg.text}
+    txt = {t: runs[0] for t, runs in txt_draws.items()}
+    ids, dropped = _common_ids(list(vis.values()) + [r for runs in txt_draws.values() for r in runs])
     if len(ids) <= cfg.k + 1:
         raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={cfg.k} needs more")
     stderr_console.print(f"features ready in {time.perf_counter() - t0:.1f} s; N = {len(ids)} items"
@@ -263,28 +355,33 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     if dropped:
         atomic_write_text(run / "dropped_items.jsonl", "".join(json.dumps(d) + "\n" for d in dropped))
     cells_dir, mats_dir = run / "cells", run / "matrices"
-    cells = [(v, t, nf, nc) for v in cfg.vision for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
+    cells = [(v, t, nf, nc) for v in variants for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
     from functools import lru_cache
 
     from vlgap.metrics.layer_search import precompute_layers
 
     @lru_cache(maxsize=None)
-    def features(modality: str, name: str, value: int):
-        return (vis if modality == "v" else txt)[name].features[value].subset(ids)
+    def features(modality: str, name: str, value: int, draw: int = 0):
+        if modality == "v":
+            return vis[name].features[value].subset(ids)
+        return txt_draws[name][draw].features[value].subset(ids)
 
     @lru_cache(maxsize=None)
-    def side(modality: str, name: str, value: int):
+    def side(modality: str, name: str, value: int, draw: int = 0):
         """Neighbour lists of every layer of one feature set, computed once for all cells that use it."""
-        return precompute_layers(features(modality, name, value).layers, k=cfg.k, metric=cfg.metric,
+        return precompute_layers(features(modality, name, value, draw).layers, k=cfg.k, metric=cfg.metric,
                                  device=cfg.device, preset=cfg.preset, for_bootstrap=cfg.n_bootstrap > 0,
-                                 name=f"{name} {modality}={value}")
+                                 name=f"{name} {modality}={value}" + (f" draw {draw}" if len(draws) > 1 else ""))
 
     def serial(todo):
         for ci in todo:
             v, t, nf, nc = cells[ci]
-            yield ci, score_cell(side("v", v, nf), side("t", t, nc), k=cfg.k, metric=cfg.metric,
-                                 n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed + ci,
-                                 device=cfg.device, preset=cfg.preset)
+            opts = dict(k=cfg.k, metric=cfg.metric, n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations,
+                        seed=cfg.seed + ci, device=cfg.device, preset=cfg.preset)
+            if len(draws) > 1:
+                yield ci, score_cell_draws(side("v", v, nf), [side("t", t, nc, r) for r in range(len(draws))], **opts)
+            else:
+                yield ci, score_cell(side("v", v, nf), side("t", t, nc), **opts)
 
     data = record["data"]
     items_digest = key_digest(ids)[:16]
@@ -326,6 +423,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             x_names, y_names = layer_names(features("v", v, nf)), layer_names(features("t", t, nc))
             row = {"vision": v, "text": t, "n_f": nf, "n_c": nc, **res, "metric": cfg.metric, "preset": cfg.preset,
                    "temporal_pooling": cfg.temporal_pooling,
+                   **({"vision_encoder": variants[v][0], "frame_sampling": variants[v][1]}
+                      if cfg.frame_sampling != ["uniform"] else {}),
                    **weights_fields(features("v", v, nf).record, features("t", t, nc).record),
                    **({"random_weights": True} if cfg.random_weights else {}),
                    "x_layer_name": x_names[res["x_layer"]] if 0 <= res["x_layer"] < len(x_names) else "",
@@ -383,6 +482,9 @@ def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, 
     write_artefact(run / "sweep.csv", buf.getvalue().encode(), key)
     interval = (f"{cfg.n_bootstrap} bootstrap resamples over items, best layer pair re-selected in each"
                 if cfg.n_bootstrap else "none")
+    if cfg.n_bootstrap and cfg.caption_draws > 1:
+        interval += (f"; score = mean over {cfg.caption_draws} random caption draws, interval widened by the "
+                     "between-draw variance (vlgap.metrics.draws)")
     doc = {"rows": rows, "config": dict(cfg.to_dict(), interval=interval), "description": f"manifest {cfg.manifest}"}
     if isinstance(key.get("data"), dict):
         doc["data"] = key["data"]
