@@ -73,7 +73,9 @@ def n_f_table(rows: Sequence[dict]) -> dict[str, dict[str, Any]]:
         sub = [r for r in rows if r["vision"] == v and _finite(r["score"])]
         n_fs = sorted({int(r["n_f"]) for r in rows if r["vision"] == v})
         cells_at = {nf: {(r["text"], int(r["n_c"])) for r in sub if int(r["n_f"]) == nf} for nf in n_fs}
-        shared = set.intersection(*cells_at.values()) if cells_at else set()
+        # an n_f whose every cell is n/a has no mean; the others are compared on the cells they share
+        present = [c for c in cells_at.values() if c]
+        shared = set.intersection(*present) if present else set()
         means: dict[int, float] = {}
         for nf in n_fs:
             vals = [float(r["score"]) for r in sub if int(r["n_f"]) == nf and (r["text"], int(r["n_c"])) in shared]
