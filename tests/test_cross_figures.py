@@ -243,6 +243,8 @@ def test_cross_model_figures_cli_writes_sections_and_the_report_includes_them(tm
     assert "vis0 1" in plain.output and "N = 4 pairs" in plain.output
     bad = runner.invoke(app, ["cross-model-figures", str(run), "--n-f", "vis0=2"])
     assert isinstance(bad.exception, VlgapError) and "n_f not in the sweep: vis0=2 (swept: 1, 4)" in str(bad.exception)
+    high = runner.invoke(app, ["cross-model-figures", str(run), "--n-c-high", "5"])
+    assert isinstance(high.exception, VlgapError) and "n_c_high=5 is not an n_c of the sweep" in str(high.exception)
     missing = runner.invoke(app, ["cross-model-figures", str(tmp_path / "nothing")])
     assert isinstance(missing.exception, VlgapError) and "holds no sweep.json" in str(missing.exception)
 

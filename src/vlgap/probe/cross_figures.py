@@ -393,12 +393,21 @@ def cross_model_figures(rows: Sequence[dict], *, n_f: NFChoice = None, text: str
     rows = _check_rows(rows)
     n_fs, how = choose_n_f(rows, n_f)
     high = int(n_c_high) if n_c_high is not None else max(int(r["n_c"]) for r in rows)
+    swept_nc = sorted({int(r["n_c"]) for r in rows})
+    for name, value in (("n_c_low", n_c_low), ("n_c_high", high)):  # a bad request fails here, not as "no line"
+        if value not in swept_nc:
+            raise VlgapError(f"{name}={value} is not an n_c of the sweep; swept: {', '.join(map(str, swept_nc))}")
+    texts = [text] if isinstance(text, str) else list(text or [])
+    unknown = [t for t in texts if t not in {r["text"] for r in rows}]
+    if unknown:
+        raise VlgapError(f"text encoder {', '.join(unknown)} is not in the sweep; its text encoders: "
+                         f"{', '.join(dict.fromkeys(r['text'] for r in rows))}")
     out: dict[str, Any] = {"n_f": n_fs, "n_f_choice": how, "n_f_table": n_f_table(rows), "n_c_low": int(n_c_low),
                            "n_c_high": high}
     try:
         out["caption_gain"] = caption_gain_fit(rows, n_c_low=n_c_low, n_c_high=high, n_f=n_fs, text=text,
                                                n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
-    except VlgapError as err:  # too few pairs for a line: the matrices are still drawn, and why is said
+    except VlgapError as err:  # too few pairs (or one n_c): the matrices are still drawn, and why is said
         out["caption_gain"] = {"error": str(err)}
     out["matrices"] = {str(nc): best_score_matrix(rows, n_c=nc, n_f=n_fs).to_dict()
                        for nc in dict.fromkeys([int(n_c_low), high])}
