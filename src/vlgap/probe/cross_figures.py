@@ -357,7 +357,7 @@ def score_matrix_figure(mat: ScoreMatrix, title: str = ""):
     for i, name in enumerate(mat.vision):
         if name in mat.best_text:
             j = mat.text.index(mat.best_text[name])
-            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
+            ax.add_patch(Rectangle((j - 0.46, i - 0.46), 0.92, 0.92, fill=False, ec="red", lw=2))
     ax.set_xticks(range(t), mat.text, rotation=30, ha="right", fontsize=8)
     ax.set_yticks(range(v), [f"{n} (n_f={mat.n_f[n]})" for n in mat.vision], fontsize=8)
     cb = fig.colorbar(im, ax=ax)
