@@ -294,7 +294,8 @@ def cross_model_figures_cmd(
     (Fig 7), vision x text best-score matrices with layer indices (Figs 11, 12) and, with
     --encoder-matrix, the encoder x encoder matrix (Fig 10). Writes report sections into RUN_DIR."""
     from vlgap.formatting import interval, number
-    from vlgap.probe.cross_figures import parse_n_f, run_cross_model_figures
+    from vlgap.probe.cross_figures import parse_n_f
+    from vlgap.probe.cross_model_report import run_cross_model_figures
 
     res = run_cross_model_figures(run_dir, n_f=parse_n_f(n_f), text=_names(text, "--text") if text else None,
                                   n_c_low=n_c_low, n_c_high=n_c_high, n_bootstrap=bootstrap, confidence=confidence,
@@ -311,7 +312,7 @@ def cross_model_figures_cmd(
     else:
         f = gain["fit"]
         console.print(f"Fig 7, N = {gain['n_points']} pairs, n_c {gain['n_c_low']} -> {gain['n_c_high']}: "
-                      f"y = {number(f['slope'])} x + {number(f['intercept'])}, slope CI {interval(f['slope_ci'])} "
+                      f"y = {number(f['slope'])} x {'-' if f['intercept'] < 0 else '+'} {number(abs(f['intercept']))}, slope CI {interval(f['slope_ci'])} "
                       f"(bootstrap over models) {interval(f['slope_ci_t'])} (t, {f['n'] - 2} df), r = "
                       f"{number(f['r'])}, mean y/x {number(f['mean_ratio'], 2)} {interval(f['mean_ratio_ci'], 2)}",
                       highlight=False)

@@ -12,7 +12,7 @@ import importlib
 from typing import Any, Callable
 
 #: modules that hold dr-full sections (imported when the preset runs)
-SECTION_MODULES: list[str] = ["vlgap.probe.cross_figures"]
+SECTION_MODULES: list[str] = ["vlgap.probe.cross_model_report"]
 
 SectionFn = Callable[[Any, Any, bool], None]
 _SECTIONS: dict[str, SectionFn] = {}
