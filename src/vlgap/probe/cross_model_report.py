@@ -224,8 +224,8 @@ def write_cross_model_section(res: dict[str, Any], out: str | Path) -> Path:
             + "</p>")
         if gain["n_points"] < 10:
             parts.append("<p class='warn'>" + html.escape(
-                f"N = {gain['n_points']} pairs is thin for a line across models: the bootstrap band is too narrow at "
-                "this size, the t interval is the one to read, and the slope here says little beyond these "
+                f"N = {gain['n_points']} pairs is thin for a line across models: the bootstrap over so few points is "
+                "unreliable, the t interval is the one to read, and the slope here says little beyond these "
                 "encoders. The figure is the paper's Fig 7 on a sweep of many encoders (vlgap sweep --vision "
                 "a,b,c,... then vlgap cross-model-figures RUN_DIR).") + "</p>")
         for note in gain["notes"]:

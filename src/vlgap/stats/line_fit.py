@@ -2,8 +2,8 @@
 Pearson r, and a bootstrap over the points (models resampled with replacement, the line refitted in
 each resample) for the slope, the intercept, r, the mean ratio y / x and a pointwise band for the
 line. The classical t interval of the slope and intercept (n - 2 degrees of freedom, normal errors)
-is given beside the bootstrap: with few points the percentile bootstrap is too narrow (a resample of
-4 points often holds only 2 distinct ones and fits them exactly), and the t interval is the honest one.
+is given beside the bootstrap: with few points the percentile bootstrap is unreliable (a resample of
+4 points often holds only 2 distinct ones and fits them exactly), and the t interval is the one to read.
 
 Pure array code (numpy, scipy.stats for the t quantile): used for Dynamic Reflections' Fig 7
 (1-caption vs n_c-caption alignment across models, y = 1.6 x - 0.018 in the paper).
@@ -130,7 +130,7 @@ def fit_line(x, y, *, n_bootstrap: int = 2000, confidence: float = 0.95, seed: i
         notes.append(f"{n_degenerate} of {n_bootstrap} bootstrap resamples drew one distinct model only "
                      "(no slope) and were left out")
     if n < 10:
-        notes.append(f"only {n} points: the bootstrap interval is too narrow at this size (resamples hold few "
+        notes.append(f"only {n} points: the percentile bootstrap is unreliable at this size (resamples hold few "
                      "distinct points); read the t interval")
     a = (1 - confidence) / 2
     band = preds_a[ok]
