@@ -82,7 +82,7 @@ def write_timings(run_dir, seconds: dict[str, float], core_seconds: float | None
                        "section_budget_s": SECTION_BUDGET_S, "preset_budget_s": PRESET_BUDGET_S})
     rows = [[name, s, "over budget" if s > SECTION_BUDGET_S else "ok"] for name, s in seconds.items()]
     if core_seconds is not None:
-        rows.insert(0, ["core demo (sweep, law fits, temporal sections)", round(core_seconds, 1), ""])
+        rows.insert(0, ["core demo (features, sweep, law fits, temporal sections)", round(core_seconds, 1), ""])
     rows.append(["total" + ("" if core_seconds is not None else " (sections only)"), round(total, 1),
                  "over the 10-minute budget" if core_seconds is not None and total > PRESET_BUDGET_S else ""])
     body = ("<p>" + html.escape(f"Wall-clock seconds of each dr-full section on this machine (budget about "
