@@ -380,7 +380,7 @@ def test_controls_from_an_existing_run_folder(tmp_path):
         tr = O.rewrite(Named(name), train, cache_dir=run / "rewrites")
         te = O.rewrite(Named(name), test, cache_dir=run / "rewrites") if name != "third" else None
         texts[name] = (tr, te)
-    from vlgap.cape.experiment import _six_text
+    from vlgap.cape.schema import six_part_text as _six_text
 
     rng = np.random.default_rng(0)
     all_texts = sorted({_six_text(x) for tr, te in texts.values() for x in tr + (te or [])})

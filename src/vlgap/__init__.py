@@ -55,6 +55,12 @@ _API = {
     "FeatureSource": "vlgap.features.source:FeatureSource",
     "cross_alignment": "vlgap.probe.cross_model:cross_alignment",
     "cross_vision": "vlgap.probe.cross_model:run_cross_alignment",
+    # the paper's cross-model figures (Figs 7, 10, 11, 12) from a sweep
+    "cross_model_figures": "vlgap.probe.cross_model_report:run_cross_model_figures",
+    "caption_gain_fit": "vlgap.probe.cross_figures:caption_gain_fit",
+    "best_score_matrix": "vlgap.probe.cross_figures:best_score_matrix",
+    "best_n_f": "vlgap.probe.cross_figures:best_n_f",
+    "fit_line": "vlgap.stats.line_fit:fit_line",
     "downstream": "vlgap.probe.downstream:downstream",
     "holm": "vlgap.probe.downstream:holm",
     "loo_linear": "vlgap.probe.downstream:loo_linear",

@@ -296,7 +296,7 @@ def _verified_json(path: Path, what: str) -> Any:
 def run_texts(run_dir: str | Path) -> dict[str, Any]:
     """The texts of an experiment run folder: dense sources, test prompts, and every operator's rewrites
     (six-part text and Dense Caption part), from data.json and the sealed rewrite caches."""
-    from vlgap.cape.experiment import _six_text
+    from vlgap.cape.schema import six_part_text as _six_text
     from vlgap.cape.operators import _key
 
     run = Path(run_dir)

@@ -147,14 +147,6 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
                 p.unlink()
 
 
-def _six_text(res: dict[str, Any]) -> str:
-    from vlgap.cape.schema import PARTS, LABELS
-
-    if all(res.get(p) for p in PARTS):
-        return "\n".join(f"{LABELS[p]}: {res[p]}" for p in PARTS)
-    return res["text"]
-
-
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                    log: Callable[[str], None] = _log, force: bool = False) -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
@@ -249,7 +241,9 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                 "valid_after_retries": float(np.mean([x["valid"] for x in r])),
                 "mean_retries": float(np.mean([x["retries"] for x in r]))}
 
-    texts = {name: {split: [_six_text(x) for x in rw] for split, rw in rewrites[name].items()} for name in ops}
+    from vlgap.cape.schema import six_part_text
+
+    texts = {name: {split: [six_part_text(x) for x in rw] for split, rw in rewrites[name].items()} for name in ops}
 
     # MMD^2 diagnostics through vlgap.gap (length-matched, permutation p, bootstrap CI, witnesses)
     from vlgap.stats.text_sets import embed_texts, load_text_encoder

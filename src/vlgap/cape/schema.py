@@ -191,3 +191,11 @@ def field_names() -> tuple[str, ...]:
 
 def texts_of(sixes: Iterable[SixPart]) -> list[str]:
     return [format_six(s) for s in sixes]
+
+
+def six_part_text(res: dict) -> str:
+    """A rewrite result as six-part text: its parts with their labels when all six are present, else
+    the raw text the operator returned (an invalid rewrite is kept as written, and counted invalid)."""
+    if all(res.get(p) for p in PARTS):
+        return "\n".join(f"{LABELS[p]}: {res[p]}" for p in PARTS)
+    return res["text"]

@@ -1,5 +1,5 @@
 """CLI of the temporal probes, the encoder-by-encoder matrix and the downstream analysis:
-test-of-time, temporal, cross-vision, downstream. Each command calls one API function, prints a table
+test-of-time, temporal, cross-vision, cross-model-figures, downstream. Each command calls one API function, prints a table
 (or JSON) and, with --out RUN_DIR, writes a report section (then `vlgap report RUN_DIR`)."""
 from __future__ import annotations
 
@@ -202,11 +202,36 @@ def temporal_cmd(
     _after(out)
 
 
+def _n_frames_per_encoder(n_frames: str, n_frames_from: Optional[Path], vision: list[str]):
+    """--n-frames "8" (every encoder) or "a=4,b=8"; --n-frames-from RUN_DIR: each encoder's best n_f in a sweep."""
+    from vlgap.errors import VlgapError
+    from vlgap.probe.cross_figures import best_n_f, parse_n_f, read_sweep
+
+    if n_frames_from is not None:
+        best = best_n_f(read_sweep(n_frames_from)["rows"])
+        missing = [v for v in vision if v not in best]
+        if missing:
+            raise VlgapError(f"--n-frames-from {n_frames_from}: {', '.join(missing)} not in that sweep (its vision "
+                             f"encoders: {', '.join(best)})")
+        given = parse_n_f(n_frames) if "=" in n_frames else {}
+        return {v: given.get(v, best[v]) for v in vision}
+    value = parse_n_f(n_frames)
+    if value is None:
+        raise VlgapError("--n-frames best needs --n-frames-from RUN_DIR (a sweep to take each encoder's best n_f from)")
+    return value if isinstance(value, dict) else one_int(n_frames, "--n-frames")
+
+
 @app.command("cross-vision")
 def cross_vision_cmd(
     manifest: Path = typer.Argument(..., help="dataset manifest (JSONL)"),
-    vision: str = typer.Option(..., help="comma list of at least two vision encoders"),
-    n_frames: str = typer.Option("8", "--n-frames", help="frames per video (n_f; one value)"),
+    vision: str = typer.Option(..., help="comma list of vision encoders (two or more, or one with --text)"),
+    n_frames: str = typer.Option("8", "--n-frames", help="frames per video: one n_f for every encoder (8), or "
+                                 "one per encoder (mobilenet_v2=4,efficientnet_lite0=8)"),
+    n_frames_from: Optional[Path] = typer.Option(None, "--n-frames-from", help="a sweep's run folder: each vision "
+                                                 "encoder at the n_f where it aligns best there (--n-frames "
+                                                 "name=n_f overrides single encoders)"),
+    text: Optional[str] = typer.Option(None, help="comma list of text encoders added as rows (Fig 10's text row)"),
+    n_captions: str = typer.Option("1", "--n-captions", help="captions per video for the text rows (n_c; one value)"),
     k: int = typer.Option(10),
     bootstrap: int = typer.Option(200, help="bootstrap resamples per pair (best pair re-selected in each)"),
     seed: int = typer.Option(0),
@@ -214,32 +239,103 @@ def cross_vision_cmd(
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
+    text_pooling: Optional[str] = typer.Option(None, "--text-pooling", help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     cache_dir: Optional[Path] = typer.Option(None),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
-    """Alignment between every pair of vision encoders, clustered (heatmap with --out)."""
+    """Alignment between every pair of encoders, clustered (heatmap with --out): vision encoders each at their
+    n_f, text encoders as extra rows."""
     from vlgap.probe.cross_model import run_cross_alignment
 
-    res = run_cross_alignment(manifest, _names(vision, "--vision"), n_f=one_int(n_frames, "--n-frames"), k=k,
+    names = _names(vision, "--vision")
+    texts = _names(text, "--text") if text else []
+    res = run_cross_alignment(manifest, names, n_f=_n_frames_per_encoder(n_frames, n_frames_from, names),
+                              text=texts, n_c=one_int(n_captions, "--n-captions"), k=k,
                               n_bootstrap=bootstrap, seed=seed, out=out,
-                              features=_features(cache_dir, device, dtype, image_size,
+                              features=_features(cache_dir, device, dtype, image_size, text_pooling=text_pooling,
                                                  temporal_pooling=temporal_pooling, random_weights=random_weights))
     if as_json:
         print(to_json(res))
         return
     from vlgap.encoders.registry import labelled
 
-    names = [labelled(n, n in (res.get("random_weights") or ())) for n in res["names"]]
-    table = Table(title=f"vision x vision {res['metric']} (k={res['k']}, N={res['n']}), clustered order")
+    labels = [labelled(n, n in (res.get("random_weights") or ())) for n in res["names"]]
+    title = "vision x vision" + (" (+ text rows)" if texts else "")
+    table = Table(title=f"{title} {res['metric']} (k={res['k']}, N={res['n']}), clustered order")
     table.add_column("")
     for i in res["order"]:
-        table.add_column(names[i])
+        table.add_column(labels[i])
     for i in res["order"]:
-        table.add_row(names[i], *[f"{res['scores'][i][j]:.3f}" for j in res["order"]])
+        table.add_row(labels[i], *[f"{res['scores'][i][j]:.3f}" for j in res["order"]])
     print_table(console, table)
+    per = res.get("n_f_per_encoder") or {}
+    if len(set(per.values())) > 1:
+        console.print("n_f per encoder: " + ", ".join(f"{v} {n}" for v, n in per.items()), highlight=False)
     _after(out)
+
+
+@app.command("cross-model-figures")
+def cross_model_figures_cmd(
+    run_dir: Path = typer.Argument(..., help="a sweep's run folder (vlgap sweep / vlgap demo)"),
+    n_f: str = typer.Option("best", "--n-f", help="best (each vision encoder at the n_f where it aligns best in "
+                            "the sweep), one n_f for all (8), or name=n_f per encoder"),
+    text: Optional[str] = typer.Option(None, help="Fig 7: only these text encoders' pairs (comma list; default all)"),
+    n_c_low: int = typer.Option(1, "--n-c-low", help="Fig 7 x axis and Fig 11: captions per video"),
+    n_c_high: Optional[int] = typer.Option(None, "--n-c-high", help="Fig 7 y axis and Fig 12 (default: the "
+                                           "sweep's largest n_c)"),
+    bootstrap: int = typer.Option(2000, help="bootstrap resamples over the models for the Fig 7 line"),
+    confidence: float = typer.Option(0.95),
+    seed: int = typer.Option(0),
+    encoder_matrix: bool = typer.Option(False, "--encoder-matrix", help="also Fig 10: every encoder x every "
+                                        "encoder (vision at its n_f, text rows); needs the sweep's features"),
+    matrix_n_c: int = typer.Option(1, "--matrix-n-c", help="captions per video of the text rows in Fig 10"),
+    matrix_bootstrap: int = typer.Option(200, "--matrix-bootstrap", help="bootstrap resamples per pair in Fig 10"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
+):
+    """The paper's cross-model figures from a sweep: 1 vs n_c captions across models with the fitted line
+    (Fig 7), vision x text best-score matrices with layer indices (Figs 11, 12) and, with
+    --encoder-matrix, the encoder x encoder matrix (Fig 10). Writes report sections into RUN_DIR."""
+    from vlgap.formatting import interval, number
+    from vlgap.probe.cross_figures import parse_n_f
+    from vlgap.probe.cross_model_report import run_cross_model_figures
+
+    res = run_cross_model_figures(run_dir, n_f=parse_n_f(n_f), text=_names(text, "--text") if text else None,
+                                  n_c_low=n_c_low, n_c_high=n_c_high, n_bootstrap=bootstrap, confidence=confidence,
+                                  seed=seed, encoder_matrix=encoder_matrix, matrix_n_c=matrix_n_c,
+                                  matrix_bootstrap=matrix_bootstrap)
+    if as_json:
+        print(to_json(res))
+        return
+    console.print("n_f per vision encoder (" + res["n_f_choice"] + "): "
+                  + ", ".join(f"{v} {nf}" for v, nf in res["n_f"].items()), highlight=False)
+    gain = res["caption_gain"]
+    if "error" in gain:
+        console.print(f"[yellow]Fig 7: no line:[/] {gain['error']}", highlight=False)
+    else:
+        f = gain["fit"]
+        console.print(f"Fig 7, N = {gain['n_points']} pairs, n_c {gain['n_c_low']} -> {gain['n_c_high']}: "
+                      f"y = {number(f['slope'])} x {'-' if f['intercept'] < 0 else '+'} {number(abs(f['intercept']))}, slope CI {interval(f['slope_ci'])} "
+                      f"(bootstrap over models) {interval(f['slope_ci_t'])} (t, {f['n'] - 2} df), r = "
+                      f"{number(f['r'])}, mean y/x {number(f['mean_ratio'], 2)} {interval(f['mean_ratio_ci'], 2)}",
+                      highlight=False)
+        for note in gain["notes"]:
+            console.print(f"[yellow]note:[/] {note}", highlight=False)
+    for nc, m in res["matrices"].items():
+        table = Table(title=f"vision x text best score (vision layer, text layer), n_c = {nc}")
+        table.add_column("vision (n_f)")
+        for t in m["text"]:
+            table.add_column(t, justify="right")
+        for i, v in enumerate(m["vision"]):
+            table.add_row(f"{v} ({m['n_f'][v]})", *[
+                f"{number(m['scores'][i][j])} ({m['x_layer'][i][j]}, {m['y_layer'][i][j]}) "
+                f"{interval([m['ci_lo'][i][j], m['ci_hi'][i][j]])}" for j in range(len(m["text"]))])
+        console.print(table)
+    if "encoder_matrix" in res:
+        d = res["encoder_matrix"]
+        console.print("Fig 10 order: " + ", ".join(d["ordered_names"]), highlight=False)
+    console.print(f"sections written under {run_dir}/sections; render with `vlgap report {run_dir}`", highlight=False)
 
 
 @app.command("downstream")

@@ -1,7 +1,10 @@
-"""Encoder-by-encoder alignment (Dynamic Reflections app. A.5): mutual k-NN between every pair of
-encoders of one modality on the same items (best layer pair, bootstrap interval), shown as a heatmap
-whose rows and columns follow a hierarchical clustering of 1 - alignment (average linkage, optimal
-leaf order), so that encoders which see the videos alike sit together.
+"""Encoder-by-encoder alignment (Dynamic Reflections app. A.5, Fig 10): mutual k-NN between every pair of
+encoders on the same items (best layer pair, bootstrap interval), shown as a heatmap whose rows and
+columns follow a hierarchical clustering of 1 - alignment (average linkage, optimal leaf order), so
+that encoders which see the videos alike sit together. Vision encoders each run at their own n_f (one
+value for all, or one per encoder, e.g. the n_f at which each is best in a sweep:
+`vlgap.probe.cross_figures.best_n_f`); text encoders may join the matrix as extra rows (the paper's
+Gemma2 row), each on its captions at n_c.
 """
 from __future__ import annotations
 
@@ -64,7 +67,7 @@ def cluster_order(scores: np.ndarray) -> tuple[list[int], np.ndarray | None]:
 
 
 def cross_alignment(features: dict[str, Any], *, k: int = 10, metric: str = "mutual_knn", n_bootstrap: int = 0,
-                    confidence: float = 0.95, seed: int = 0, device=None) -> CrossAlignment:
+                    confidence: float = 0.95, seed: int = 0, device=None, preset: str | None = None) -> CrossAlignment:
     """Alignment between every pair of encoders: `features` maps a name to its per-layer features
     (list of [N, D_l] arrays; the same N items in the same order for every encoder). Each encoder's
     layers are prepared once; each pair runs the layer search (best pair re-selected in every
@@ -74,7 +77,8 @@ def cross_alignment(features: dict[str, Any], *, k: int = 10, metric: str = "mut
     names = list(features)
     if len(names) < 2:
         raise VlgapError(f"a cross-alignment matrix needs at least two encoders, got {names}")
-    states = {nm: precompute_layers(features[nm], k, metric, for_bootstrap=n_bootstrap > 0, device=device, name=nm)
+    states = {nm: precompute_layers(features[nm], k, metric, for_bootstrap=n_bootstrap > 0, device=device, name=nm,
+                                    preset=preset)
               for nm in names}
     ns = {nm: s.n for nm, s in states.items()}
     if len(set(ns.values())) != 1:
@@ -144,47 +148,95 @@ def heatmap_figure(res: CrossAlignment, title: str = ""):
     return fig
 
 
+def per_encoder_n_f(encoders_names: Sequence[str], n_f: "int | dict[str, int]") -> dict[str, int]:
+    """One n_f per vision encoder: an int for all, or a dict that must name every encoder (a one-line
+    error lists the missing ones)."""
+    from vlgap.counts import check_count
+
+    if isinstance(n_f, dict):
+        missing = [v for v in encoders_names if v not in n_f]
+        if missing:
+            raise VlgapError(f"n_f per encoder: no value for {', '.join(missing)}; give name=n_f for every vision "
+                             f"encoder, e.g. {','.join(f'{v}=8' for v in encoders_names)}")
+        return {v: check_count(f"n_f of {v}", n_f[v], 1, flag="--n-frames", example=8) for v in encoders_names}
+    value = check_count("n_f", n_f, 1, flag="--n-frames", example=8)
+    return {v: value for v in encoders_names}
+
+
 @feature_options_moved()
-def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: int = 8, k: int = 10,
+def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: "int | dict[str, int]" = 8, k: int = 10,
                         n_bootstrap: int = 200, confidence: float = 0.95, seed: int = 0,
-                        features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None) -> dict[str, Any]:
-    """Vision x vision matrix on a manifest (features from the cache or extracted at n_f frames).
-    With `out`, writes out/temporal/cross_vision.json and the report section with its heatmap."""
+                        text: Sequence[str] = (), n_c: int = 1, metric: str = "mutual_knn", preset: str | None = None,
+                        features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None,
+                        section: str = "43_cross_vision", json_name: str = "temporal/cross_vision.json",
+                        figure_name: str = "figures/cross_vision_heatmap.png") -> dict[str, Any]:
+    """Encoder x encoder matrix on a manifest (features from the cache or extracted): every vision encoder
+    at its n_f (`n_f`: one int, or {name: n_f} for every encoder) and every `text` encoder on n_c
+    captions as extra rows. With `out`, writes out/<json_name> and the report section `section` with
+    its heatmap."""
+    from vlgap.counts import check_count
+
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest)
-    sets = {v: src.vision(man, v, n_f) for v in encoders_names}
+    text = list(text)
+    both = sorted(set(encoders_names) & set(text))
+    if both:
+        raise VlgapError(f"{', '.join(both)} given as both a vision and a text encoder; name each encoder once")
+    n_fs = per_encoder_n_f(encoders_names, n_f)
+    n_c = check_count("n_c", n_c, 1, flag="--n-captions", example=1)
+    sets = {v: src.vision(man, v, n_fs[v]) for v in encoders_names}
+    sets.update({t: src.text(man, t, n_c) for t in text})
     ids = common_ids(list(sets.values()), man.ids)
     res = cross_alignment({v: fs.subset(ids).layers for v, fs in sets.items()}, k=k, n_bootstrap=n_bootstrap,
-                          confidence=confidence, seed=seed)
+                          confidence=confidence, seed=seed, metric=metric, preset=preset)
     d = res.to_dict()
-    d.update({"manifest": str(man.path), "n_f": n_f, "layer_names": {
-        key: [layer_name(sets[a], la), layer_name(sets[b], lb)] for key, (la, lb) in res.layers.items()
-        for a, b in [key.split("|")]},
-        "seconds": round(time.perf_counter() - t0, 1)})
-    mark_random_weights(d, src.random_weight_names(encoders_names))
+    one_n_f = len(set(n_fs.values())) == 1 and not isinstance(n_f, dict)
+    d.update({"manifest": str(man.path), "n_f": next(iter(n_fs.values())) if one_n_f else n_fs,
+              "n_f_per_encoder": n_fs, "text": text, "n_c": n_c if text else None, "preset": preset,
+              "modality": {**{v: "vision" for v in encoders_names}, **{t: "text" for t in text}},
+              "layer_names": {key: [layer_name(sets[a], la), layer_name(sets[b], lb)]
+                              for key, (la, lb) in res.layers.items() for a, b in [key.split("|")]},
+              "seconds": round(time.perf_counter() - t0, 1)})
+    mark_random_weights(d, src.random_weight_names(list(encoders_names) + text))
     if out is not None:
-        write_cross_section(res, d, out)
+        write_cross_section(res, d, out, section=section, json_name=json_name, figure_name=figure_name)
     return d
 
 
-def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | Path) -> Path:
+def _n_f_words(d: dict[str, Any]) -> str:
+    per = d.get("n_f_per_encoder") or {}
+    if per and len(set(per.values())) > 1 or isinstance(d.get("n_f"), dict):
+        return "n_f per encoder: " + ", ".join(f"{v} {n}" for v, n in per.items())
+    return f"n_f = {d.get('n_f')}"
+
+
+def write_cross_section(res: CrossAlignment, d: dict[str, Any], run_dir: str | Path, *,
+                        section: str = "43_cross_vision", json_name: str = "temporal/cross_vision.json",
+                        figure_name: str = "figures/cross_vision_heatmap.png", title: str | None = None,
+                        lead: str = "") -> Path:
     run_dir = Path(run_dir)
-    atomic_write_json(run_dir / "temporal" / "cross_vision.json", d)
-    figs = [save_figure(heatmap_figure(res), run_dir, "figures/cross_vision_heatmap.png")]
+    atomic_write_json(run_dir / json_name, d)
+    text = list(d.get("text") or [])
+    figs = [save_figure(heatmap_figure(res), run_dir, figure_name)]
     rows = []
+    modality = d.get("modality") or {}
     for key, (la, lb) in d["layer_names"].items():
         a, b = key.split("|")
         i, j = res.names.index(a), res.names.index(b)
         ci = None if not np.isfinite(res.ci_lo[i, j]) else [res.ci_lo[i, j], res.ci_hi[i, j]]
-        rows.append([a, b, res.n, res.scores[i, j], Raw(fmt_ci(ci)), res.chance,
+        kinds = f"{modality.get(a, 'vision')} × {modality.get(b, 'vision')}"
+        rows.append([a, b, Raw(html.escape(kinds)), res.n, res.scores[i, j], Raw(fmt_ci(ci)), res.chance,
                      Raw(html.escape(f"{la} / {lb}"))])
-    body = (f"<p>Mutual k-NN (k = {res.k}) between every pair of vision encoders on the same {res.n} videos "
-            f"(n_f = {d.get('n_f')}), best layer pair, {res.n_bootstrap} bootstrap resamples over videos (best pair "
-            "re-selected in each). Rows and columns follow average-linkage clustering of 1 - alignment; "
-            f"clustered order: {html.escape(', '.join(d['ordered_names']))}.</p>"
-            + html_table(["encoder A", "encoder B", "N", "alignment", "95% CI", "chance", "layers (A / B)"], rows)
+    what = "vision encoders" + (f" and text encoders ({', '.join(text)}, n_c = {d.get('n_c')})" if text else "")
+    body = (lead + f"<p>Mutual k-NN (k = {res.k}) between every pair of {html.escape(what)} on the same {res.n} "
+            f"videos ({html.escape(_n_f_words(d))}), best layer pair, {res.n_bootstrap} bootstrap resamples over "
+            "videos (best pair re-selected in each). Rows and columns follow average-linkage clustering of "
+            f"1 - alignment; clustered order: {html.escape(', '.join(d['ordered_names']))}.</p>"
+            + html_table(["encoder A", "encoder B", "kinds", "N", "alignment", "95% CI", "chance", "layers (A / B)"],
+                         rows)
             + ("" if len(res.names) > 2 else "<p>With two encoders the clustering is trivial; add encoders with "
                "<code>vlgap cross-vision</code> for a real matrix.</p>"))
-    return write_section(run_dir, "43_cross_vision", "Vision × vision alignment", body, figs,
-                         random_weights=d.get("random_weights"))
+    if title is None:
+        title = "Vision × vision alignment" + (" (with text rows)" if text else "")
+    return write_section(run_dir, section, title, body, figs, random_weights=d.get("random_weights"))

@@ -151,6 +151,9 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
                             dtype=cfg.dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights),
                             caption_draws=cfg.caption_draws, frame_sampling=list(cfg.frame_sampling))
+    import time
+
+    started = time.perf_counter()
     result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections
@@ -159,5 +162,5 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
     if cfg.preset == "dr-full":
         from vlgap.probe.dr_full import run_dr_full_sections
 
-        run_dr_full_sections(cfg, result, progress=progress)
+        run_dr_full_sections(cfg, result, progress=progress, core_seconds=time.perf_counter() - started)
     return write_report(cfg.out, progress=progress)
