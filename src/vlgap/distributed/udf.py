@@ -39,7 +39,8 @@ import numpy as np
 from vlgap.counts import check_count
 from vlgap.data.manifest import Item
 from vlgap.errors import VlgapError
-from vlgap.features.chunk_steps import CHUNK_TEXTS, FRAME_ORDERS, VisionSteps, encoder_info, make_steps
+from vlgap.features import chunk_steps
+from vlgap.features.chunk_steps import FRAME_ORDERS, VisionSteps, encoder_info, make_steps
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 
 #: suffixes read as one still image in a `path` column (everything else: a video or a frame folder)
@@ -71,7 +72,7 @@ def chunk_rows(encoder: str, *, n_frames: Iterable[int] | int | None = None,
 
     param, values = _values(n_frames, n_captions)
     if param == "n_c":
-        return CHUNK_TEXTS
+        return chunk_steps.CHUNK_TEXTS  # read at call time, as extract reads it
     shape = expected_shape(encoder)
     if shape is None or shape.get("modality") != "vision":
         shape = encoder_info(get_encoder(encoder, **encoder_options))
