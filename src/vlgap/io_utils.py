@@ -7,9 +7,11 @@ import os
 import secrets
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
+
+from vlgap.errors import VlgapError
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -96,3 +98,16 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, to_json(obj) + "\n")
+
+
+def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed value) for every non-blank line of a JSONL file; a line that is not JSON
+    is a one-line VlgapError naming the file and the line. Callers check the value's shape."""
+    path = Path(path)
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield n, json.loads(line)
+        except ValueError as err:
+            raise VlgapError(f"{path.name} line {n}: not valid JSON ({err})") from None

@@ -10,7 +10,7 @@ from typing import Any
 
 from vlgap.cape.operators import Operator, rewrite
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_text
+from vlgap.io_utils import atomic_write_text, jsonl_lines
 
 
 def export_captions(src: str | os.PathLike, dst: str | os.PathLike, op: Operator, *,
@@ -21,13 +21,7 @@ def export_captions(src: str | os.PathLike, dst: str | os.PathLike, op: Operator
     if not src.is_file():
         raise VlgapError(f"caption file {str(src)!r} does not exist")
     recs = []
-    for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as err:
-            raise VlgapError(f"{src.name} line {n}: not valid JSON ({err})") from None
+    for n, rec in jsonl_lines(src):
         if not isinstance(rec, dict) or not isinstance(rec.get(caption_key), str) or not rec[caption_key].strip():
             raise VlgapError(f"{src.name} line {n}: needs a non-empty {caption_key!r} string")
         recs.append(rec)

@@ -221,7 +221,7 @@ class PrecomputedOperator(Operator):
     uses_lm = False
 
     def __init__(self, path: str | os.PathLike, name: str = "precomputed"):
-        from vlgap.io_utils import sha256_of_file
+        from vlgap.io_utils import jsonl_lines, sha256_of_file
 
         self.path = Path(path)
         self.name = name
@@ -230,14 +230,8 @@ class PrecomputedOperator(Operator):
         self.sha256 = sha256_of_file(self.path)
         self.table: dict[str, dict[str, Any]] = {}
         self.models: set[str] = set()
-        for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
+        for n, rec in jsonl_lines(self.path):
             where = f"{self.path.name} line {n}"
-            try:
-                rec = json.loads(line)
-            except ValueError as err:
-                raise VlgapError(f"{where}: not valid JSON ({err})") from None
             if not isinstance(rec, dict):
                 raise VlgapError(f"{where}: expected an object with \"input\", \"output\" and \"model\"")
             for k in ("input", "output", "model"):

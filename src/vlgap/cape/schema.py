@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from vlgap.errors import VlgapError
+from vlgap.io_utils import jsonl_lines
 
 PARTS = ("short_caption", "dense_caption", "main_object", "background", "camera", "style")
 LABELS = {"short_caption": "Short Caption", "dense_caption": "Dense Caption", "main_object": "Main Object",
@@ -160,14 +161,8 @@ def read_targets_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.is_file():
         raise VlgapError(f"target file {str(path)!r} does not exist")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for n, rec in jsonl_lines(path):
         where = f"{path.name} line {n}"
-        try:
-            rec = json.loads(line)
-        except ValueError as err:
-            raise VlgapError(f"{where}: not valid JSON ({err})") from None
         if not isinstance(rec, dict):
             raise VlgapError(f"{where}: expected a JSON object")
         tgt = rec.get("target", rec)

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.io_utils import jsonl_lines
 
 FORMATS = ("auto", "vbench", "compbench", "judge", "table")
 COMPBENCH_CATEGORIES = ("consistent_attr", "dynamic_attr", "spatial_relationships", "motion_binding",
@@ -88,20 +89,14 @@ def read_vbench(path: Path, data: Any) -> DimScores:
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix.lower() in (".jsonl", ".json"):
         rows = []
-        for n, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rec = json.loads(line)
-                except ValueError as err:
-                    raise VlgapError(f"{path.name} line {n}: not valid JSON ({err})") from None
-                if not isinstance(rec, dict):
-                    raise VlgapError(f"{path.name} line {n}: expected an object")
-                rows.append({**rec, "_line": n})
+        for n, rec in jsonl_lines(path):
+            if not isinstance(rec, dict):
+                raise VlgapError(f"{path.name} line {n}: expected an object")
+            rows.append({**rec, "_line": n})
         return rows
-    reader = csv.DictReader(text.splitlines())
+    reader = csv.DictReader(path.read_text(encoding="utf-8").splitlines())
     return [{**{(k or "").strip(): v for k, v in r.items()}, "_line": n}
             for n, r in enumerate(reader, start=2)]
 

@@ -23,6 +23,7 @@ import numpy as np
 from vlgap.cape.schema import SixPart
 from vlgap.data import shapes as S
 from vlgap.errors import VlgapError
+from vlgap.io_utils import jsonl_lines
 
 INPUT_KINDS = ("concise", "detailed", "user")
 CAMERAS: tuple[str, ...] = tuple(S.CAMERAS)
@@ -242,13 +243,7 @@ def read_inputs_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:
     if not path.is_file():
         raise VlgapError(f"input file {str(path)!r} does not exist")
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except ValueError as err:
-            raise VlgapError(f"{path.name} line {n}: not valid JSON ({err})") from None
+    for n, rec in jsonl_lines(path):
         text = rec.get("text", rec.get("prompt")) if isinstance(rec, dict) else None
         if not isinstance(text, str) or not text.strip():
             raise VlgapError(f"{path.name} line {n}: needs a non-empty \"text\" (or \"prompt\") string")
