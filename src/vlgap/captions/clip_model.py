@@ -193,14 +193,11 @@ def load_clip(spec: str, device: str = "cpu") -> ClipModel:
 def _load_hf(where: str, revision: str | None, spec: str):
     from transformers import AutoModel, AutoProcessor
 
-    from vlgap.encoders._common import quiet_transformers
+    from vlgap.encoders._common import model_source, quiet_transformers
 
-    folder = Path(where).expanduser()
-    is_local = folder.is_dir()
-    if not is_local and (where.startswith((".", "/", "~")) or where.count("/") > 1):
-        raise VlgapError(f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or a hub id "
-                         "(e.g. hf:openai/clip-vit-base-patch32)")
-    src = str(folder.resolve()) if is_local else where
+    src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
+                                      "a hub id (e.g. hf:openai/clip-vit-base-patch32)")
+    is_local = folder is not None
     with quiet_transformers():
         try:
             model = AutoModel.from_pretrained(src, revision=revision)

@@ -5,6 +5,7 @@ import contextlib
 import importlib.metadata
 import importlib.util
 import platform
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -141,3 +142,15 @@ def weights_unavailable(spec: str, looked_in: str, reason: str, *, local_form: s
     return VlgapError(f"encoder {spec!r}: pretrained weights not available (looked in {looked_in}; {reason}); "
                       f"ways out: give a local file or folder ({local_form}), or, for speed tests only, random weights "
                       f"with {also}--random-weights (random_weights=True)")
+
+
+def model_source(src: str, missing: str) -> tuple[str, Path | None]:
+    """Where transformers should load `src` from: (the resolved folder, the folder) for a local folder,
+    (src, None) for a hub id. A string that looks like a path (./, /, ~, or more than one '/') but names
+    no folder is never sent to the hub: it raises VlgapError(`missing`), the caller's one-line message."""
+    folder = Path(src).expanduser()
+    if folder.is_dir():
+        return str(folder.resolve()), folder.resolve()
+    if src.startswith((".", "/", "~")) or src.count("/") > 1:
+        raise VlgapError(missing)
+    return src, None

@@ -26,7 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from vlgap.encoders._common import dtype_name, quiet_transformers, require, resolve_device, resolve_dtype, versions
+from vlgap.encoders._common import (dtype_name, model_source, quiet_transformers, require, resolve_device,
+                                    resolve_dtype, versions)
 from vlgap.encoders.base import VisionEncoder
 from vlgap.errors import VlgapError
 
@@ -306,12 +307,7 @@ def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
 
 
 def _where(src: str) -> tuple[str, Path | None]:
-    folder = Path(src).expanduser()
-    if folder.is_dir():
-        return str(folder.resolve()), folder.resolve()
-    if src.startswith((".", "/", "~")) or src.count("/") > 1:
-        raise VlgapError(f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)")
-    return src, None
+    return model_source(src, f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)")
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")

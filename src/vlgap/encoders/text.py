@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from vlgap.encoders._common import dtype_name, quiet_transformers, require, resolve_device, resolve_dtype, versions
+from vlgap.encoders._common import (dtype_name, model_source, quiet_transformers, require, resolve_device,
+                                    resolve_dtype, versions)
 from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
 
@@ -227,12 +228,9 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     if not isinstance(device, dict) and device != "auto":
         resolve_device(device)
     spec = name or f"hf:{src}"
-    folder = Path(src).expanduser()
-    is_local = folder.is_dir()
-    where = str(folder.resolve()) if is_local else src
-    if not is_local and (src.startswith((".", "/", "~")) or src.count("/") > 1):
-        raise VlgapError(f"text model folder {src!r} does not exist; give a local folder, a hub id "
-                         "(org/name) or a .gguf file")
+    where, folder = model_source(src, f"text model folder {src!r} does not exist; give a local folder, a hub id "
+                                      "(org/name) or a .gguf file")
+    is_local = folder is not None
     with quiet_transformers():
         try:
             config = AutoConfig.from_pretrained(where, revision=revision)
