@@ -50,3 +50,15 @@ def tiny_dataset(tmp_path):
     man = tmp_path / "manifest.jsonl"
     man.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return man
+
+
+@pytest.fixture
+def one_thread():
+    """Compared paths encode with one torch thread (Ray's workers get one per CPU), so arrays match bit
+    for bit."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -34,15 +34,6 @@ def ray_cluster():
 
 
 @pytest.fixture
-def one_thread():
-    """Both paths encode with one torch thread (Ray's workers get one per CPU), so arrays match bit for bit."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@pytest.fixture
 def small_chunks(monkeypatch):
     from vlgap.features import chunk_steps
 

@@ -6,18 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from vlgap.errors import VlgapError
-
-
-@pytest.fixture
-def one_thread():
-    """Both paths encode with one torch thread, so arrays match bit for bit."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _extract(man, cache, encoder, **kw):
