@@ -422,11 +422,40 @@ def extract(
         # one process at a time per entry (in a fixed order: no deadlock); a second one waits, then reuses
         for v in values:
             held.enter_context(entries[v].exclusive())
-        _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order,
-                        temporal_pooling, skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling,
-                        image_size, trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers,
-                        threads, progress, frame_sampling, caption_draw)
-    kinds = {it.id: it.kind for it in items}
+        pending = []
+        for v, e in entries.items():
+            e.remove_leftovers()  # temporaries of killed runs (older than this process)
+            fs = e.reuse()  # verified, else reported and removed
+            if fs is not None:
+                result.features[v] = fs
+            else:
+                pending.append(v)
+        # cached entries answer as a fresh run would under this run's flags: fail before any work
+        kinds = {it.id: it.kind for it in items}
+        _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
+        if pending:
+            opts: dict[str, Any] = {}
+            if pooling:
+                opts["pooling"] = pooling
+            if image_size:
+                opts["image_size"] = image_size
+            if trust_remote_code:
+                opts["trust_remote_code"] = True
+            if random_weights:
+                opts["random_weights"] = True
+            job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
+                      skip_bad, batch_size, device, dtype, opts, allow_repeated_frames, frame_sampling, caption_draw)
+            if ray:
+                if loaded_encoder is not None:
+                    raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
+                                     "cannot be combined with it")
+                from vlgap.distributed.extract import run_ray
+
+                if os.environ.get("VLGAP_RAY_EXECUTOR", "").strip().lower() == "data":  # a prototype, for measuring
+                    from vlgap.distributed.extract_data import run_ray_data as run_ray
+                run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
+            else:
+                _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
     _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
     result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
                        for v, fs in sorted(result.features.items())}
@@ -435,47 +464,6 @@ def extract(
     _warn_repeated(result.repeated_frames)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def _extract_locked(result, man, items, encoder, param, values, entries, ekey, shard_t, frame_order, temporal_pooling,
-                    skip_bad, allow_repeated_frames, batch_size, device, dtype, pooling, image_size,
-                    trust_remote_code, random_weights, ray, ray_workers, loaded_encoder, workers, threads,
-                    progress, frame_sampling, caption_draw) -> None:
-    """The part of `extract` that runs while this process holds every requested entry."""
-    pending = []
-    for v, e in entries.items():
-        e.remove_leftovers()  # temporaries of killed runs (older than this process)
-        fs = e.reuse()  # verified, else reported and removed
-        if fs is not None:
-            result.features[v] = fs
-        else:
-            pending.append(v)
-    # cached entries answer as a fresh run would under this run's flags: fail before any work
-    kinds = {it.id: it.kind for it in items}
-    _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
-    if pending:
-        opts: dict[str, Any] = {}
-        if pooling:
-            opts["pooling"] = pooling
-        if image_size:
-            opts["image_size"] = image_size
-        if trust_remote_code:
-            opts["trust_remote_code"] = True
-        if random_weights:
-            opts["random_weights"] = True
-        job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
-                  skip_bad, batch_size, device, dtype, opts, allow_repeated_frames, frame_sampling, caption_draw)
-        if ray:
-            if loaded_encoder is not None:
-                raise VlgapError("ray= builds the encoder on every worker from its name; loaded_encoder "
-                                 "cannot be combined with it")
-            from vlgap.distributed.extract import run_ray
-
-            if os.environ.get("VLGAP_RAY_EXECUTOR", "").strip().lower() == "data":  # a prototype, for measuring
-                from vlgap.distributed.extract_data import run_ray_data as run_ray
-            run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
-        else:
-            _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
 
 
 def _check_caption_draw(draw) -> tuple[int, int] | None:
