@@ -40,7 +40,7 @@ from vlgap.counts import check_count
 from vlgap.data.manifest import Item
 from vlgap.errors import VlgapError
 from vlgap.features import chunk_steps
-from vlgap.features.chunk_steps import FRAME_ORDERS, VisionSteps, encoder_info, make_steps
+from vlgap.features.chunk_steps import FRAME_ORDERS, VisionSteps, encoder_info, make_steps, requested_values
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 
 #: suffixes read as one still image in a `path` column (everything else: a video or a frame folder)
@@ -52,17 +52,6 @@ def feature_column(param: str, value: int, layer: int) -> str:
     return f"{param}={value}/layer_{layer}"
 
 
-def _values(n_frames, n_captions) -> tuple[str, list[int]]:
-    if (n_frames is None) == (n_captions is None):
-        raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder), e.g. n_frames=[8]")
-    param = "n_f" if n_frames is not None else "n_c"
-    given = n_frames if n_frames is not None else n_captions
-    values = sorted({int(v) for v in ([given] if isinstance(given, int) else given)})
-    if not values or values[0] < 1:
-        raise VlgapError(f"{param} values must be integers >= 1, got {values}")
-    return param, values
-
-
 def chunk_rows(encoder: str, *, n_frames: Iterable[int] | int | None = None,
                n_captions: Iterable[int] | int | None = None, **encoder_options: Any) -> int:
     """Items per chunk of `vlgap extract` for this encoder and these values: the `batch_size` that makes
@@ -70,7 +59,7 @@ def chunk_rows(encoder: str, *, n_frames: Iterable[int] | int | None = None,
     clip length is only known once loaded, so it is loaded here (`encoder_options` as for EncoderUDF)."""
     from vlgap.encoders.registry import expected_shape, get_encoder
 
-    param, values = _values(n_frames, n_captions)
+    param, values = requested_values(n_frames, n_captions)
     if param == "n_c":
         return chunk_steps.CHUNK_TEXTS  # read at call time, as extract reads it
     shape = expected_shape(encoder)
@@ -96,7 +85,7 @@ class EncoderUDF:
                  temporal_pooling: str | None = None, allow_repeated_frames: bool = False, batch_size: int = 32,
                  threads: int | None = None, random_weights: bool = False, trust_remote_code: bool = False,
                  root: str | Path | None = None):
-        self.param, self.values = _values(n_frames, n_captions)
+        self.param, self.values = requested_values(n_frames, n_captions)
         self.batch_size = check_count("batch_size", batch_size, example=32)
         threads = check_count("threads", threads, example=1, allow_none=True)
         image_size = check_count("image_size", image_size, example=160, allow_none=True)

@@ -345,6 +345,19 @@ class TextSteps:
         return out, int(getattr(enc, "n_truncated", 0) or 0) - before
 
 
+def requested_values(n_frames, n_captions) -> tuple[str, list[int]]:
+    """("n_f", values) or ("n_c", values), sorted and distinct, from an extraction's n_frames or n_captions
+    (one of them; a list or a single int), each an integer >= 1."""
+    if (n_frames is None) == (n_captions is None):
+        raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder), e.g. n_frames=[8]")
+    param = "n_f" if n_frames is not None else "n_c"
+    given = n_frames if n_frames is not None else n_captions
+    values = sorted({int(v) for v in ([given] if isinstance(given, int) else given)})
+    if not values or values[0] < 1:
+        raise VlgapError(f"{param} values must be integers >= 1, got {values}")
+    return param, values
+
+
 def make_steps(encoder: str, param: str, values: list[int], info: dict, frame_order: str = "ordered",
                temporal_pooling: str = "mean", skip_bad: bool = False, allow_repeated_frames: bool = False,
                frame_sampling: str = "uniform", caption_draw: tuple[int, int] | None = None

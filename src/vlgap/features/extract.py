@@ -45,7 +45,8 @@ from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.sampling import parse_frame_sampling
 from vlgap.errors import VlgapError
 from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, VisionSteps, bad_item_message,
-                                        encoder_info, make_steps, repeated_frames_message)
+                                        encoder_info, make_steps, repeated_frames_message,
+                                        requested_values)
 from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
@@ -388,12 +389,7 @@ def extract(
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    if (n_frames is None) == (n_captions is None):
-        raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder)")
-    param = "n_f" if n_frames is not None else "n_c"
-    values = sorted({int(v) for v in (n_frames if n_frames is not None else n_captions)})
-    if not values or values[0] < 1:
-        raise VlgapError(f"{param} values must be integers >= 1, got {values}")
+    param, values = requested_values(n_frames, n_captions)
     if frame_order not in FRAME_ORDERS:
         raise VlgapError(f"frame_order must be one of {FRAME_ORDERS}, got {frame_order!r}")
     if frame_order != "ordered" and param != "n_f":
