@@ -514,9 +514,11 @@ def test_cli_import_summary_lists_skips_unwrapped(tmp_path, clip_bytes):
 
 
 def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch):
-    """Every `vlgap import` line of the README, run on small files in the official layouts."""
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
-    commands = [ln.split("#")[0].strip() for ln in readme.splitlines() if ln.startswith("vlgap import ")]
+    """Every `vlgap import` line of the docs (README.md and docs/*.md), run on small files in the official layouts."""
+    root = Path(__file__).parent.parent
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    lines = [ln for page in pages for ln in page.read_text(encoding="utf-8").splitlines()]
+    commands = list(dict.fromkeys(ln.split("#")[0].strip() for ln in lines if ln.startswith("vlgap import ")))
     assert len(commands) >= 3
     monkeypatch.chdir(tmp_path)
     names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS + ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]

@@ -18,7 +18,7 @@ console = Console()
 @app.command("import")
 def import_cmd(
     dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd | kinetics | ssv2"),
-    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see the README)"),
+    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see docs/datasets.md)"),
     video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
     out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
     limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
