@@ -122,7 +122,7 @@ def load_vae(src: str, device: str = "cpu", dtype: str = "float32"):
     if cls is None or not cls_name.startswith("Autoencoder"):
         raise VlgapError(f"--latents vae:{src}: {cls_name or 'no _class_name'} is not a diffusers autoencoder "
                          "(e.g. AutoencoderKLCogVideoX, AutoencoderKLWan)")
-    vae = cls.from_pretrained(folder, torch_dtype=torch_dtype(dtype))
+    vae = cls.from_pretrained(folder, dtype=torch_dtype(dtype))
     return vae, {"spec": f"vae:{src}", "class": cls_name, **rec}
 
 
@@ -200,7 +200,7 @@ class DiffusersGenerator:
             raise VlgapError(f"--generator diffusers:{src}: no model_index.json in {folder}; give a diffusers "
                              "text-to-video pipeline folder or hub id (e.g. THUDM/CogVideoX-2b)")
         try:
-            pipe = diffusers.DiffusionPipeline.from_pretrained(folder, torch_dtype=torch_dtype(dtype))
+            pipe = diffusers.DiffusionPipeline.from_pretrained(folder, dtype=torch_dtype(dtype))
         except (OSError, ValueError, TypeError) as err:
             raise VlgapError(f"--generator diffusers:{src}: could not load the pipeline "
                              f"({(str(err).splitlines() or [''])[0][:160]})") from None
@@ -306,11 +306,11 @@ class ClipVideoText:
     def __init__(self, src: str, encoder, *, device: str = "cpu", dtype: str = "float32"):
         from vlgap.captions.clip_model import load_clip
 
+        folder, rec = resolve_source(src, "--video-text clip:")
         if not hasattr(encoder, "decode"):
             raise VlgapError(f"--video-text clip:{src} decodes the polished latent into frames: it needs a video VAE "
                              "as the latent space (--latents vae:<id or folder>, or a diffusers generator), not "
                              f"{encoder.record().get('encoder')}")
-        folder, rec = resolve_source(src, "--video-text clip:")
         self.clip = load_clip(f"hf:{folder}", device=device)
         self.clip.model.to(dtype=torch_dtype(dtype))
         self.encoder, self.device, self.dtype, self.spec = encoder, device, dtype, f"clip:{src}"
@@ -435,16 +435,16 @@ def parts_of_model(extra: dict[str, Any]) -> dict[str, Any]:
     le = extra.get("latent_encoder") or {}
     return {"generator": {"spec": "shapes" if style == "synthetic" else f"shapes:{style}",
                           "n_frames": gen.get("n_frames", 16), "size": gen.get("size", 64)},
-            "latents": {"spec": "mobilenet", "n_frames": gen.get("n_frames", 16),
-                        "size": le.get("image_size", gen.get("size", 64))},
+            "latents": {"spec": "mobilenet", "n_frames": 16, "image_size": le.get("image_size", gen.get("size", 64))},
             "video_text": {"spec": "latent-tower"}}
 
 
 def matching_record(recorded: dict[str, Any], rebuilt: dict[str, Any], what: str, flag: str) -> None:
     """Refuse a part whose weights or settings differ from the ones a model was trained with (its folder
     may have moved: the path is not compared, the fingerprint is)."""
-    skip = {"source", "spec", "device"}
-    diffs = [k for k in sorted(set(recorded) | set(rebuilt)) if k not in skip and recorded.get(k) != rebuilt.get(k)]
+    skip = {"source", "spec", "device", "dtype"}  # where it lives and its precision are not another part
+    diffs = sorted((k for k in recorded if k not in skip and recorded.get(k) != rebuilt.get(k)),
+                   key=lambda k: (rebuilt.get(k) is None, k))  # a value against a value first: the telling one
     if diffs:
         shown = ", ".join(f"{k}: trained {recorded.get(k)!r} vs given {rebuilt.get(k)!r}" for k in diffs[:3])
         raise VlgapError(f"{flag}: {what} differs from the one the model was trained with ({shown}); give the "
