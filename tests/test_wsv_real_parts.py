@@ -100,7 +100,6 @@ def test_train_caption_eval_gap_through_real_parts_at_bfloat16(twins, offline_hu
                                                              / "refs" / "main").read_text()
     assert bundle.head is None and bundle.cfg.stages() == ("polisher", "caption")  # CLIP replaces the tower
     assert bundle.latent_shape == (4, 3, 4, 4)  # CogVideoX VAE: 9 frames -> 3, 16 px -> 4
-    assert all(p.requires_grad or True for p in bundle.lm.parameters())
     assert [h[0] for h in bundle.history] == ["polisher"] * 2 + ["caption"] * 2
 
     preds = tmp_path / "preds.json"
@@ -245,3 +244,22 @@ def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
         assert "\n" not in str(err.value)
     r = CliRunner().invoke(app, ["wsv", "train", "--out", str(tmp_path / "x"), "--lm", "hf:"])
     assert isinstance(r.exception, VlgapError) and re.match(r"--lm 'hf:' is not valid", str(r.exception))
+
+
+def test_experiment_runs_with_a_diffusers_generator_in_its_vae_latent_space(twins, tmp_path):
+    from vlgap.wsv.experiment import ExperimentConfig, run_experiment
+
+    cfg = ExperimentConfig(n_train=1, n_eval=5, n_unlabelled=0, seeds=(0,), systems=("no_polisher",), generators=("diffusers",),
+                           n_frames=9, size=16, n_bootstrap=0, n_permutations=10, c2st_permutations=5,
+                           parts={"generator": f"diffusers:{twins['pipe']}", "generator_steps": 1},
+                           train=dict(caption_steps=1, batch_size=4, lm_dim=16,
+                                      lm_layers=1, lm_heads=2, prompter_dim=8, prompter_layers=1, n_prompts=2))
+    summary = run_experiment(tmp_path / "exp", cfg, cache_dir=tmp_path / "cache", log=lambda line: None)
+    assert summary["n_cells"] == 1 and summary["rows"][0]["generator"] == "diffusers"
+    assert summary["raw_gap"]["diffusers"]["n_real"] == 5
+    cell = json.loads((tmp_path / "exp" / "cells" / "diffusers-no_polisher-s0.json").read_text())
+    assert set(cell["predictions"]) == {f"eval_{i:05d}" for i in range(5)}
+    # one latent file per caption: the corpus (10 captions of one scene) and the 5 held-out captions
+    assert len(list((tmp_path / "cache" / "wsv" / "generated").glob("*/*.npy"))) == 10 + 5
+    with pytest.raises(VlgapError, match="render styles belong to the shapes generator"):
+        ExperimentConfig(generators=("synthetic", "real"), parts={"generator": f"diffusers:{twins['pipe']}"})

@@ -203,6 +203,17 @@ def experiment_cmd(
     generators: str = typer.Option("synthetic,real", help="Generator render styles; systems after the first "
                                                           "generator: --second-systems."),
     second_systems: str = typer.Option("wsv"),
+    generator: str = typer.Option("shapes", "--generator", help=GENERATOR_HELP + " With shapes, --generators "
+                                  "names its render styles; with diffusers, one name for the cells (default diffusers)."),
+    latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
+    video_text: str = typer.Option("latent-tower", "--video-text", help=VIDEO_TEXT_HELP),
+    lm: str = typer.Option("scratch", "--lm", help=LM_HELP),
+    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank for a pretrained LM (0: every weight)."),
+    n_frames: int = typer.Option(16, "--n-frames", help="Frames per clip (a video VAE needs k*m+1, e.g. 17)."),
+    size: int = typer.Option(64, "--size", help="Frame side in pixels."),
+    generator_steps: int = typer.Option(50, "--generator-steps", help="Denoising steps of a diffusers generator."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
     force: bool = typer.Option(False, "--force", help="Take over an --out folder that holds an experiment with "
@@ -212,14 +223,23 @@ def experiment_cmd(
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
 
     _threads(threads)
+    parts = {k: v for k, v in (("generator", generator), ("latents", latents), ("video_text", video_text),
+                               ("generator_steps", generator_steps))
+             if v != {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}[k]}
+    if generator != "shapes" and generators == "synthetic,real":  # one generator given: its cells' name
+        generators = generator.removeprefix("shapes:") if generator.startswith("shapes:") else "diffusers"
+    lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype))
+                  if v != {"lm": "scratch", "lora_r": None, "dtype": "float32"}[k]}
     cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
+                           n_frames=n_frames, size=size, parts=parts,
                            n_permutations=permutations, c2st_permutations=30,
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
-                                      prompter_dim=prompter_dim, checkpoint_every=50))
-    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force)
+                                      prompter_dim=prompter_dim, checkpoint_every=50, **lm_options))
+    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force,
+                             device=device)
     console.print(summary_markdown(summary))
 
 

@@ -98,7 +98,7 @@ class MobileNetLatents:
                                for i in range(0, len(x), self.batch_frames)])  # [T, C, h, w]
             z = F.adaptive_avg_pool3d(feats.permute(1, 0, 2, 3)[None], self.grid)[0]
             out.append(z.cpu().numpy().astype(np.float32))
-        return np.stack(out)
+        return np.stack(out) if out else np.zeros((0, *self.shape), np.float32)
 
 
 def _vae_factors(vae) -> tuple[int, int]:
@@ -198,6 +198,10 @@ class VaeLatents:
             dist = self.vae.encode(self.pixels(v)).latent_dist
             z = dist.sample() if self.sample else dist.mode()
             out.append(self._normalise(z.float())[0].cpu().numpy())
+        if not out and self.n_frames is not None and self.size is not None:
+            c = int(self.vae.config.latent_channels)
+            s = self.size // self.spatial
+            return np.zeros((0, c, (self.n_frames - 1) // self.temporal + 1, s, s), np.float32)
         return np.stack(out).astype(np.float32)
 
     def decode(self, z: torch.Tensor) -> torch.Tensor:
