@@ -87,7 +87,7 @@ def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
     (default: MobileNet latents at `size`)."""
     from vlgap.data.manifest import read_manifest
     from vlgap.data.video import count_frames, read_frames
-    from vlgap.wsv.latents import MobileNetLatents
+    from vlgap.wsv.parts import build_latent_encoder
 
     m = read_manifest(manifest)
     if len(m) == 0:
@@ -95,7 +95,7 @@ def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
     no_video = [it.id for it in m.items if it.kind != "video"]
     if no_video:
         raise VlgapError(f"manifest {manifest}: items {no_video[:5]} are not videos; WSV captions videos")
-    enc = encoder if encoder is not None else MobileNetLatents(image_size=size)
+    enc = encoder if encoder is not None else build_latent_encoder("mobilenet", n_frames=n_frames, size=size)
     n = getattr(enc, "n_frames", None) or n_frames
     side = getattr(enc, "size", None) or getattr(enc, "image_size", None) or size
     videos = []
