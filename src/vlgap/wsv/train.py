@@ -396,7 +396,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     state = None
     raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))
     if raw is not None:
-        state = torch.load(io.BytesIO(raw), weights_only=False, map_location=device)
+        state = torch.load(io.BytesIO(raw), weights_only=False, map_location="cpu")  # RNG states stay CPU tensors
         bundle.load_state_dict(state["modules"])
         stage_i, step, history = state["stage_index"], state["step"], state["history"]
         if log:
