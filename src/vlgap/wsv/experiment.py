@@ -132,18 +132,11 @@ def _log_default(msg: str) -> None:
 
 
 def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
-    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised."""
-    import torch
+    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised (the latent
+    tower's text side: vlgap.wsv.parts.minilm_embeddings)."""
+    from vlgap.wsv.parts import minilm_embeddings
 
-    from vlgap.encoders.registry import get_encoder
-
-    enc = get_encoder("minilm")
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(captions), batch_size):
-            out.append(enc.encode(captions[i:i + batch_size])[-1])
-    e = torch.cat(out).numpy().astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
+    return minilm_embeddings(captions, batch_size)
 
 
 def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default,

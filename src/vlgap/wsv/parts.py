@@ -27,16 +27,14 @@ from vlgap.errors import VlgapError
 GENERATOR_SPECS = "shapes | shapes:<render style> | diffusers:<hub id or folder>"
 LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
 VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"
-DTYPES = ("float32", "bfloat16", "float16")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
 
 def torch_dtype(name: str):
-    import torch
+    """torch.float32 / bfloat16 / float16 of a --dtype name; other names refused in one line."""
+    from vlgap.wsv.latents import torch_dtype as from_name
 
-    if name not in DTYPES:
-        raise VlgapError(f"--dtype {name!r} is not valid; valid: {', '.join(DTYPES)}")
-    return getattr(torch, name)
+    return from_name(name)
 
 
 def check_device(device: str) -> str:
@@ -279,6 +277,21 @@ def build_generator(spec: str, *, n_frames: int | None, size: int, steps: int = 
 # Video-text models: the polisher's frozen judge
 
 
+def minilm_embeddings(captions: Sequence[str], batch_size: int = 128) -> np.ndarray:
+    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised."""
+    import torch
+
+    from vlgap.encoders.registry import get_encoder
+
+    enc = get_encoder("minilm")
+    out = []
+    with torch.inference_mode():
+        for i in range(0, len(captions), batch_size):
+            out.append(enc.encode(list(captions[i:i + batch_size]))[-1])
+    e = torch.cat(out).numpy().astype(np.float32)
+    return e / np.linalg.norm(e, axis=1, keepdims=True)
+
+
 class LatentTower:
     """Offline default: a video tower over latents trained first (stage `head`, inside the model file)
     against frozen MiniLM caption embeddings, then frozen."""
@@ -291,9 +304,7 @@ class LatentTower:
                 "video": "VideoHead trained in stage 'head' (saved in the model file)"}
 
     def embed_texts(self, captions: Sequence[str]) -> np.ndarray:
-        from vlgap.wsv.experiment import embed_captions
-
-        return embed_captions(list(captions))
+        return minilm_embeddings(list(captions))
 
 
 class ClipVideoText:
