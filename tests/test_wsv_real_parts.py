@@ -171,6 +171,31 @@ def test_vae_latents_equal_the_vaes_own_encode_and_bad_counts_are_refused(twins)
         build_latent_encoder(f"vae:{twins['pipe']}", n_frames=9, size=18)
 
 
+def test_wan_vae_latents_are_normalised_as_its_pipeline_normalises_them():
+    """Wan's pipeline latents are (z - latents_mean) / latents_std; decode inverts that."""
+    from diffusers import AutoencoderKLWan
+
+    from vlgap.wsv.latents import VaeLatents
+
+    torch.manual_seed(0)
+    mean, std = [0.1, -0.2, 0.3, 0.0], [1.5, 2.0, 0.5, 1.0]
+    vae = AutoencoderKLWan(base_dim=8, z_dim=4, dim_mult=[1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True],
+                           latents_mean=mean, latents_std=std, scale_factor_temporal=2, scale_factor_spatial=4).eval()
+    enc = VaeLatents(vae, n_frames=9, size=16)
+    video = np.random.default_rng(0).integers(0, 256, (9, 16, 16, 3), dtype=np.uint8)
+    z = enc.encode([video])
+    x = torch.from_numpy(video).permute(3, 0, 1, 2)[None].float() / 127.5 - 1.0
+    with torch.no_grad():
+        mode = vae.encode(x).latent_dist.mode()
+        want = (mode - torch.tensor(mean).view(1, 4, 1, 1, 1)) / torch.tensor(std).view(1, 4, 1, 1, 1)
+        np.testing.assert_allclose(z, want.numpy(), rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(enc.decode(torch.from_numpy(z)), vae.decode(mode).sample.clamp(-1, 1),
+                                   rtol=1e-4, atol=1e-5)
+    assert z.shape == (1, 4, 5, 4, 4)  # time / 2 (4 + 1 latent frames from 9), space / 4
+    with pytest.raises(VlgapError, match=r"takes 2k\+1 frames, e\.g\. 7 or 9$"):
+        VaeLatents(vae, n_frames=8, size=16)
+
+
 def test_clip_video_text_equals_clipmodels_own_forward(twins):
     from transformers import CLIPModel, CLIPProcessor
 

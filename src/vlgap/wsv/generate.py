@@ -101,8 +101,11 @@ class DiffusersT2V:
                 z = z[0]
             if z.ndim != 4:
                 raise VlgapError(f"{self.name} returned latents of shape {list(z.shape)}; expected [C, F, H, W]")
-            # CogVideoX returns [F, C, H, W] latents; the prompter wants channels first
-            if z.shape[0] != self.pipe.vae.config.latent_channels and z.shape[1] == self.pipe.vae.config.latent_channels:
+            # CogVideoX returns [F, C, H, W] latents (Wan [C, F, H, W]); the prompter wants channels first
+            from vlgap.wsv.latents import latent_channels
+
+            channels = latent_channels(self.pipe.vae)
+            if z.shape[0] != channels and z.shape[1] == channels:
                 z = z.transpose(0, 1)
             out.append(z.float().cpu().numpy())
         return np.stack(out)

@@ -108,6 +108,12 @@ class MobileNetLatents:
         return np.stack(out) if out else np.zeros((0, *self.shape), np.float32)
 
 
+def latent_channels(vae) -> int:
+    """Channels of a video VAE's latent (CogVideoX: latent_channels; Wan: z_dim)."""
+    c = vae.config
+    return int(getattr(c, "latent_channels", None) or getattr(c, "z_dim"))
+
+
 def _vae_factors(vae) -> tuple[int, int]:
     """(temporal, spatial) compression of a diffusers video VAE (CogVideoX and Wan spell them differently)."""
     c = vae.config
@@ -204,7 +210,7 @@ class VaeLatents:
             z = dist.sample() if self.sample else dist.mode()
             out.append(self._normalise(z.float())[0].cpu().numpy())
         if not out and self.n_frames is not None and self.size is not None:
-            c = int(self.vae.config.latent_channels)
+            c = latent_channels(self.vae)
             s = self.size // self.spatial
             return np.zeros((0, c, (self.n_frames - 1) // self.temporal + 1, s, s), np.float32)
         return np.stack(out).astype(np.float32)

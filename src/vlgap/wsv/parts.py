@@ -216,7 +216,8 @@ class DiffusersGenerator:
         self.own_encoder = VaeLatents(pipe.vae, n_frames=vae_frames(pipe.vae, n_frames), size=size, device=device, dtype=dtype,
                                       source=vae_rec)
         self.n_frames, self.size = self.own_encoder.n_frames, self.own_encoder.size
-        patch = int(getattr(getattr(getattr(pipe, "transformer", None), "config", None), "patch_size", 1) or 1)
+        patch = getattr(getattr(getattr(pipe, "transformer", None), "config", None), "patch_size", 1) or 1
+        patch = int(patch[-1] if isinstance(patch, (list, tuple)) else patch)  # Wan: (t, h, w)
         step = self.own_encoder.spatial * patch
         if self.size % step:
             raise VlgapError(f"--size {self.size}: {type(pipe).__name__} needs a multiple of {step} (VAE spatial "
