@@ -143,6 +143,12 @@ def test_generated_latents_are_the_pipelines_own_and_cached_per_caption(twins, t
                               log=lines.append)
     np.testing.assert_array_equal(again, z)
     assert any("2 of 4 latents generated, 2 from the cache" in ln for ln in lines), lines
+    # with another latent space the pipeline's decoded frames are encoded by it
+    other = build_parts(f"diffusers:{twins['pipe']}", "mobilenet", n_frames=9, size=16, generator_steps=1)
+    frames = pipe(prompt=CORPUS[1], num_frames=9, height=16, width=16, num_inference_steps=1, output_type="np",
+                  generator=torch.Generator().manual_seed(1)).frames[0]
+    want = other.encoder.encode([(np.clip(frames, 0, 1) * 255).round().astype(np.uint8)])[0]
+    np.testing.assert_array_equal(other.generator.one(CORPUS[1], 1, other.encoder, seed=0), want)
 
 
 def test_vae_latents_equal_the_vaes_own_encode_and_bad_counts_are_refused(twins):
@@ -274,7 +280,8 @@ def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
 def test_experiment_runs_with_a_diffusers_generator_in_its_vae_latent_space(twins, tmp_path):
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment
 
-    cfg = ExperimentConfig(n_train=1, n_eval=5, n_unlabelled=0, seeds=(0,), systems=("no_polisher",), generators=("diffusers",),
+    cfg = ExperimentConfig(n_train=1, n_eval=5, n_unlabelled=0, seeds=(0,), systems=("no_polisher",),
+                           generators=("diffusers",),
                            n_frames=9, size=16, n_bootstrap=0, n_permutations=10, c2st_permutations=5,
                            parts={"generator": f"diffusers:{twins['pipe']}", "generator_steps": 1},
                            train=dict(caption_steps=1, batch_size=4, lm_dim=16,

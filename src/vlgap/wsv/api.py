@@ -81,7 +81,8 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
 
 
 def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
-                     log: Callable[[str], None] = _quiet, encoder=None) -> tuple[list[str], list[list[str]], np.ndarray]:
+                     log: Callable[[str], None] = _quiet,
+                     encoder=None) -> tuple[list[str], list[list[str]], np.ndarray]:
     """(ids, captions, latents) of a manifest's videos (decoded with the project's video reader):
     evenly spaced frames (the encoder's own count where it has one, else n_frames) through `encoder`
     (default: MobileNet latents at `size`)."""

@@ -209,8 +209,9 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     for g in cfg.generators:
         if not shapes:  # a costly generator: latents cached one file per caption
             gen = parts.generator
-            synth[g] = (lambda gen=gen, g=g: generated_latents(gen, enc, corpus, seed=cfg.world_seed, cache_dir=cache_dir,
-                                                              log=log, what=f"corpus via generator {g}"))
+            synth[g] = (lambda gen=gen, g=g: generated_latents(gen, enc, corpus, seed=cfg.world_seed,
+                                                              cache_dir=cache_dir, log=log,
+                                                              what=f"corpus via generator {g}"))
             heldout_synth[g] = generated_latents(gen, enc, heldout, seed=cfg.world_seed + 1, cache_dir=cache_dir,
                                                  log=log, what=f"held-out captions via generator {g}")
             continue

@@ -213,8 +213,8 @@ class DiffusersGenerator:
                    "subfolder": "vae"}
         from vlgap.wsv.latents import VaeLatents
 
-        self.own_encoder = VaeLatents(pipe.vae, n_frames=vae_frames(pipe.vae, n_frames), size=size, device=device, dtype=dtype,
-                                      source=vae_rec)
+        self.own_encoder = VaeLatents(pipe.vae, n_frames=vae_frames(pipe.vae, n_frames), size=size, device=device,
+                                      dtype=dtype, source=vae_rec)
         self.n_frames, self.size = self.own_encoder.n_frames, self.own_encoder.size
         patch = getattr(getattr(getattr(pipe, "transformer", None), "config", None), "patch_size", 1) or 1
         patch = int(patch[-1] if isinstance(patch, (list, tuple)) else patch)  # Wan: (t, h, w)

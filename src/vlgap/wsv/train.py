@@ -309,7 +309,8 @@ def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, t
         loss = symmetric_infonce(bundle.embed_video(zp).float(), t, cfg.temperature)
         if cfg.mmd_weight > 0 and data.real_unlabelled is not None:
             j = torch.randint(len(data.real_unlabelled), (len(idx),), generator=gen)
-            loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp.float(), torch.from_numpy(data.real_unlabelled[j.numpy()]).to(dev))
+            real = torch.from_numpy(data.real_unlabelled[j.numpy()]).to(dev)
+            loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp.float(), real)
         return loss
     ids, mask = tok[0][idx].to(dev), tok[1][idx].to(dev)
     L = int(mask.sum(1).max())
