@@ -143,6 +143,14 @@ def test_generated_latents_are_the_pipelines_own_and_cached_per_caption(twins, t
                               log=lines.append)
     np.testing.assert_array_equal(again, z)
     assert any("2 of 4 latents generated, 2 from the cache" in ln for ln in lines), lines
+    # a file whose bytes changed (a torn write, a flipped byte) is said and regenerated, never read
+    raw = bytearray(files[1].read_bytes())
+    raw[-1] ^= 0xFF
+    files[1].write_bytes(bytes(raw))
+    lines.clear()
+    np.testing.assert_array_equal(generated_latents(parts.generator, parts.encoder, CORPUS[:4], seed=3,
+                                                    cache_dir=tmp_path, log=lines.append), z)
+    assert any("1 of 4 latents generated" in ln for ln in lines), lines
     # with another latent space the pipeline's decoded frames are encoded by it
     other = build_parts(f"diffusers:{twins['pipe']}", "mobilenet", n_frames=9, size=16, generator_steps=1)
     frames = pipe(prompt=CORPUS[1], num_frames=9, height=16, width=16, num_inference_steps=1, output_type="np",
