@@ -261,6 +261,17 @@ def test_kill_and_resume_is_bit_exact_with_clip_and_gpt2_at_bfloat16(twins, tmp_
         p.numel() for p in build_pretrained_lm(f"hf:{twins['gpt2']}").parameters())  # no adapters: full fine-tune
 
 
+def test_lora_r_puts_peft_adapters_on_gpt2_and_only_they_train(twins):
+    from vlgap.wsv.lm import build_pretrained_lm
+    from vlgap.wsv.train import WSVConfig
+
+    assert WSVConfig(lm=f"hf:{twins['gpt2']}").lora_r == 0 and WSVConfig(lm="smollm2").lora_r == 8
+    lm = build_pretrained_lm(f"hf:{twins['gpt2']}", lora_r=2)
+    names = [n for n, _ in lm.model.named_parameters()]
+    assert any("lora_A" in n for n in names) and lm.record["lora_r"] == 2
+    assert {n for n, p in lm.model.named_parameters() if p.requires_grad} == {n for n in names if "lora_" in n}
+
+
 def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
     from vlgap.wsv.api import caption_manifest, train_system
     from vlgap.wsv.parts import build_parts

@@ -120,8 +120,18 @@ def load_vae(src: str, device: str = "cpu", dtype: str = "float32"):
     if cls is None or not cls_name.startswith("Autoencoder"):
         raise VlgapError(f"--latents vae:{src}: {cls_name or 'no _class_name'} is not a diffusers autoencoder "
                          "(e.g. AutoencoderKLCogVideoX, AutoencoderKLWan)")
-    vae = cls.from_pretrained(folder, dtype=torch_dtype(dtype))
+    vae = _from_pretrained(cls, folder, dtype)
     return vae, {"spec": f"vae:{src}", "class": cls_name, **rec}
+
+
+def _from_pretrained(cls, folder: Path, dtype: str):
+    """diffusers' from_pretrained in `dtype`: `torch_dtype=` works in every diffusers this project allows
+    (>= 0.31; newer ones renamed it `dtype` and warn about the old name, which is not the user's doing)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return cls.from_pretrained(folder, torch_dtype=torch_dtype(dtype))
 
 
 def vae_frames(vae, n_frames: int | None) -> int:
@@ -198,7 +208,7 @@ class DiffusersGenerator:
             raise VlgapError(f"--generator diffusers:{src}: no model_index.json in {folder}; give a diffusers "
                              "text-to-video pipeline folder or hub id (e.g. THUDM/CogVideoX-2b)")
         try:
-            pipe = diffusers.DiffusionPipeline.from_pretrained(folder, dtype=torch_dtype(dtype))
+            pipe = _from_pretrained(diffusers.DiffusionPipeline, folder, dtype)
         except (OSError, ValueError, TypeError) as err:
             raise VlgapError(f"--generator diffusers:{src}: could not load the pipeline "
                              f"({(str(err).splitlines() or [''])[0][:160]})") from None
