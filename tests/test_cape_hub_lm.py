@@ -338,3 +338,35 @@ def test_resume_after_a_kill_gives_the_weights_of_an_uninterrupted_run(qwen_fold
     info = train_lora(lm.model, lm.tokenizer, pairs, tmp_path / "killed", key=key, log=lines.append,
                       **{**kw, "lora_alpha": 8})
     assert info["resumed_from"] is None and any("not reused" in x for x in lines)
+
+
+def test_experiment_takes_device_dtype_and_sft_options_and_keeps_older_run_keys(monkeypatch, capsys, tmp_path):
+    import hashlib
+    from dataclasses import asdict
+
+    from vlgap.cape import experiment as E
+
+    cfg = E.CapeConfig()
+    older = {k: v for k, v in asdict(cfg).items() if k not in E.ADDED_LATER}  # what a run folder recorded before
+    assert cfg.record() == older
+    assert cfg.key() == hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()[:12]
+    assert E.CapeConfig(dtype="bfloat16").record()["dtype"] == "bfloat16"
+    with pytest.raises(VlgapError, match="--lora-layers"):
+        E.CapeConfig(lora_layers="top:0")
+    seen = {}
+
+    def fake_run(out, config, *, force=False, device="cpu", log=None):
+        seen.update(config=config, device=device)
+        (out / "report.md").parent.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text("report\n")
+        return {}
+
+    monkeypatch.setattr(E, "run_experiment", fake_run)
+    _run_cli(monkeypatch, capsys, "cape", "experiment", "--out", tmp_path / "run", "--base", "hf:org/model", "--device",
+             "cpu", "--dtype", "bfloat16", "--full", "--lora-alpha", 8, "--lora-layers", "0,1", "--lora-modules",
+             "q_proj")
+    c = seen["config"]
+    assert seen["device"] == "cpu" and (c.base, c.dtype, c.sft_full) == ("hf:org/model", "bfloat16", True)
+    assert (c.lora_alpha, c.lora_layers, c.lora_modules) == (8, "0,1", "q_proj")
+    _run_cli(monkeypatch, capsys, "cape", "demo", "--out", tmp_path / "demo", "--dtype", "float16")
+    assert seen["config"].dtype == "float16" and seen["config"].sft_full is False
