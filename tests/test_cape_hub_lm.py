@@ -370,3 +370,18 @@ def test_experiment_takes_device_dtype_and_sft_options_and_keeps_older_run_keys(
     assert (c.lora_alpha, c.lora_layers, c.lora_modules) == (8, "0,1", "q_proj")
     _run_cli(monkeypatch, capsys, "cape", "demo", "--out", tmp_path / "demo", "--dtype", "float16")
     assert seen["config"].dtype == "float16" and seen["config"].sft_full is False
+
+
+def test_bundled_names_still_route_to_the_bundled_models(qwen_folder, monkeypatch):
+    """`smollm2` / `gemma3_270m` go to the bundled GGUF conversion (here a stand-in folder), keyed by the
+    GGUF's sha256 as before; `hf:smollm2` is a hub id, not the bundled model."""
+    from vlgap.cape import lm as L
+
+    use_offline_hub(monkeypatch, qwen_folder["hf_home"])  # never the network
+    asked = []
+    monkeypatch.setattr(L, "_bundled_folder", lambda name: (asked.append(name), (qwen_folder["folder"], "ab" * 32))[1])
+    assert L.load_lm("gemma3_270m").model_hash == "ab" * 32 and asked == ["gemma3_270m"]
+    assert L.load_lm("smollm2", dtype="bfloat16").model_hash == "ab" * 32 + "|bfloat16"
+    with pytest.raises(VlgapError, match="could not load language model 'hf:smollm2'"):
+        L.load_lm("hf:smollm2")
+    assert asked == ["gemma3_270m", "smollm2"]

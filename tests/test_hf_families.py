@@ -219,7 +219,7 @@ def test_folder_without_weights_is_an_error_not_random_weights(twins, tmp_path):
 def test_hub_id_whose_cache_has_no_weights_is_an_error(twins, offline_hub, tmp_path):
     folder = tmp_path / "config_only"
     shutil.copytree(twins["twins"]["DINOv2"]["folder"], folder, ignore=shutil.ignore_patterns("*.safetensors"))
-    _lay_out_hub_cache(offline_hub / "hub", "someone/config-only", folder)
+    lay_out_hub_cache(offline_hub / "hub", "someone/config-only", folder)
     with pytest.raises(VlgapError, match="could not load the weights of 'someone/config-only'") as err:
         get_encoder("hf:someone/config-only")
     assert "\n" not in str(err.value)

@@ -279,7 +279,9 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
 
     def text_encoder():  # MiniLM, loaded once for every gap call and the generators' embeddings
         if not encoder_box:
-            encoder_box.append(load_text_encoder("minilm"))
+            # on the CPU whatever `device` says: its embeddings are cached by text across runs (a run may
+            # resume elsewhere) and the generators' scores follow them bit for bit; 22M parameters take seconds
+            encoder_box.append(load_text_encoder("minilm", device="cpu"))
         return encoder_box[0]
 
     def diagnostics() -> dict[str, Any]:

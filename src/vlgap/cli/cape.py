@@ -95,7 +95,8 @@ def train_command(
 ) -> None:
     """Fine-tune an anchored PE (SFT: input -> six-part target, loss on the target only; LoRA or --full)."""
     from vlgap.cape import world as W
-    from vlgap.cape.lm import check_device, check_dtype, load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
+    from vlgap.cape.lm import (check_device, check_dtype, load_lm, parse_lora_layers, parse_lora_modules, sft_key,
+                               train_lora)
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
@@ -190,7 +191,8 @@ def experiment_command(
     """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
     _run("full", out, as_json, force=force, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
          generator_seeds=tuple(range(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
-         n_bootstrap=bootstrap, n_permutations=permutations, base=base, device=device, dtype=dtype, sft_full=full or None,
+         n_bootstrap=bootstrap, n_permutations=permutations, base=base, device=device, dtype=dtype,
+         sft_full=full or None,
          lora_r=lora_r, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
 
 

@@ -123,7 +123,8 @@ def weights_of_folder(folder: Path) -> dict[str, Any]:
     from vlgap.encoders.gguf_cache import file_sha256
 
     files = sorted(p for p in folder.iterdir() if p.name in _WEIGHT_FILES or
-                   (p.name.startswith("model-") and p.suffix == ".safetensors"))
+                   (p.name.startswith("model-") and p.suffix == ".safetensors") or
+                   (p.name.startswith("pytorch_model-") and p.suffix == ".bin"))  # shards of either format
     return {"weights_files": {p.name: file_sha256(p) for p in files}}
 
 
