@@ -244,20 +244,35 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     full = json.loads((tmp_path / "full" / "sft.json").read_text())
     assert full["full"] is True and full["saved"] == "model"
     assert full["n_trainable"] == sum(p.numel() for p in _own_model(folder).parameters())
+    from vlgap.cape.lm import load_trained
+
     # rewriting with each result: the train folder, or its adapter / model folder
     for adapter in (tmp_path / "lora", tmp_path / "full" / "model"):
         rows = json.loads(_run_cli(monkeypatch, capsys, "cape", "rewrite", prompts, "--operator", "pe", "--adapter",
                                    adapter, "--base", f"hf:{folder}", "--json", "--device", "cpu"))
         assert len(rows) == 2
         _check_six(rows)
-    # the full-SFT folder is a saved model: its own forward is what vlgap decodes with
-    from vlgap.cape.lm import load_trained
+    # the adapter over another base (a wider model) is one line naming the base it was trained on
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
+    wide = tmp_path / "wide"
+    Qwen2ForCausalLM(Qwen2Config(vocab_size=1000, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, num_key_value_heads=2)).save_pretrained(wide)
+    _own_tokenizer(folder).save_pretrained(wide)
+    with pytest.raises(VlgapError, match=r"does not fit the base LM .*trained on .*tiny-qwen2: give that as --base"):
+        load_trained(tmp_path / "lora", str(wide))
+    # the full-SFT folder is a saved model: its own forward is what vlgap decodes with
     trained = load_trained(tmp_path / "full")
     ids = trained.tokenizer(PROMPTS[0], return_tensors="pt")
     torch.testing.assert_close(_logits(trained, ids), _own_model(tmp_path / "full" / "model")(**ids).logits.detach(),
                                rtol=0, atol=0)
     assert not torch.equal(_logits(trained, ids), _own_logits(folder)[0])  # it trained
+
+
+def _own_tokenizer(folder):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
 
 
 def _own_model(folder):

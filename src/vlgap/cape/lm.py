@@ -680,7 +680,18 @@ def load_adapter(lm: LoadedLM, adapter_dir: str | os.PathLike) -> LoadedLM:
     if not weights.is_file():
         raise VlgapError(f"no LoRA adapter at {str(adapter_dir)!r} (adapter_model.safetensors missing)")
     _check_trained_files([weights, adapter_dir / "adapter_config.json"], "LoRA adapter", adapter_dir)
-    merged = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload().eval()
+    try:
+        merged = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload().eval()
+    except (RuntimeError, ValueError, KeyError) as err:  # an adapter of another base: shapes or names differ
+        try:
+            import json
+
+            trained_on = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        except (OSError, ValueError):
+            trained_on = None
+        raise VlgapError(f"LoRA adapter {str(adapter_dir)!r} does not fit the base LM {lm.name!r} "
+                         f"({' '.join(str(err).split())[:160]}); it was trained on {trained_on or 'another base'}: "
+                         "give that as --base") from None
     digest = hashlib.sha256(f"{lm.model_hash}|{sha256_of_file(weights)}".encode()).hexdigest()
     return LoadedLM(merged, lm.tokenizer, f"{lm.name}+lora", digest, lm.load_seconds, dict(lm.info), lm.device)
 
