@@ -244,6 +244,11 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     full = json.loads((tmp_path / "full" / "sft.json").read_text())
     assert full["full"] is True and full["saved"] == "model"
     assert full["n_trainable"] == sum(p.numel() for p in _own_model(folder).parameters())
+    # the options are in the SFT key every saved file is sealed under
+    seal = json.loads((tmp_path / "lora" / "adapter" / ".adapter_model.safetensors.seal.json").read_text())["key"]
+    assert (seal["lora_r"], seal["top_layers"], seal["lora_modules"]) == (4, 1, ["q_proj", "v_proj"])
+    seal = json.loads((tmp_path / "full" / "model" / ".model.safetensors.seal.json").read_text())["key"]
+    assert seal["full"] is True and seal["lora_r"] is None
     from vlgap.cape.lm import load_trained
 
     # rewriting with each result: the train folder, or its adapter / model folder
