@@ -24,7 +24,7 @@ import socket
 import time
 from dataclasses import replace
 
-from vlgap.distributed.cluster import connect, unwrap
+from vlgap.distributed.cluster import ACTOR_OPTIONS, connect, unwrap
 from vlgap.distributed.extract import _same_sampling, plan_resources
 from vlgap.errors import VlgapError
 from vlgap.features.chunk_steps import VisionSteps
@@ -120,7 +120,12 @@ def run_ray_data(job, result, *, ray: str | bool = "auto", n_workers: int | None
         ds = ds.map(_decode_chunk, fn_kwargs={"steps": guess}, num_cpus=decode_opts["num_cpus"])
         ds = ds.map_batches(ChunkEncoder, fn_constructor_kwargs={"job": light, "guess": guess,
                                                                  "threads": threads or default_threads},
-                            batch_size=1, compute=rt.data.ActorPoolStrategy(size=n), **actor_opts)
+                            batch_size=1, compute=rt.data.ActorPoolStrategy(size=n), **actor_opts,
+                            # the actors' own fault policy (restarts: they reload the model), as the hand-written
+                            # pool's; remote arguments that differ from the decoding map's also keep Ray Data from
+                            # fusing decoding into the encoder actors (Ray fuses a task map into the next actor
+                            # map when their remote arguments match), so chunks decode beside the encoders
+                            **ACTOR_OPTIONS)
         with progress_bar(progress) as prog:
             task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))} (ray data, "
                                  f"{n} encoder actors)", total=len(job.items), unit="items")
