@@ -12,6 +12,6 @@ torch.set_num_threads(1)
 ray.init(address=address, logging_level="WARNING")
 parts = build_parts(f"diffusers:{pipe}", n_frames=9, size=16, generator_steps=1)
 caps = open(captions).read().splitlines()
-z = generated_latents(parts.generator, parts.encoder, caps, seed=3, cache_dir=cache, ray="auto", ray_workers=2,
+z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache, ray="auto", ray_workers=2,
                       log=print)
 print("DONE", z.shape)
