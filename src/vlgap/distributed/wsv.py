@@ -49,6 +49,10 @@ class GeneratorActor:
             self.loaded = job.load()
         except VlgapError as err:  # kept, not raised: Ray would restart an actor whose __init__ fails
             self.loaded, self.error = None, f"{self.where}: {err}"
+        except Exception as err:  # noqa: BLE001 - out of memory, a broken install...: one line, no restarts
+            line = (str(err).splitlines() or [""])[0][:200]
+            self.loaded, self.error = None, (f"{self.where}: could not load the generator "
+                                             f"({type(err).__name__}: {line})")
 
     def ready(self) -> str:
         if self.error:
