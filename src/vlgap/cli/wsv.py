@@ -32,6 +32,9 @@ LM_HELP = ("scratch (GPT-2 config, random init) | smollm2 (bundled, LoRA r=8) | 
            "LM such as GPT-2, every weight fine-tuned unless --lora-r).")
 DEVICE_HELP = "torch device of every model: cpu, cuda, cuda:1, ..."
 DTYPE_HELP = "float32 | bfloat16 | float16: frozen models run in it, trained modules under autocast."
+RAY_HELP = ("Make a diffusers generator's missing latents on Ray actors: auto (RAY_ADDRESS, a running cluster, "
+            "else a local one) or a cluster address. Same latents as without it.")
+RAY_WORKERS_HELP = "Generator actors (default: one per GPU, or one per 4 CPUs)."
 
 
 def _threads(n: Optional[int]) -> None:
@@ -71,6 +74,8 @@ def train_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root (default $VLGAP_CACHE or ~/.cache/vlgap)."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
     from vlgap.wsv.api import train_system
@@ -80,7 +85,8 @@ def train_cmd(
                         latents=latents, video_text=video_text, lm=lm, lora_r=lora_r, n_frames=n_frames, size=size,
                         generator_steps=generator_steps, device=device, dtype=dtype, caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                         lm_pretrain_steps=lm_pretrain_steps, batch_size=batch_size,
-                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log, force=force)
+                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log, force=force, ray=ray,
+                        ray_workers=ray_workers)
     console.print(f"model: {path}")
 
 
@@ -142,6 +148,8 @@ def gap_cmd(
     dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: the model's. " + DTYPE_HELP),
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root for generated latents."),
     threads: Optional[int] = typer.Option(None),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
     """The falsifier in the model's latent space: MMD2 (p, CI), C2ST and FD between real latents and raw vs
     polished synthetic latents."""
@@ -150,7 +158,7 @@ def gap_cmd(
     _threads(threads)
     res = gap_for_model(model, manifest, n_permutations=permutations, n_bootstrap=bootstrap, seed=seed,
                         generator=generator, latents=latents, device=device, dtype=dtype, cache_dir=cache_dir,
-                        log=_log)
+                        log=_log, ray=ray, ray_workers=ray_workers)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
         return
@@ -218,6 +226,8 @@ def experiment_cmd(
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
     force: bool = typer.Option(False, "--force", help="Take over an --out folder that holds an experiment with "
                                                       "another configuration (refused otherwise)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
@@ -238,8 +248,11 @@ def experiment_cmd(
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
                                       prompter_dim=prompter_dim, checkpoint_every=50, **lm_options))
+    from vlgap.counts import check_count
+
+    check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
     summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force,
-                             device=device)
+                             device=device, ray=ray, ray_workers=ray_workers)
     console.print(summary_markdown(summary))
 
 

@@ -43,19 +43,22 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
                  video_text: str = "latent-tower", lm: str = "scratch", lora_r: int | None = None,
                  n_frames: int | None = None, size: int = 64, generator_steps: int = 50, device: str = "cpu",
                  dtype: str = "float32", cache_dir=None, log: Callable[[str], None] = _quiet, force: bool = False,
-                 **overrides) -> Path:
+                 ray: str | bool | None = None, ray_workers: int | None = None, **overrides) -> Path:
     """Captions -> synthetic latents (cached) -> train `system`; returns OUT/model.pt. OUT records the
     run's configuration and parts: another one is refused with the differences unless `force`.
 
     Parts (vlgap.wsv.parts): `generator` shapes[:<style>] | diffusers:<hub id or folder>; `latents`
     mobilenet | vae:<hub id or folder> (default: a diffusers generator's own VAE, else mobilenet);
     `video_text` latent-tower | clip:<hub id or folder>; `lm` scratch | smollm2 | hf:<hub id or folder>
-    (`lora_r` > 0: LoRA, default 0 for hf: = every weight trains). `device` / `dtype` apply to every model."""
+    (`lora_r` > 0: LoRA, default 0 for hf: = every weight trains). `device` / `dtype` apply to every model.
+    `ray` ("auto" or a cluster address) / `ray_workers`: a diffusers generator's missing latents are made
+    on Ray actors (vlgap.distributed.wsv), bit-identical to this process's."""
     from vlgap.counts import check_count
     from vlgap.wsv.parts import build_parts, generated_latents, text_embeddings
     from vlgap.wsv.train import TrainData, WSVConfig, train
 
     n_train = check_count("n_train", n_train, 1, flag="--n-train", example=150)
+    ray_workers = check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
     n_frames = check_count("n_frames", n_frames, 1, flag="--n-frames", example=16, allow_none=True)
     size = check_count("size", size, 16, flag="--size", example=64)
     kind = "latent-tower" if video_text == "latent-tower" else "clip"
@@ -69,7 +72,8 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
                         generator_steps=generator_steps, device=device, dtype=dtype)
     log(f"parts: generator {parts.generator.spec}, latents {parts.encoder.spec}, video-text {parts.video_text.spec}, "
         f"lm {lm}, device {device}, dtype {dtype}")
-    z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache_dir, log=log)
+    z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache_dir, log=log, ray=ray,
+                          ray_workers=ray_workers)
     e = text_embeddings(parts.video_text, caps, cache_dir=cache_dir, log=log)
     record = parts.record()
     extra = {"parts": record, "n_captions": len(caps), "device": device}
@@ -195,10 +199,12 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
 
 def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: int = 500, n_bootstrap: int = 500,
                   seed: int = 0, generator: str | None = None, latents: str | None = None, device: str = "cpu",
-                  dtype: str | None = None, cache_dir=None, log: Callable[[str], None] = _quiet) -> dict[str, Any]:
+                  dtype: str | None = None, cache_dir=None, log: Callable[[str], None] = _quiet,
+                  ray: str | bool | None = None, ray_workers: int | None = None) -> dict[str, Any]:
     """The falsifier for a trained model in its own latent space: real latents of the manifest's videos
     vs synthetic latents that the model's generator makes from the manifest's first captions (raw, and
-    polished by the model). Generated latents are cached (per caption for a diffusers generator)."""
+    polished by the model). Generated latents are cached (per caption for a diffusers generator) and, with
+    `ray`, made on Ray actors as in train_system."""
     import torch
 
     from vlgap.counts import check_count
@@ -207,13 +213,14 @@ def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: in
 
     n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=500)
     n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=500)
+    ray_workers = check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
     bundle, enc, gen = load_with_parts(model, generator=generator, latents=latents, device=device, dtype=dtype,
                                        with_generator=True)
     ids, caps, real = manifest_latents(manifest, log=log, encoder=enc)
     if any(not c for c in caps):
         raise VlgapError(f"manifest {manifest}: every item needs a caption for the synthetic side")
     raw = generated_latents(gen, enc, [c[0] for c in caps], seed=seed, cache_dir=cache_dir, log=log,
-                            what="held-out captions")
+                            what="held-out captions", ray=ray, ray_workers=ray_workers)
     polished = None
     if bundle.polisher is not None:
         with torch.no_grad(), bundle.autocast():

@@ -140,9 +140,9 @@ def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
 
 
 def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default,
-            device: str = "cpu") -> Prepared:
+            device: str = "cpu", ray: str | bool | None = None, ray_workers: int | None = None) -> Prepared:
     """Scenes, corpus, latents (cached atomically under <cache>/wsv/latents, keyed by everything that
-    makes them) and the disjointness report."""
+    makes them; a diffusers generator's on Ray actors with `ray`) and the disjointness report."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
     from vlgap.wsv.generate import available_styles, render_styled
     from vlgap.wsv.latents import cached_latents
@@ -210,10 +210,12 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
         if not shapes:  # a costly generator: latents cached one file per caption
             gen = parts.generator
             synth[g] = (lambda gen=gen, g=g: generated_latents(gen, enc, corpus, seed=cfg.world_seed,
-                                                              cache_dir=cache_dir, log=log,
+                                                              cache_dir=cache_dir, log=log, ray=ray,
+                                                              ray_workers=ray_workers,
                                                               what=f"corpus via generator {g}"))
             heldout_synth[g] = generated_latents(gen, enc, heldout, seed=cfg.world_seed + 1, cache_dir=cache_dir,
-                                                 log=log, what=f"held-out captions via generator {g}")
+                                                 log=log, what=f"held-out captions via generator {g}", ray=ray,
+                                                 ray_workers=ray_workers)
             continue
         t2v = ShapesGenerator(g, n_frames=cfg.n_frames, size=cfg.size).t2v
         # the corpus latents of a generator are made when a cell first needs them, so other workers can
@@ -343,11 +345,14 @@ def _write_cell(path: Path, value: dict[str, Any], key: dict[str, Any]) -> dict[
 
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
                    log: Callable[[str], None] = _log_default, summary_only: bool = False,
-                   force: bool = False, device: str = "cpu") -> dict[str, Any]:
+                   force: bool = False, device: str = "cpu", ray: str | bool | None = None,
+                   ray_workers: int | None = None) -> dict[str, Any]:
     """All cells (skipping finished ones), then summary.json and summary.md. summary_only: tabulate the
     cells finished so far without training any (the summary says how many of the planned cells it has).
     The folder records the configuration: another one is refused with the differences (`force`: take
-    it over; every result is keyed by the configuration, so nothing of the old run is reused)."""
+    it over; every result is keyed by the configuration, so nothing of the old run is reused). `ray` /
+    `ray_workers`: a diffusers generator's latents are made on Ray actors (the same bits; not part of
+    the configuration)."""
     from vlgap.reuse import claim_run_folder, remove_stale_temporaries
 
     cfg = cfg or ExperimentConfig()
@@ -361,7 +366,7 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     remove_stale_temporaries(out, older_than=time.time() - 120)
     atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
-    prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device)
+    prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)
     atomic_write_json(out / "hygiene.json", prep.hygiene)
     raw_gap = {}
     for g in cfg.generators:  # raw synthetic vs real does not depend on the training seed: once per generator

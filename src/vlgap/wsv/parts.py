@@ -477,17 +477,74 @@ def matching_record(recorded: dict[str, Any], rebuilt: dict[str, Any], what: str
 # Generated latents, cached
 
 
+def generation_recipe(generator, encoder) -> dict[str, Any]:
+    """The spec strings and settings that rebuild `generator` and `encoder` in another process (a Ray
+    actor): latents None when the encoder is the generator's own VAE."""
+    own = getattr(generator, "own_encoder", None)
+    return {"generator": generator.spec, "latents": None if encoder is own else encoder.spec,
+            "n_frames": generator.n_frames, "size": generator.size, "steps": generator.steps,
+            "device": generator.device, "dtype": generator.dtype}
+
+
+def _differences(driver: dict[str, Any], worker: dict[str, Any]) -> str:
+    keys = sorted(set(driver) | set(worker), key=lambda k: (k != "weights", k))  # the weights first: the telling one
+    return ", ".join(f"{k}: driver {driver.get(k)!r} vs worker {worker.get(k)!r}" for k in keys
+                     if driver.get(k) != worker.get(k))
+
+
+@dataclass
+class GenerationJob:
+    """What a Ray actor needs to make generated latents equal to the driver's: the parts' recipe, the
+    driver's records of them (fingerprints of the weights, settings), and the run's seed."""
+
+    recipe: dict[str, Any]
+    records: dict[str, Any]
+    seed: int
+
+    @property
+    def device(self) -> str:
+        return self.recipe["device"]
+
+    def load(self):
+        """(generator, encoder) rebuilt here from the recipe; refused when their records differ from the
+        driver's (other weights on this worker, another library version's settings)."""
+        r = self.recipe
+        device = "cuda" if str(r["device"]).startswith("cuda") else r["device"]  # Ray shows an actor its GPU as cuda:0
+        gen = build_generator(r["generator"], n_frames=r["n_frames"], size=r["size"], steps=r["steps"],
+                              device=device, dtype=r["dtype"])
+        enc = gen.own_encoder if r["latents"] is None else build_latent_encoder(
+            r["latents"], n_frames=r["n_frames"], size=r["size"], device=device, dtype=r["dtype"])
+        for what, mine in (("generator", gen.record()), ("encoder", enc.record())):
+            diff = _differences(self.records[what], mine)
+            if diff:
+                raise VlgapError(f"its {what} differs from the driver's ({diff}); every worker needs the same "
+                                 f"files as the driver ({self.records[what].get('spec')})")
+        return gen, enc
+
+    def generate(self, loaded, index: int, caption: str) -> np.ndarray:
+        gen, enc = loaded
+        return np.ascontiguousarray(gen.one(caption, index, enc, seed=self.seed), np.float32)
+
+
 def generated_latents(generator, encoder, captions: Sequence[str], *, seed: int = 0, cache_dir=None,
-                      log: Callable[[str], None] | None = None, what: str = "corpus") -> np.ndarray:
+                      log: Callable[[str], None] | None = None, what: str = "corpus",
+                      ray: str | bool | None = None, ray_workers: int | None = None) -> np.ndarray:
     """Latents of `captions` through `generator` and `encoder`, cached under <cache>/wsv/. A cheap
     generator: one sealed file per caption list. A costly one (diffusers): one sealed file per caption
     (key: parts, seed, caption index and text), written atomically as soon as it is made, so a killed
-    run loses at most the clip in flight and a rerun generates only what is missing."""
+    run loses at most the clips in flight and a rerun generates only what is missing.
+
+    ray: None (this process), "auto" or a cluster address (vlgap.distributed.cluster.connect): the
+    missing captions are generated on `ray_workers` actors (default one per GPU), each loading the parts
+    once and refused if their fingerprints differ from this process's; the latents are the same bits
+    (caption i's seed depends on `seed` and i only)."""
     from vlgap.wsv.latents import cache_key, cached_latents
 
     say = log or (lambda line: None)
     base = {"generator": generator.record(), "encoder": encoder.record(), "seed": seed}
     if not getattr(generator, "per_caption_cache", False):
+        if ray:
+            say(f"{what}: --ray spreads a costly generator's clips; {generator.spec} is cheap and runs here")
         h = hashlib.sha256("\n".join(captions).encode()).hexdigest()[:16]
         return cached_latents({"what": "generated", **base, "captions": h},
                               lambda: {"z": generator.latents(captions, encoder, seed=seed)},
@@ -503,29 +560,48 @@ def generated_latents(generator, encoder, captions: Sequence[str], *, seed: int 
     folder.mkdir(parents=True, exist_ok=True)
     atomic_write_json(folder / "parts.json", base)  # for people: what made these files
     remove_stale_temporaries(folder, older_than=time.time() - 3600)
-    out, made, t0 = [], 0, time.perf_counter()
-    for i, c in enumerate(captions):
-        key = {"format": LATENTS_FORMAT, **base, "index": i, "caption": c}
-        path = folder / f"{cache_key(key)}.npy"
+    keys = [{"format": LATENTS_FORMAT, **base, "index": i, "caption": c} for i, c in enumerate(captions)]
+    paths = [folder / f"{cache_key(k)}.npy" for k in keys]
+    out: list[np.ndarray | None] = [None] * len(captions)
+    for i, (path, key) in enumerate(zip(paths, keys)):
         raw = read_verified(path, key, what="generated latent", report=say)
-        z = None
         if raw is not None:
             try:
-                z = np.load(io.BytesIO(raw), allow_pickle=False)
+                out[i] = np.load(io.BytesIO(raw), allow_pickle=False)
             except Exception:  # noqa: BLE001 - sealed but unreadable: regenerate
                 discard(path)
-        if z is None:
-            z = np.ascontiguousarray(generator.one(c, i, encoder, seed=seed), np.float32)
-            buf = io.BytesIO()
-            np.save(buf, z)
-            write_artefact(path, buf.getvalue(), key)
-            made += 1
-            if made == 1 or made % 10 == 0:
-                rate = made / max(time.perf_counter() - t0, 1e-9)
-                say(f"{what}: generated {made} latents ({i + 1}/{len(captions)} captions, {rate:.2f}/s)")
-        out.append(z)
-    if made:
-        say(f"{what}: {made} of {len(captions)} latents generated, {len(captions) - made} from the cache")
+    todo = [(i, c) for i, c in enumerate(captions) if out[i] is None]
+    n_cached = len(captions) - len(todo)
+
+    def keep(i: int, z: np.ndarray) -> None:  # sealed and on disk as soon as it is made
+        buf = io.BytesIO()
+        np.save(buf, z)
+        write_artefact(paths[i], buf.getvalue(), keys[i])
+        out[i] = z
+
+    last = [0.0]
+
+    def show(made: int, seconds: float) -> None:
+        if made in (1, len(todo)) or made % 10 == 0 or seconds - last[0] >= 30:
+            last[0] = seconds
+            say(f"{what}: {n_cached + made}/{len(captions)} latents ({made} generated, "
+                f"{made / max(seconds, 1e-9):.2f} clips/s)")
+
+    if todo and ray:
+        from vlgap.distributed.wsv import generate_on_ray
+
+        job = GenerationJob(generation_recipe(generator, encoder), {"generator": base["generator"],
+                                                                     "encoder": base["encoder"]}, seed)
+        ran = generate_on_ray(job, todo, keep, ray=ray, n_workers=ray_workers, progress=show)
+        say(f"{what}: {ran['made']} clips on {ran['actors']} Ray actors ({', '.join(ran['hosts'])}) in "
+            f"{ran['seconds']:.1f} s")
+    elif todo:
+        t0 = time.perf_counter()
+        for made, (i, c) in enumerate(todo, 1):
+            keep(i, np.ascontiguousarray(generator.one(c, i, encoder, seed=seed), np.float32))
+            show(made, time.perf_counter() - t0)
+    if todo:
+        say(f"{what}: {len(todo)} of {len(captions)} latents generated, {n_cached} from the cache")
     return np.stack(out)
 
 
