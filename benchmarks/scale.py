@@ -5,13 +5,20 @@ Part 1, extraction: MobileNetV2 (ImageNet weights, 224 px, every layer) on V sha
   single-process, 1 torch thread, 1 decoding thread        vs  Ray, 1 encoder actor (1 thread)
   single-process, 2 torch threads, 2 decoding threads      vs  Ray, 2 encoder actors (1 thread each)
 repeated --repeats times in interleaved order (single_1, ray_1, ..., single_1, ray_1, ...); the
-figures are medians, with every run's time listed (this machine's speed drifts between minutes).
-The Ray cluster (num_cpus = --cpus) is started and its pooled task workers warmed (one small Ray
-extraction) before the timings, as the page cache is; every timed run is a fresh process (as a
-user's `vlgap extract` is), timed around `extract()`: the single process loads the model, the Ray
-run connects to the cluster and starts its own encoder actors (worker process, imports, model load),
-that start-up also reported alone. Arrays are checked bit-identical between
-the 1-thread single-process run and the Ray runs.
+figures are medians, with every run's time listed (this machine's speed drifts between minutes), and
+the 1-worker Ray overhead of each back-to-back pair (single_1 then ray_1, sharing the machine's
+drift) with the mean of the pairs, printed in one line at the end of part 1.
+The Ray cluster (num_cpus = --cpus) is started and warmed (one small Ray extraction) before the
+timings, as the page cache is. Every timed run is a fresh process, as a user's `vlgap extract` is,
+timed from before it imports vlgap (and with it torch or Ray) to the end of `extract()`: both paths
+pay their own imports, as a user's process does (the single process: torch, torchvision, the model;
+the Ray run: Ray, the connection to the cluster, and its encoder actors, each a new worker process
+that imports torch and loads the model; that start-up also reported alone). Until 2026-12-01 the
+timing began after the benchmark had imported torch, which charged torch's import to the Ray actor
+but not to the single process (`import torch` took 2.9-4.7 s here at load 11-15). The cluster's
+workers run at --worker-niceness (default 0, the single process's; Ray's default 15 lets any other
+work on the machine take the CPU from the encoder actor first). Arrays are checked bit-identical
+between the 1-thread single-process run and the Ray runs.
 Part 2, layer search at N = 16,384: L x L random layers (D = 384), mutual k-NN (k = 10), no resampling:
 single-process (2 threads, and 1 thread) vs Ray (row blocks on --cpus workers, 1 thread each), after
 one small Ray layer search that warms the pooled workers.
@@ -33,7 +40,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import torch
 
 
 def load() -> str:
@@ -56,14 +62,17 @@ RUNS = {"single_1": dict(threads=1, workers=1), "ray_1": dict(threads=1, ray_wor
 
 
 def child_run(args) -> None:
-    """One timed extraction in this fresh process, as `vlgap extract` (with `--ray <address>`) runs it."""
+    """One timed extraction in this fresh process, as `vlgap extract` (with `--ray <address>`) runs it:
+    from before the imports (nothing of vlgap, torch or Ray is imported yet) to the end of extract()."""
+    assert "torch" not in sys.modules and "ray" not in sys.modules, "the timed child must start without them"
+    t0 = time.perf_counter()
     from vlgap.features.extract import extract
 
     kw = dict(RUNS[args.child_run])
     if args.child_run.startswith("ray"):
         kw["ray"] = args.ray_address  # joins the benchmark's cluster: the connection is inside the timing
-    res, dt = timed(lambda: extract(args.manifest, "mobilenet_v2", cache_dir=args.cache, n_frames=[args.n_frames],
-                                    **EXTRACT, **kw))
+    res = extract(args.manifest, "mobilenet_v2", cache_dir=args.cache, n_frames=[args.n_frames], **EXTRACT, **kw)
+    dt = time.perf_counter() - t0
     print("RESULT " + json.dumps({"seconds": dt, "ray": res.features[args.n_frames].record.get("ray")}), flush=True)
 
 
@@ -83,6 +92,7 @@ def extraction(args, ray) -> dict:
     out = {"videos": args.videos, "n_f": args.n_frames, "frames": args.videos * args.n_frames}
     runs = [name for name in RUNS if name in args.runs.split(",")]
     feats, seconds, extra = {}, {name: [] for name in runs}, {name: {} for name in runs}
+    loads: dict[str, list[str]] = {name: [] for name in runs}
     address = ray.get_runtime_context().gcs_address
     # every timed run is a fresh process, as a user's `vlgap extract` is (a process reused across runs
     # gets faster, measured up to 1.4x, which would favour the single-process path). This machine's
@@ -90,7 +100,8 @@ def extraction(args, ray) -> dict:
     # interleaved, repeated, and compared by their medians and by back-to-back pairs
     for rep in range(args.repeats):
         for name in runs:
-            print(f"extraction {name} #{rep + 1} (load {load()}) ...", flush=True)
+            loads[name].append(load())
+            print(f"extraction {name} #{rep + 1} (load {loads[name][-1]}) ...", flush=True)
             cache = tmp / f"{name}-{rep}"
             proc = subprocess.run([sys.executable, __file__, "--child-run", name, "--manifest", str(manifest),
                                    "--cache", str(cache), "--n-frames", str(args.n_frames), "--ray-address", address],
@@ -110,7 +121,7 @@ def extraction(args, ray) -> dict:
             print(f"  {dt:.1f} s, {args.videos / dt:.2f} videos/s, {out['frames'] / dt:.1f} frames/s")
     for name in runs:
         med = float(np.median(seconds[name]))
-        out[name] = {"seconds": med, "seconds_each": [round(x, 2) for x in seconds[name]],
+        out[name] = {"seconds": med, "seconds_each": [round(x, 2) for x in seconds[name]], "load_each": loads[name],
                      "items_per_s": args.videos / med, "frames_per_s": out["frames"] / med, **extra[name]}
     ref = feats.get("single_1")
     if ref is not None:
@@ -123,8 +134,15 @@ def extraction(args, ray) -> dict:
         out["ray_overhead_1_worker"] = out["ray_1"]["seconds"] / out["single_1"]["seconds"] - 1  # of the medians
         pairs = [r / s - 1 for s, r in zip(seconds["single_1"], seconds["ray_1"])]  # each back-to-back pair
         out["ray_overhead_1_worker_each_pair"] = [round(x, 3) for x in pairs]
-        # the two runs of a pair are back to back, so they share the machine's drift: the robust figure
+        # the two runs of a pair are back to back, so they share the machine's drift: the robust figures
         out["ray_overhead_1_worker_median_pair"] = float(np.median(pairs))
+        out["ray_overhead_1_worker_mean_pair"] = float(np.mean(pairs))
+        each = " / ".join(f"{x:+.1%} ({s:.1f} vs {r:.1f} s, load {la})" for x, s, r, la in
+                          zip(pairs, seconds["single_1"], seconds["ray_1"], loads["single_1"]))
+        out["summary"] = (f"1-worker Ray overhead per pair (ray_1 / single_1 - 1): {each}; mean of the pairs "
+                          f"{np.mean(pairs):+.1%}, median {np.median(pairs):+.1%}; of the medians "
+                          f"{out['ray_overhead_1_worker']:+.1%} (target <= +10 %)")
+        print(out["summary"], flush=True)
     for base in ("single_1", "single_2"):
         if "ray_2" in out and base in out:
             out[f"speedup_ray_2_vs_{base}"] = out[base]["seconds"] / out["ray_2"]["seconds"]
@@ -146,6 +164,8 @@ def actor_startup(ray, n_f: int) -> float:
 
 
 def layer_search_part(args) -> dict:
+    import torch
+
     from vlgap.metrics.layer_search import layer_search
 
     n, d, k = 16384, 384, 10
@@ -175,6 +195,8 @@ def layer_search_part(args) -> dict:
 
 
 def knn_per_layer(args) -> dict:
+    import torch
+
     from vlgap.metrics.knn import row_blocks, topk_block, topk_neighbours
     from vlgap.metrics.prepare import prepare
 
@@ -207,6 +229,9 @@ def main() -> None:
     ap.add_argument("--n-frames", type=int, default=8)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray cluster (= Ray workers)")
+    ap.add_argument("--worker-niceness", type=int, default=0,
+                    help="niceness of the local cluster's worker processes (Ray's own default is 15; the single "
+                         "process runs at 0, so 0 compares like with like on a machine with other work)")
     ap.add_argument("--blocks", type=int, default=2, help="row blocks timed at N = 10^5")
     ap.add_argument("--runs", default="single_1,ray_1,single_2,ray_2", help="extraction runs to time")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved repeats of the extraction runs (medians)")
@@ -222,8 +247,13 @@ def main() -> None:
         return
     import ray
 
+    # Ray starts its worker processes (encoder actors, decoding tasks) at niceness 15 so that drivers
+    # and its own daemons stay responsive; any other work on the machine then takes the CPU from them
+    # first. The raylet reads this variable when the cluster starts (as `RAY_worker_niceness=0 ray start`)
+    os.environ["RAY_worker_niceness"] = str(args.worker_niceness)
     (_, dt) = timed(lambda: ray.init(num_cpus=args.cpus, include_dashboard=False, logging_level="WARNING"))
-    report = {"machine": f"{os.cpu_count()} cores", "ray_init_s": dt, "ray_cpus": args.cpus, "load_start": load()}
+    report = {"machine": f"{os.cpu_count()} cores", "ray_init_s": dt, "ray_cpus": args.cpus, "load_start": load(),
+              "ray_worker_niceness": args.worker_niceness}
     print(f"ray.init: {dt:.1f} s; load {report['load_start']}")
     if not args.skip_extract:
         report["extraction"] = extraction(args, ray)
@@ -234,6 +264,8 @@ def main() -> None:
     report["knn_per_layer"] = knn_per_layer(args)
     report["load_end"] = load()
     print(json.dumps(report, indent=1))
+    if "summary" in report.get("extraction", {}):
+        print(report["extraction"]["summary"])  # again, last, for the log's reader
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
     ray.shutdown()

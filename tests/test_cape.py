@@ -387,7 +387,7 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
                 "samples_per_second": 0.0, "train_loss": 1.0, "lora_r": kw["r"], "seed": kw["seed"],
                 "history": [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}]}
 
-    monkeypatch.setattr(L, "load_lm", lambda name: L.LoadedLM(None, None, name, "h"))
+    monkeypatch.setattr(L, "load_lm", lambda name, **kw: L.LoadedLM(None, None, name, "h"))
     monkeypatch.setattr(L, "train_lora", fake_train)
     monkeypatch.setattr(O, "anchored_operator", lambda name, adapter, **kw: Variant(name, "style" if name == "third" else None))
     monkeypatch.setattr(O, "prompted_operator", lambda name, **kw: Variant(name, "camera"))

@@ -142,27 +142,3 @@ def test_udf_in_a_ray_data_pipeline_equals_extract(ray_data, tiny_dataset, tmp_p
     rows = feats.take_all()
     assert len(rows) == len(items)
     _assert_rows_equal(ref, rows, "n_f", values, len(ref.features[1].layers))
-
-
-def test_ray_data_prototype_of_extract_writes_the_same_store(ray_data, tiny_dataset, tmp_path, one_thread,
-                                                             monkeypatch):
-    """The prototype behind VLGAP_RAY_EXECUTOR=data (for the measurement that decides whether
-    `extract --ray` moves to Ray Data) writes a store equal to a single process's, which a
-    single-process call then finds complete."""
-    from vlgap.features.extract import extract
-
-    kw = dict(n_frames=[1, 3], image_size=64, threads=1, progress=False)
-    single = extract(tiny_dataset, "mobilenet_v2", cache_dir=tmp_path / "single", **kw)
-    monkeypatch.setenv("VLGAP_RAY_EXECUTOR", "data")
-    proto = extract(tiny_dataset, "mobilenet_v2", cache_dir=tmp_path / "data", ray="auto", ray_workers=1, **kw)
-    monkeypatch.delenv("VLGAP_RAY_EXECUTOR")
-    assert proto.chunks_computed == proto.chunks_total == single.chunks_total
-    for v in single.features:
-        a, b = single.features[v], proto.features[v]
-        assert a.ids == b.ids and len(a.layers) == len(b.layers)
-        assert all(np.array_equal(x, y) for x, y in zip(a.layers, b.layers))
-        assert b.record["ray"]["executor"] == "ray-data prototype"
-        keep = lambda r: {k: x for k, x in r.items() if k not in {"created", "command", "ray"}}  # noqa: E731
-        assert keep(a.record) == keep(b.record)
-    again = extract(tiny_dataset, "mobilenet_v2", cache_dir=tmp_path / "data", **kw)
-    assert again.computed == [] and again.chunks_computed == 0

@@ -21,6 +21,8 @@ from vlgap.encoders.hf_families import FAMILIES, family_table, paper_pooling
 from vlgap.encoders.registry import expected_shape, get_encoder
 from vlgap.errors import VlgapError
 
+from hub_cache import lay_out_hub_cache, use_offline_hub  # tests/helpers
+
 transformers = pytest.importorskip("transformers")
 
 S = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
@@ -78,16 +80,6 @@ def _twins() -> dict[str, tuple]:
     }
 
 
-def _lay_out_hub_cache(hub: Path, hub_id: str, folder: Path) -> None:
-    """$HF_HOME/hub/models--ORG--NAME/{refs/main, snapshots/<40-hex>/<files>}, as huggingface_hub writes it."""
-    commit = hashlib.sha1(hub_id.encode()).hexdigest()
-    repo = hub / ("models--" + hub_id.replace("/", "--"))
-    snap = repo / "snapshots" / commit
-    shutil.copytree(folder, snap)
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(commit)
-
-
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory):
     """Every twin saved to a folder and to the offline hub cache under its family's example hub id."""
@@ -103,7 +95,7 @@ def twins(tmp_path_factory):
         if family.text_tower:
             _clip_tokenizer(folder)
         hub_id = family.example.removeprefix("hf:")
-        _lay_out_hub_cache(hf_home / "hub", hub_id, folder)
+        lay_out_hub_cache(hf_home / "hub", hub_id, folder)
         out[label] = {"folder": folder, "family": family, "model": model.eval(), "processor": proc,
                       "hub_id": hub_id}
     return {"twins": out, "hf_home": hf_home}
@@ -111,17 +103,7 @@ def twins(tmp_path_factory):
 
 @pytest.fixture
 def offline_hub(twins, monkeypatch):
-    """HF_HOME and HF_HUB_OFFLINE as a user sets them; huggingface_hub read its constants at import, so
-    the test points them at the fake cache too (a fresh process reads the environment)."""
-    from huggingface_hub import constants
-
-    hf_home = twins["hf_home"]
-    monkeypatch.setenv("HF_HOME", str(hf_home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(constants, "HF_HOME", str(hf_home))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hf_home / "hub"))
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
-    return hf_home
+    return use_offline_hub(monkeypatch, twins["hf_home"])
 
 
 FRAMES = np.random.default_rng(0).integers(0, 255, (5, 40, 48, 3), dtype=np.uint8)
@@ -237,7 +219,7 @@ def test_folder_without_weights_is_an_error_not_random_weights(twins, tmp_path):
 def test_hub_id_whose_cache_has_no_weights_is_an_error(twins, offline_hub, tmp_path):
     folder = tmp_path / "config_only"
     shutil.copytree(twins["twins"]["DINOv2"]["folder"], folder, ignore=shutil.ignore_patterns("*.safetensors"))
-    _lay_out_hub_cache(offline_hub / "hub", "someone/config-only", folder)
+    lay_out_hub_cache(offline_hub / "hub", "someone/config-only", folder)
     with pytest.raises(VlgapError, match="could not load the weights of 'someone/config-only'") as err:
         get_encoder("hf:someone/config-only")
     assert "\n" not in str(err.value)

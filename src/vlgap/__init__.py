@@ -95,6 +95,8 @@ _API = {
     "get_operator": "vlgap.cape.operators:get_operator",
     "cape_rewrite": "vlgap.cape.operators:rewrite",
     "cape_train": "vlgap.cape.lm:train_lora",
+    "cape_load_lm": "vlgap.cape.lm:load_lm",
+    "cape_load_trained": "vlgap.cape.lm:load_trained",
     "cape_experiment": "vlgap.cape.experiment:run_experiment",
     "cape_two_by_two": "vlgap.cape.analysis:two_by_two",
     "cape_scores": "vlgap.cape.scores:analyse_scores",

@@ -59,6 +59,12 @@ class CapeConfig:
     n_permutations: int = 2000
     gap_permutations: int = 500
     gap_bootstrap: int = 500
+    # added after the first runs (recorded only when set otherwise, so older run folders stay theirs):
+    dtype: str = "float32"  # the LMs' weights for SFT and rewriting
+    sft_full: bool = False  # full-parameter SFT instead of LoRA
+    lora_alpha: int = 32
+    lora_layers: str | None = None  # top:N | all | 0,1,5; replaces lora_top_layers when set
+    lora_modules: str | None = None  # q_proj,v_proj | all-linear; None: every projection
 
     def __post_init__(self):
         from vlgap.counts import check_count
@@ -71,13 +77,27 @@ class CapeConfig:
                               ("gap_bootstrap", 0)):
             check_count(name, getattr(self, name), minimum, flag=flags.get(name))
         check_count("lora_top_layers", self.lora_top_layers, 1, allow_none=True)
+        check_count("lora_alpha", self.lora_alpha, 1, flag="--lora-alpha")
+        from vlgap.cape.lm import check_dtype, parse_lora_layers, parse_lora_modules
+
+        check_dtype(self.dtype), parse_lora_layers(self.lora_layers), parse_lora_modules(self.lora_modules)
         if not self.generator_seeds:
             raise VlgapError("--generator-seeds: need at least 1 generator seed per cell, e.g. 3")
         for s in self.generator_seeds:
             check_count("generator seed", s, 0)
 
+    def record(self) -> dict[str, Any]:
+        """The configuration as run folders and stage keys record it: fields added later appear only when
+        they differ from their default, so a folder of an older run keeps its key."""
+        d = asdict(self)
+        return {k: v for k, v in d.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}
+
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
+        return hashlib.sha256(json.dumps(self.record(), sort_keys=True).encode()).hexdigest()[:12]
+
+
+#: CapeConfig fields added after run folders existed, with the default that means "as before"
+ADDED_LATER = {"dtype": "float32", "sft_full": False, "lora_alpha": 32, "lora_layers": None, "lora_modules": None}
 
 
 PRESETS = {
@@ -135,7 +155,7 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
     legacy = (out / "config.json").is_file() and not (out / "run_config.json").exists()
     if legacy:
         log(f"{out}: a run folder of an older vlgap (no run record): its stages are unsealed and are recomputed")
-    resumed = claim_run_folder(out, "cape-experiment", {**asdict(cfg), "format": STAGE_FORMAT},
+    resumed = claim_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT},
                                force=force or legacy)
     remove_stale_temporaries(out)  # leftovers of a killed run
     if not resumed:
@@ -148,15 +168,19 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
 
 
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
-                   log: Callable[[str], None] = _log, force: bool = False) -> dict[str, Any]:
+                   log: Callable[[str], None] = _log, force: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
-    `force`: start over in a folder that holds a run of another configuration (refused otherwise)."""
+    `force`: start over in a folder that holds a run of another configuration (refused otherwise).
+    `device` (cpu | cuda | cuda:N | auto): where the LMs train and rewrite; where a run happens is not
+    part of its configuration (a run may resume on another device; the dtype is `config.dtype`)."""
     from vlgap.cape import operators as O
+    from vlgap.cape.lm import check_device
 
     cfg = config or CapeConfig()
+    device = check_device(device)
     out = Path(out_dir)
     claim_cape_folder(out, cfg, force=force, log=log)
-    atomic_write_json(out / "config.json", {"key": cfg.key(), **asdict(cfg)})
+    atomic_write_json(out / "config.json", {"key": cfg.key(), **cfg.record()})
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
 
@@ -180,25 +204,29 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         info_path = out / "sft" / name / "sft.json"
         # the SFT key holds the base model's hash, known only once it is loaded: the stage file is keyed
         # by the configuration, and the adapter's files by the SFT key recorded in it
-        stage_key = {"what": "sft", "name": name, "seed": s, "pairs": _digest(pairs), "config": asdict(cfg)}
+        stage_key = {"what": "sft", "name": name, "seed": s, "pairs": _digest(pairs), "config": cfg.record()}
 
         def make(name=name, s=s) -> dict[str, Any]:
             t0 = time.perf_counter()
-            lm = load_lm(cfg.base)
+            lm = load_lm(cfg.base, device=device, dtype=cfg.dtype)
+            top_layers = None if cfg.lora_layers is not None else cfg.lora_top_layers
+            options = dict(full=cfg.sft_full, lora_alpha=cfg.lora_alpha, lora_layers=cfg.lora_layers,
+                           lora_modules=cfg.lora_modules)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
-                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=cfg.lora_top_layers, max_length=256,
-                          save_every=10)
-            log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, LoRA seed {s}")
+                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=top_layers, max_length=256,
+                          save_every=10, **options)
+            how = "full SFT" if cfg.sft_full else "LoRA"
+            log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, {how} seed {s}")
             info = train_lora(lm.model, lm.tokenizer, pairs, out / "sft" / name, steps=cfg.sft_steps,
                               batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=s, r=cfg.lora_r,
-                              top_layers=cfg.lora_top_layers, log=log, key=key)
+                              top_layers=top_layers, log=log, key=key, **options)
             info["base_model_hash"] = lm.model_hash
             info["sft_key"] = key
             timings[f"sft_{name}"] = time.perf_counter() - t0
             return info
 
         info = _cached(info_path, make, stage_key, log)
-        problems = check_folder(out / "sft" / name / "adapter", info.get("sft_key"))
+        problems = check_folder(out / "sft" / name / ("model" if cfg.sft_full else "adapter"), info.get("sft_key"))
         if problems:  # the adapter changed after its SFT: train it again
             log(f"SFT {name}: adapter not reused ({problems[0]}); training again")
             from vlgap.reuse import discard
@@ -207,13 +235,12 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             info = _cached(info_path, make, stage_key, log)
         sft[name] = info
 
+    trained = "model" if cfg.sft_full else "adapter"
+    on = dict(device=device, dtype=cfg.dtype, batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed)
     ops = {
-        "pe": O.anchored_operator("pe", out / "sft" / "pe" / "adapter", base=cfg.base, batch_size=cfg.gen_batch,
-                                  max_retries=cfg.max_retries, seed=cfg.seed),
-        "third": O.anchored_operator("third", out / "sft" / "third" / "adapter", base=cfg.base,
-                                     batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed),
-        "rewriter": O.prompted_operator("rewriter", model=cfg.rewriter_model, batch_size=cfg.gen_batch,
-                                        max_retries=cfg.max_retries, seed=cfg.seed),
+        "pe": O.anchored_operator("pe", out / "sft" / "pe" / trained, base=cfg.base, **on),
+        "third": O.anchored_operator("third", out / "sft" / "third" / trained, base=cfg.base, **on),
+        "rewriter": O.prompted_operator("rewriter", model=cfg.rewriter_model, **on),
         "template": O.TemplateOperator(),
     }
     rewrites: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -252,7 +279,9 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
 
     def text_encoder():  # MiniLM, loaded once for every gap call and the generators' embeddings
         if not encoder_box:
-            encoder_box.append(load_text_encoder("minilm"))
+            # on the CPU whatever `device` says: its embeddings are cached by text across runs (a run may
+            # resume elsewhere) and the generators' scores follow them bit for bit; 22M parameters take seconds
+            encoder_box.append(load_text_encoder("minilm", device="cpu"))
         return encoder_box[0]
 
     def diagnostics() -> dict[str, Any]:
@@ -288,7 +317,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         return res
 
     t0 = time.perf_counter()
-    mmd = _cached(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": asdict(cfg)}, log)
+    mmd = _cached(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": cfg.record()}, log)
     timings["mmd"] = time.perf_counter() - t0
 
     # generators: one per training-caption operator and seed, scored under each inference operator
@@ -340,7 +369,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
 
             cell = _cached(path, make, {"what": "cell", "train": train_op, "infer": infer_op, "seed": s,
                                         "texts": _digest([texts[train_op]["train"], texts[infer_op]["test"]]),
-                                        "config": asdict(cfg)}, log)
+                                        "config": cfg.record()}, log)
             scores[(train_op, infer_op, s)] = cell["item"]
             acc = per_attr.setdefault(f"{train_op}/{infer_op}", {})
             for a, v in cell["accuracy"].items():
@@ -361,7 +390,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                                    n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
     timings["controls"] = time.perf_counter() - t0
     results = {
-        "config": asdict(cfg), "config_key": cfg.key(),
+        "config": cfg.record(), "config_key": cfg.key(),
         **analysis,
         "template_reference": float(ref),
         "per_attribute": per_attr,

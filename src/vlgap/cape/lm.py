@@ -1,5 +1,6 @@
-"""Causal LMs for the prompt enhancer: loading (bundled GGUF models or any HF id/folder), label-forced
-batched decoding into the six-part schema, and LoRA supervised fine-tuning through peft + Trainer.
+"""Causal LMs for the prompt enhancer: loading (bundled GGUF models, or any transformers causal LM by hub
+id or folder, on any device and dtype), label-forced batched decoding into the six-part schema, and
+supervised fine-tuning (LoRA through peft, or full-parameter) with transformers' Trainer.
 
 Label-forced decoding runs one `generate()` call per batch with a logits processor that writes each
 label itself ("Dense Caption:" ...) and lets the model write each part up to its line end; a part that
@@ -37,9 +38,10 @@ class LoadedLM:
     model: Any
     tokenizer: Any
     name: str
-    model_hash: str  # identifies the weights (GGUF sha256, weight-file sha256, or hub id@revision)
+    model_hash: str  # identifies the weights (GGUF sha256, weight-file sha256, or hub id@revision) and dtype
     load_seconds: float = 0.0
     info: dict[str, Any] = field(default_factory=dict)
+    device: Any = None  # where inputs go (the first device of a model spread over GPUs); None: the model's
 
 
 def _bundled_folder(name: str) -> tuple[Path, str]:
@@ -60,40 +62,102 @@ def _bundled_folder(name: str) -> tuple[Path, str]:
     return folder, gguf_cache.read_marker(folder)["gguf_sha256"]
 
 
-def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: torch.dtype = torch.float32) -> LoadedLM:
-    """A causal LM by bundled name (smollm2, gemma3_270m), local folder or hub id."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+DEVICE_HELP = "cpu | cuda | cuda:N | auto (spread over every GPU, for models larger than one)"
+DTYPE_HELP = "float32 | bfloat16 | float16: the LM's weights for SFT and rewriting"
 
-    from vlgap.encoders._common import quiet_transformers
 
+def check_device(device: Any) -> str:
+    """`device` when this machine has it ('auto': accelerate's device_map over every GPU, the CPU when there
+    is none); otherwise a one-line VlgapError saying what is valid."""
+    from vlgap.encoders._common import resolve_device
+
+    if device == "auto":
+        return "auto"
+    try:
+        dev = resolve_device(device)
+    except VlgapError as err:
+        raise VlgapError(f"--device: {err} (or 'auto': spread a large model over every GPU)") from None
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise VlgapError(f"--device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s) "
+                         f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    return str(device)
+
+
+def check_dtype(dtype: Any) -> torch.dtype:
+    """float32 | bfloat16 | float16 (and their short names) as a torch dtype; one-line VlgapError otherwise."""
+    from vlgap.encoders._common import resolve_dtype
+
+    try:
+        return resolve_dtype(dtype)
+    except VlgapError as err:
+        raise VlgapError(f"--dtype: {err}") from None
+
+
+def model_device(model) -> torch.device:
+    """Where a model's inputs go: its first parameter's device (the embeddings, also when spread)."""
+    return next(model.parameters()).device
+
+
+def lm_source(src: str) -> str:
+    """What the user wrote for a causal LM, without the `hf:` prefix the encoders use (`hf:org/name`,
+    `hf:/path`): a bundled name, a folder or a hub id."""
+    if not isinstance(src, str) or not src.strip():
+        raise VlgapError(f"language model {src!r}: give {' or '.join(BUNDLED)}, hf:<hub id or folder>, "
+                         "a local folder or a hub id (org/name)")
+    return src.removeprefix("hf:")
+
+
+def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: str | torch.dtype = "float32") -> LoadedLM:
+    """A causal LM by bundled name (smollm2, gemma3_270m), `hf:<hub id or folder>`, a local folder or a hub
+    id (Qwen2, Llama, Gemma, SmolLM2, ...: any transformers causal LM), in `dtype`, placed on `device`
+    (cpu | cuda | cuda:N | auto: see vlgap.encoders.text.placement). Local folder or hub id follows the
+    project's one rule (encoders._common.model_source); the weights load through the text encoders' loader
+    (encoders.text.load_placed), which refuses a checkpoint missing parameters. The model hash names the
+    weights (and the dtype when it is not float32: bf16 decodes differently)."""
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from vlgap.encoders._common import dtype_name, model_source, quiet_transformers
+    from vlgap.encoders.text import _cached_commit, load_placed, weights_of_folder
+
+    dt = check_dtype(dtype)
+    device = check_device(device)
     t0 = time.perf_counter()
-    if src in BUNDLED:
-        folder, digest = _bundled_folder(src)
+    spec = lm_source(src)
+    if spec in BUNDLED and spec == src:
+        folder, digest = _bundled_folder(spec)
         where = str(folder)
     else:
-        folder = Path(src).expanduser()
-        if folder.is_dir():
-            from vlgap.encoders.gguf_cache import file_sha256
-
-            weights = sorted(p for p in folder.iterdir() if p.suffix in (".safetensors", ".bin"))
-            digest = hashlib.sha256("".join(file_sha256(p) for p in weights).encode()).hexdigest()
-            where = str(folder.resolve())
-        elif src.startswith((".", "/", "~")) or src.count("/") > 1:
-            raise VlgapError(f"language model {src!r}: no such folder; give {' or '.join(BUNDLED)}, a local "
-                             "folder or a hub id (org/name)")
-        else:
-            digest, where = f"hub:{src}", src
+        where, folder = model_source(spec, f"language model {src!r}: no such folder; give {' or '.join(BUNDLED)}, "
+                                           "hf:<hub id or folder>, a local folder or a hub id (org/name)")
+        digest = None
     with quiet_transformers():
         try:
+            config = AutoConfig.from_pretrained(where)
             tok = AutoTokenizer.from_pretrained(where)
-            model = AutoModelForCausalLM.from_pretrained(where, dtype=dtype)
         except (OSError, ValueError) as err:
             raise VlgapError(f"could not load language model {src!r}: {str(err).splitlines()[0]} "
                              "(hub ids need network access or a populated Hugging Face cache)") from None
-    model.to(device).eval()
-    if digest.startswith("hub:"):
-        digest = f"{digest}@{getattr(model.config, '_commit_hash', None) or 'unknown'}"
-    return LoadedLM(model, tok, src, digest, time.perf_counter() - t0)
+
+    def unavailable(reason: str) -> VlgapError:
+        reason = " ".join(reason.split())[:200]
+        return VlgapError(f"language model {src!r}: no weights to load from {where} ({reason}); "
+                          "give a folder saved with save_pretrained (model.safetensors) or a fully cached hub id")
+
+    model, dev = load_placed(src, where, config, [AutoModelForCausalLM], dtype=dt, device=device,
+                             unavailable=unavailable, way_out="give a complete checkpoint")
+    if digest is None and folder is not None:
+        files = weights_of_folder(folder)["weights_files"]
+        digest = hashlib.sha256("".join(files.values()).encode()).hexdigest()
+    elif digest is None:
+        commit = getattr(config, "_commit_hash", None) or _cached_commit(spec, None) or "unknown"
+        digest = f"hub:{spec}@{commit}"
+    if dt != torch.float32:
+        digest = f"{digest}|{dtype_name(dt)}"
+    info = {"source": where, "dtype": dtype_name(dt), "device": str(dev), "model_type": config.model_type,
+            "n_parameters": int(sum(p.numel() for p in model.parameters()))}
+    if getattr(model, "hf_device_map", None) and len(set(model.hf_device_map.values())) > 1:
+        info["device_map"] = {k: str(v) for k, v in model.hf_device_map.items()}
+    return LoadedLM(model, tok, src, digest, time.perf_counter() - t0, info, dev)
 
 
 def ensure_pad(tok) -> None:
@@ -143,6 +207,7 @@ class LabelForcer:
         self._mixed = torch.tensor(mixed, dtype=torch.long)
         self._word = torch.tensor(word, dtype=torch.long)
         self._not_word: torch.Tensor | None = None  # bool mask over the model's vocabulary, built lazily
+        self._mixed_in: torch.Tensor | None = None  # mixed ids inside the model's vocabulary, on its device
         self.eos = tok.eos_token_id
         # per row: mode 'label' (forcing labels[k][pos]), 'field' (count tokens), 'done'
         start = ("field", 0, 0) if first_label_in_prompt else ("label", 0, 0)
@@ -197,16 +262,25 @@ class LabelForcer:
                     self.truncated[r][k] = True
                     self._force(scores, r, self.nl)
                 else:
-                    if len(self._mixed):
-                        scores[r, self._mixed[self._mixed < scores.shape[1]]] = float("-inf")
+                    mixed, not_word = self._masks(scores)
+                    if len(mixed):
+                        scores[r, mixed] = float("-inf")
                     if n == 0:  # a part starts with a word-like token: never empty, never a bare line break
-                        if self._not_word is None or self._not_word.shape[0] != scores.shape[1]:
-                            self._not_word = torch.ones(scores.shape[1], dtype=torch.bool)
-                            self._not_word[self._word[self._word < scores.shape[1]]] = False
-                        scores[r, self._not_word.to(scores.device)] = float("-inf")
+                        scores[r, not_word] = float("-inf")
                     if self.eos is not None:
                         scores[r, self.eos] = float("-inf")
         return scores
+
+    def _masks(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(mixed ids, not-word mask) built once on the scores' device and vocabulary size: a model on a
+        GPU gets its masks there (no host-device copy per token)."""
+        vocab = scores.shape[1]
+        if (self._not_word is None or self._not_word.shape[0] != vocab
+                or self._not_word.device != scores.device):
+            self._not_word = torch.ones(vocab, dtype=torch.bool, device=scores.device)
+            self._not_word[self._word[self._word < vocab].to(scores.device)] = False
+            self._mixed_in = self._mixed[self._mixed < vocab].to(scores.device)
+        return self._mixed_in, self._not_word  # type: ignore[return-value]
 
     @property
     def _nl_py(self) -> set[int]:
@@ -257,7 +331,7 @@ def generate_six(lm: LoadedLM, prompts: Sequence[str], *, batch_size: int = 16, 
             idx = todo[b:b + batch_size]
             texts = [prompts[i] + first for i in idx]
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(model.device) for k, v in enc.items()}
+            enc = {k: v.to(lm.device or model_device(model)) for k, v in enc.items()}
             forcer = LabelForcer(tok, len(idx), budget)
             kwargs: dict[str, Any] = {"do_sample": False}
             if attempt > 0:
@@ -318,18 +392,94 @@ def collate(tok):
     return fn
 
 
-def lora_model(model, r: int = 16, alpha: int = 32, dropout: float = 0.05, seed: int = 0,
-               top_layers: int | None = None):
-    """LoRA on every projection; `top_layers` restricts it to the last n decoder layers, so the backward
-    pass stops there (about half the step time of all 30 layers of SmolLM2 on a CPU)."""
+#: LoRA's target modules by default: every projection of a Llama/Qwen/Gemma decoder layer
+LORA_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+LORA_ALPHA = 32
+LORA_LAYERS_HELP = "top:N (the last N decoder layers) | all | 0,1,5 (those layer indices)"
+LORA_MODULES_HELP = "comma list of module names (q_proj,v_proj) | all-linear (every linear layer but the LM head)"
+
+def parse_lora_layers(spec: Any) -> Any:
+    """'top:8' (or 8) -> 8, the last 8 layers; 'all' (or None) -> None; '0,1,5' (or [0, 1, 5]) -> (0, 1, 5).
+    A spec that is none of these is a one-line VlgapError showing the forms."""
+    if spec is None or spec == "all":
+        return None
+    if isinstance(spec, bool):
+        spec = str(spec)
+    if isinstance(spec, int):
+        if spec < 1:
+            raise VlgapError(f"--lora-layers {spec!r}: the number of top layers must be >= 1 ({LORA_LAYERS_HELP})")
+        return spec
+    if isinstance(spec, (list, tuple)):
+        text = ",".join(str(x) for x in spec)
+    else:
+        text = str(spec).strip().replace(" ", "")
+    bad = VlgapError(f"--lora-layers {spec!r}: give {LORA_LAYERS_HELP}")
+    if text.startswith("top:"):
+        try:
+            n = int(text[4:])
+        except ValueError:
+            raise bad from None
+        if n < 1:
+            raise bad
+        return n
+    try:
+        idx = [int(x) for x in text.split(",") if x != ""]
+    except ValueError:
+        raise bad from None
+    if not idx or min(idx) < 0:
+        raise bad
+    return tuple(sorted(set(idx)))
+
+
+def parse_lora_modules(spec: Any) -> Any:
+    """None -> LORA_MODULES; 'all-linear' -> 'all-linear' (peft's own word); 'q_proj,v_proj' (or a list)
+    -> ('q_proj', 'v_proj')."""
+    if spec is None:
+        return LORA_MODULES
+    if spec == "all-linear":
+        return "all-linear"
+    names = [x.strip() for x in (spec.split(",") if isinstance(spec, str) else spec) if str(x).strip()]
+    if not names:
+        raise VlgapError(f"--lora-modules {spec!r}: give {LORA_MODULES_HELP}")
+    return tuple(dict.fromkeys(names))
+
+
+def _layer_indices(choice: Any, n_layers: int) -> list[int] | None:
+    if choice is None or not n_layers:
+        return None
+    if isinstance(choice, int):
+        return list(range(max(0, n_layers - choice), n_layers))
+    out_of_range = [i for i in choice if i >= n_layers]
+    if out_of_range:
+        raise VlgapError(f"--lora-layers: layer {out_of_range[0]} does not exist; the model has {n_layers} decoder "
+                         f"layers (0 to {n_layers - 1})")
+    return list(choice)
+
+
+def lora_model(model, r: int = 16, alpha: int = LORA_ALPHA, dropout: float = 0.05, seed: int = 0,
+               top_layers: int | None = None, *, layers: Any = None, modules: Any = None):
+    """LoRA on every projection (or `modules`: names, or 'all-linear'); `top_layers` restricts it to the
+    last n decoder layers, so the backward pass stops there (about half the step time of all 30 layers
+    of SmolLM2 on a CPU); `layers` (see parse_lora_layers) says the same in any form and replaces it."""
     from peft import LoraConfig, get_peft_model
 
     torch.manual_seed(seed)  # LoRA A matrices are drawn at wrap time: the seed makes operators differ
     n_layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
-    layers = list(range(max(0, n_layers - top_layers), n_layers)) if top_layers and n_layers else None
-    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, task_type="CAUSAL_LM", layers_to_transform=layers,
-                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
-    return get_peft_model(model, cfg)
+    choice = parse_lora_layers(layers) if layers is not None else top_layers
+    targets = parse_lora_modules(modules)
+    if targets == "all-linear":  # peft's meaning, spelled out: peft refuses the word together with layers
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        targets = tuple(sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                                if isinstance(m, torch.nn.Linear) and m is not head and "." in n}))
+    cfg = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=dropout, task_type="CAUSAL_LM",
+                     layers_to_transform=_layer_indices(choice, n_layers), target_modules=list(targets))
+    try:
+        return get_peft_model(model, cfg)
+    except ValueError as err:  # peft names modules it could not find in a paragraph
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules() if isinstance(m, torch.nn.Linear)})
+        raise VlgapError(f"--lora-modules {','.join(targets)}: "
+                         f"{str(err).splitlines()[0][:160]}; this model's linear layers are "
+                         f"{', '.join(linear)} (or all-linear)") from None
 
 
 #: version of the SFT keys (adapter seals, checkpoint seals): a change retrains older adapters
@@ -337,14 +487,31 @@ SFT_FORMAT = 2
 
 
 def sft_key(pairs: Sequence[tuple[str, str]], *, base_model_hash: str, steps: int, batch_size: int, lr: float,
-            seed: int, r: int, top_layers: int | None, max_length: int, save_every: int) -> dict[str, Any]:
-    """Everything that determines a LoRA SFT run's checkpoints and adapter."""
+            seed: int, r: int, top_layers: int | None, max_length: int, save_every: int, full: bool = False,
+            lora_alpha: int = LORA_ALPHA, lora_layers: Any = None, lora_modules: Any = None) -> dict[str, Any]:
+    """Everything that determines an SFT run's checkpoints and adapter (or full model): a changed option
+    never resumes a checkpoint of another. Options added after format 2 appear only when they differ
+    from what format 2 did (LoRA alpha 32 on every projection), so older adapters stay valid. The layers
+    are keyed by what they select: top_layers=8 and lora_layers='top:8' are one key."""
     h = hashlib.sha256()
     for x, y in pairs:
         h.update(x.encode() + b"\0" + y.encode() + b"\0")
-    return {"format": SFT_FORMAT, "base_model_hash": base_model_hash, "pairs": h.hexdigest()[:24],
-            "n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
-            "top_layers": top_layers, "max_length": max_length, "save_every": save_every}
+    key = {"format": SFT_FORMAT, "base_model_hash": base_model_hash, "pairs": h.hexdigest()[:24],
+           "n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
+           "top_layers": top_layers, "max_length": max_length, "save_every": save_every}
+    if full:  # every parameter trains: the LoRA settings do not exist
+        return {**key, "full": True, "lora_r": None, "top_layers": None}
+    choice = parse_lora_layers(lora_layers) if lora_layers is not None else top_layers
+    if isinstance(choice, tuple):
+        key.update(top_layers=None, lora_layers=list(choice))
+    else:
+        key["top_layers"] = choice
+    if lora_alpha != LORA_ALPHA:
+        key["lora_alpha"] = lora_alpha
+    modules = parse_lora_modules(lora_modules)
+    if modules != LORA_MODULES:
+        key["lora_modules"] = modules if isinstance(modules, str) else list(modules)
+    return key
 
 
 def seal_folder(folder: Path, key: Any) -> None:
@@ -367,33 +534,77 @@ def check_folder(folder: Path, key: Any) -> list[str]:
     return [v.message() for v in verdicts if not v.ok]
 
 
+def _precision(model, full: bool) -> dict[str, bool]:
+    """Trainer's mixed-precision flags for a model whose weights are already in their dtype: autocast
+    (bf16 / fp16) only on a GPU that supports it; on a CPU the weights simply stay in bf16 / fp16
+    (Trainer's CPU autocast made a step ~15x slower here). Full SFT in float16 is refused: its fp16
+    gradients cannot be unscaled (use bfloat16)."""
+    p = next(model.parameters())
+    if full and p.dtype == torch.float16:
+        raise VlgapError("--full with --dtype float16: full-parameter SFT needs float32 or bfloat16 weights "
+                         "(float16 gradients overflow and cannot be unscaled); use --dtype bfloat16")
+    on_gpu = p.device.type == "cuda"
+    return {"bf16": on_gpu and p.dtype == torch.bfloat16 and torch.cuda.is_bf16_supported(),
+            "fp16": on_gpu and p.dtype == torch.float16}
+
+
+def _spread(model) -> bool:
+    dm = getattr(model, "hf_device_map", None) or {}
+    return len({str(v) for v in dm.values()} - {"cpu", "disk"}) > 1
+
+
 def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.PathLike, *, steps: int,
                batch_size: int = 8, lr: float = 1e-3, seed: int = 0, r: int = 16, save_every: int = 10,
                max_length: int = 256, top_layers: int | None = None, log: Callable[[str], None] | None = None,
-               key: dict[str, Any] | None = None) -> dict[str, Any]:
-    """LoRA SFT with transformers' Trainer (bf16 and gradient checkpointing off: on these CPUs both make a
-    step ~15x slower). Checkpoints every `save_every` steps under out_dir/checkpoints and resumes from
-    the last one. Saves the adapter to out_dir/adapter. Returns the loss history and timing.
+               key: dict[str, Any] | None = None, full: bool = False, lora_alpha: int = LORA_ALPHA,
+               lora_layers: Any = None, lora_modules: Any = None, dtype: str | None = None) -> dict[str, Any]:
+    """SFT with transformers' Trainer: LoRA (default) or every parameter (`full=True`). Trains where the
+    model is (cpu; cuda:0; a model spread over GPUs by `load_lm(device="auto")`), in its dtype (`dtype`
+    casts it first); bf16 / fp16 autocast only on a GPU (see `_precision`); gradient checkpointing off.
+    Checkpoints every `save_every` steps under out_dir/checkpoints and resumes from the last one. Saves
+    the LoRA adapter to out_dir/adapter, or the whole fine-tuned model (with its tokenizer) to
+    out_dir/model when `full`. Returns the loss history and timing.
+
+    LoRA: rank `r`, `lora_alpha`, layers (`top_layers` = N last layers, or `lora_layers`: 'top:N' | 'all' |
+    '0,1,5'; give one of them), modules (`lora_modules`: names or 'all-linear'; default LORA_MODULES).
 
     `key` (see `sft_key`): every checkpoint file and the adapter are sealed under it; a checkpoint of
     another key or whose bytes changed is reported in one line and training starts from step 0."""
     import shutil
 
-    from transformers import Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainerCallback
 
+    from vlgap.cape._trainer import OneModelArguments
     from vlgap.counts import check_count
 
     steps = check_count("steps", steps, 1, flag="--steps", example=16)
     batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=8)
     r = check_count("lora_r", r, 1, flag="--lora-r", example=16)
+    lora_alpha = check_count("lora_alpha", lora_alpha, 1, flag="--lora-alpha", example=32)
     save_every = check_count("save_every", save_every, 1, example=10)
+    if lora_layers is not None and top_layers is not None and not full:
+        raise VlgapError(f"give one of top_layers={top_layers} and lora_layers={lora_layers!r} "
+                         f"(top_layers=N is lora_layers='top:N')")
+    if dtype is not None:
+        model.to(check_dtype(dtype))
+    device = model_device(model)
+    if device.type == "cuda" and (device.index or 0) != 0 and not _spread(model):
+        raise VlgapError(f"SFT on {device}: transformers' Trainer trains on the first visible GPU; run with "
+                         f"CUDA_VISIBLE_DEVICES={device.index} and --device cuda")
+    precision = _precision(model, full)
     ensure_pad(tok)
     out_dir = Path(out_dir)
     rows = encode_pairs(tok, pairs, max_length=max_length)
-    peft_model = lora_model(model, r=r, seed=seed, top_layers=top_layers)
+    if full:
+        torch.manual_seed(seed)
+        model.requires_grad_(True)
+        trained = model
+    else:
+        trained = lora_model(model, r=r, alpha=lora_alpha, seed=seed, top_layers=top_layers, layers=lora_layers,
+                             modules=lora_modules)
+    n_trainable = int(sum(p.numel() for p in trained.parameters() if p.requires_grad))
     ckpt_dir = out_dir / "checkpoints"
     history: list[dict[str, float]] = []
-    on_gpu = next(model.parameters()).is_cuda
 
     class Log(TrainerCallback):
         def on_log(self, args, state, control, logs=None, **kw):
@@ -408,13 +619,13 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
                 if folder.is_dir():
                     seal_folder(folder, key)
 
-    args = TrainingArguments(
+    args = OneModelArguments(
         output_dir=str(ckpt_dir), max_steps=steps, per_device_train_batch_size=batch_size, learning_rate=lr,
         lr_scheduler_type="linear", warmup_steps=max(1, steps // 10), logging_steps=1, save_strategy="steps",
-        save_steps=save_every, save_total_limit=1, seed=seed, data_seed=seed, report_to=[], bf16=False,
-        fp16=False, gradient_checkpointing=False, use_cpu=not on_gpu, dataloader_num_workers=0,
+        save_steps=save_every, save_total_limit=1, seed=seed, data_seed=seed, report_to=[], **precision,
+        gradient_checkpointing=False, use_cpu=device.type != "cuda", dataloader_num_workers=0,
         remove_unused_columns=False, disable_tqdm=True, weight_decay=0.0)
-    trainer = Trainer(model=peft_model, args=args, train_dataset=rows, data_collator=collate(tok),
+    trainer = Trainer(model=trained, args=args, train_dataset=rows, data_collator=collate(tok),
                       callbacks=[Log()])
     last = None
     if ckpt_dir.is_dir():
@@ -431,14 +642,25 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - t0
-    peft_model.save_pretrained(str(out_dir / "adapter"))
+    saved = out_dir / ("model" if full else "adapter")
+    trained.save_pretrained(str(saved))
+    if full:
+        tok.save_pretrained(str(saved))
+        trained.eval()
     if key is not None:
-        seal_folder(out_dir / "adapter", key)
-    return {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
-            "n_pairs": len(rows), "top_layers": top_layers, "seconds": round(seconds, 1), "resumed_from": last,
-            "samples_per_second": round(steps * batch_size / max(seconds, 1e-9), 3),
+        seal_folder(saved, key)
+    from vlgap.encoders._common import dtype_name
+
+    info = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": None if full else r,
+            "n_pairs": len(rows), "top_layers": None if full else top_layers, "seconds": round(seconds, 1),
+            "resumed_from": last, "samples_per_second": round(steps * batch_size / max(seconds, 1e-9), 3),
             "train_loss": float(result.training_loss) if result.training_loss is not None else math.nan,
-            "history": history}
+            "history": history, "full": full, "n_trainable": n_trainable, "saved": saved.name,
+            "device": str(device), "dtype": dtype_name(next(model.parameters()).dtype), **precision}
+    if not full:
+        info.update(lora_alpha=lora_alpha, lora_layers=lora_layers,
+                    lora_modules=lora_modules if lora_modules is not None else ",".join(LORA_MODULES))
+    return info
 
 
 def _stderr_line(line: str) -> None:
@@ -453,19 +675,66 @@ def load_adapter(lm: LoadedLM, adapter_dir: str | os.PathLike) -> LoadedLM:
 
     from vlgap.io_utils import sha256_of_file
 
-    from vlgap.reuse import check_artefact
-
     adapter_dir = Path(adapter_dir)
     weights = adapter_dir / "adapter_model.safetensors"
     if not weights.is_file():
         raise VlgapError(f"no LoRA adapter at {str(adapter_dir)!r} (adapter_model.safetensors missing)")
-    for f in (weights, adapter_dir / "adapter_config.json"):
-        verdict = check_artefact(f)  # checksum only: an adapter may be used with any key
-        if verdict.status == "corrupt":
-            raise VlgapError(f"LoRA adapter file {verdict.message()}; retrain it (`vlgap cape train --out "
-                             f"{adapter_dir.parent}`)")
-        if verdict.status == "unsealed" and f == weights:
-            _stderr_line(f"LoRA adapter {weights} has no seal (not written by vlgap cape train): not verified")
-    merged = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload().eval()
+    _check_trained_files([weights, adapter_dir / "adapter_config.json"], "LoRA adapter", adapter_dir)
+    try:
+        merged = PeftModel.from_pretrained(lm.model, str(adapter_dir)).merge_and_unload().eval()
+    except (RuntimeError, ValueError, KeyError) as err:  # an adapter of another base: shapes or names differ
+        try:
+            import json
+
+            trained_on = json.loads((adapter_dir / "adapter_config.json").read_text()).get("base_model_name_or_path")
+        except (OSError, ValueError):
+            trained_on = None
+        raise VlgapError(f"LoRA adapter {str(adapter_dir)!r} does not fit the base LM {lm.name!r} "
+                         f"({' '.join(str(err).split())[:160]}); it was trained on {trained_on or 'another base'}: "
+                         "give that as --base") from None
     digest = hashlib.sha256(f"{lm.model_hash}|{sha256_of_file(weights)}".encode()).hexdigest()
-    return LoadedLM(merged, lm.tokenizer, f"{lm.name}+lora", digest, lm.load_seconds)
+    return LoadedLM(merged, lm.tokenizer, f"{lm.name}+lora", digest, lm.load_seconds, dict(lm.info), lm.device)
+
+
+def _check_trained_files(files: Sequence[Path], what: str, folder: Path) -> None:
+    """Checksums only (a trained PE may be used with any key): a changed file is refused, an unsealed
+    weight file (not written by vlgap cape train) is said in one line."""
+    from vlgap.reuse import check_artefact
+
+    for f in files:
+        if not f.is_file():
+            continue
+        verdict = check_artefact(f)
+        if verdict.status == "corrupt":
+            raise VlgapError(f"{what} file {verdict.message()}; retrain it (`vlgap cape train --out "
+                             f"{folder.parent}`)")
+        if verdict.status == "unsealed" and f.suffix in (".safetensors", ".bin"):
+            _stderr_line(f"{what} {f} has no seal (not written by vlgap cape train): not verified")
+
+
+def trained_pe(path: str | os.PathLike) -> tuple[str, Path] | None:
+    """What `vlgap cape train` left at `path`: ('lora', adapter folder) or ('full', model folder); `path`
+    may be that folder or the train run folder holding adapter/ or model/. None when neither."""
+    path = Path(path)
+    for folder in (path, path / "adapter", path / "model"):
+        if (folder / "adapter_model.safetensors").is_file():
+            return "lora", folder
+        if (folder / "config.json").is_file() and (any(folder.glob("*.safetensors")) or any(folder.glob("*.bin"))):
+            return "full", folder
+    return None
+
+
+def load_trained(path: str | os.PathLike, base: str = "smollm2", *, device: str = "cpu",
+                 dtype: str | torch.dtype = "float32") -> LoadedLM:
+    """A PE trained by `train_lora`: a LoRA adapter merged into `base`, or a full-SFT model folder (loaded
+    on its own; `base` is not needed), on `device` in `dtype`."""
+    found = trained_pe(path)
+    if found is None:
+        raise VlgapError(f"no trained PE at {str(path)!r}: give a LoRA adapter folder (out/adapter) or a full-SFT "
+                         "model folder (out/model) written by `vlgap cape train`")
+    kind, folder = found
+    if kind == "lora":
+        return load_adapter(load_lm(base, device=device, dtype=dtype), folder)
+    _check_trained_files(sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")), "full-SFT model",
+                         folder)
+    return load_lm(str(folder), device=device, dtype=dtype)

@@ -2,7 +2,7 @@
 
 An operator maps input texts (captions or user prompts) to six-part rewrites:
   template  zero-cost reference: fills the six parts from the shapes vocabulary found in the input
-  pe        the anchored PE: a LoRA-fine-tuned small LM, label-forced decoding
+  pe        the anchored PE: a fine-tuned LM (LoRA or full SFT, any causal LM), label-forced decoding
   rewriter  the prompted control: another LM, fixed six-part instruction + few-shot, no fine-tuning
   third     same size and data as the PE, another LoRA seed: the falsifier's operator
   precomputed  rewrites written elsewhere (a 397B model, an API) read from a JSONL: input -> output
@@ -168,19 +168,26 @@ def prompted_prefix(n_shots: int = 2) -> str:
     return INSTRUCTION + shots
 
 
-def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "smollm2", **kw) -> LMOperator:
-    from vlgap.cape.lm import load_adapter, load_lm
+def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "smollm2", *, device: str = "cpu",
+                      dtype: str = "float32", **kw) -> LMOperator:
+    """The anchored PE (or the third operator): a trained PE from `vlgap cape train` (a LoRA adapter over
+    `base`, or a full-SFT model folder) on `device` in `dtype`."""
+    from vlgap.cape.lm import check_device, check_dtype, load_trained, trained_pe
 
-    if not (Path(adapter_dir) / "adapter_model.safetensors").is_file():
-        raise VlgapError(f"operator {name!r} needs a trained LoRA adapter; none at {str(adapter_dir)!r} "
-                         "(train one with `vlgap cape train` or run `vlgap cape demo`)")
-    return LMOperator(name, lambda: load_adapter(load_lm(base), adapter_dir), **kw)
+    check_device(device), check_dtype(dtype)  # a bad option is said now, not when the model first loads
+    if trained_pe(adapter_dir) is None:
+        raise VlgapError(f"operator {name!r} needs a trained PE; none at {str(adapter_dir)!r} (a LoRA adapter "
+                         "folder or a full-SFT model folder: train one with `vlgap cape train` or run "
+                         "`vlgap cape demo`)")
+    return LMOperator(name, lambda: load_trained(adapter_dir, base, device=device, dtype=dtype), **kw)
 
 
-def prompted_operator(name: str = "rewriter", model: str = "gemma3_270m", n_shots: int = 2, **kw) -> LMOperator:
-    from vlgap.cape.lm import load_lm
+def prompted_operator(name: str = "rewriter", model: str = "gemma3_270m", n_shots: int = 2, *, device: str = "cpu",
+                      dtype: str = "float32", **kw) -> LMOperator:
+    from vlgap.cape.lm import check_device, check_dtype, load_lm
 
-    return LMOperator(name, lambda: load_lm(model), prefix=prompted_prefix(n_shots), **kw)
+    check_device(device), check_dtype(dtype)
+    return LMOperator(name, lambda: load_lm(model, device=device, dtype=dtype), prefix=prompted_prefix(n_shots), **kw)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -345,7 +352,11 @@ class OpenAICompatibleOperator(Operator):
 
 def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: str = "smollm2",
                  rewriter_model: str = "gemma3_270m", rewrites: str | os.PathLike | None = None,
-                 endpoint: str | None = None, model: str | None = None, **kw) -> Operator:
+                 endpoint: str | None = None, model: str | None = None, device: str = "cpu",
+                 dtype: str = "float32", **kw) -> Operator:
+    """An operator by name. LM operators (pe, third: `adapter` = a trained PE, LoRA over `base` or a
+    full-SFT model folder; rewriter: `rewriter_model`) load on `device` (cpu | cuda | cuda:N | auto) in
+    `dtype` (float32 | bfloat16 | float16)."""
     if name == "template":
         return TemplateOperator()
     if name == "precomputed":
@@ -360,10 +371,11 @@ def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: s
                                                             if k in ("max_retries", "seed")})
     if name in ("pe", "third"):
         if adapter is None:
-            raise VlgapError(f"operator {name!r} needs --adapter DIR (a LoRA adapter saved by `vlgap cape train`)")
-        return anchored_operator(name, adapter, base=base, **kw)
+            raise VlgapError(f"operator {name!r} needs --adapter DIR (a LoRA adapter or full-SFT model saved by "
+                             "`vlgap cape train`)")
+        return anchored_operator(name, adapter, base=base, device=device, dtype=dtype, **kw)
     if name == "rewriter":
-        return prompted_operator(name, model=rewriter_model, **kw)
+        return prompted_operator(name, model=rewriter_model, device=device, dtype=dtype, **kw)
     raise VlgapError(f"unknown operator {name!r}; valid: {', '.join(OPERATORS)}")
 
 

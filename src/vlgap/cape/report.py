@@ -1,4 +1,4 @@
-"""Markdown report of a CAPE-T2V experiment (the README section is pasted from it)."""
+"""Markdown report of a CAPE-T2V experiment (docs/results/cape-experiment.md is pasted from it)."""
 from __future__ import annotations
 
 from typing import Any

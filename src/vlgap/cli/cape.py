@@ -9,6 +9,12 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 
+ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
+                "(out/model) or the `vlgap cape train --out` folder itself.")
+BASE_HELP = "Base LM: smollm2, gemma3_270m, hf:<hub id or folder>, a local folder or a hub id (any causal LM)."
+DEVICE_HELP = "cpu | cuda | cuda:N | auto (spread a model larger than one GPU over every GPU)."
+DTYPE_HELP = "float32 | bfloat16 | float16: the LM's weights for SFT and rewriting."
+
 cape_app = typer.Typer(help="CAPE-T2V prompt enhancer: six-part rewrites, anchored PE, the 2x2 experiment.",
                        no_args_is_help=True)
 app.add_typer(cape_app, name="cape")
@@ -19,14 +25,17 @@ def rewrite_command(
     prompts: Path = typer.Argument(..., help="Text file, one prompt per line."),
     operator: str = typer.Option("template", "--operator",
                                  help="template | pe | third | rewriter | precomputed | openai-compatible."),
-    adapter: Optional[Path] = typer.Option(None, "--adapter", help="LoRA adapter folder (operators pe, third)."),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help=ADAPTER_HELP),
     rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (operator "
                                                                      "precomputed): input, output, model."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (operator "
                                                                     "openai-compatible), e.g. http://127.0.0.1:8000/v1."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
-    base: str = typer.Option("smollm2", "--base", help="Base LM of pe/third: smollm2, gemma3_270m, HF id or folder."),
-    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter."),
+    base: str = typer.Option("smollm2", "--base", help=BASE_HELP + " (operators pe, third with a LoRA adapter)"),
+    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter (same forms "
+                                                                           "as --base)."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     cache: Optional[Path] = typer.Option(None, "--cache", help="Folder for the resumable rewrite cache."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts per generate() call."),
     max_input_tokens: int = typer.Option(192, "--max-input-tokens", help="Longer prompts are an error..."),
@@ -46,7 +55,7 @@ def rewrite_command(
     if not lines:
         raise VlgapError(f"prompt file {str(prompts)!r} has no prompts (one per line)")
     op = get_operator(operator, adapter=adapter, base=base, rewriter_model=rewriter_model, batch_size=batch_size,
-                      rewrites=rewrites, endpoint=endpoint, model=model)
+                      rewrites=rewrites, endpoint=endpoint, model=model, device=device, dtype=dtype)
     res = rewrite(op, lines, cache_dir=cache, batch_size=batch_size, max_input_tokens=max_input_tokens,
                   truncate=truncate)
     keys = ("short_caption", "dense_caption", "main_object", "background", "camera", "style", "valid", "retries")
@@ -62,23 +71,32 @@ def rewrite_command(
 
 @cape_app.command("train")
 def train_command(
-    out: Path = typer.Option(..., "--out", help="Folder for checkpoints and the adapter (out/adapter)."),
-    base: str = typer.Option("smollm2", "--base", help="Base LM: smollm2, gemma3_270m, HF id or folder."),
+    out: Path = typer.Option(..., "--out", help="Folder for checkpoints and the result (out/adapter, or out/model "
+                                               "with --full)."),
+    base: str = typer.Option("smollm2", "--base", help=BASE_HELP),
     targets: Optional[Path] = typer.Option(None, "--targets", help="JSONL of captioner targets with inputs "
                                                                     "(default: the shapes world)."),
     n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x3 input kinds) when no --targets."),
     steps: int = typer.Option(16, "--steps"),
     batch_size: int = typer.Option(8, "--batch-size"),
     lr: float = typer.Option(2e-3, "--lr"),
-    lora_r: int = typer.Option(16, "--lora-r"),
-    top_layers: Optional[int] = typer.Option(8, "--top-layers", help="LoRA on the last N layers only (0: all)."),
+    full: bool = typer.Option(False, "--full", help="Full-parameter SFT (saves out/model) instead of LoRA."),
+    lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank."),
+    lora_alpha: int = typer.Option(32, "--lora-alpha", help="LoRA alpha (scale alpha/r)."),
+    lora_layers: str = typer.Option("top:8", "--lora-layers", help="Decoder layers with LoRA: top:N (the last N) | "
+                                                                   "all | 0,1,5."),
+    lora_modules: Optional[str] = typer.Option(None, "--lora-modules", help="Modules with LoRA: comma list of names "
+                                               "| all-linear (default: every projection, q/k/v/o/gate/up/down_proj)."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     seed: int = typer.Option(0, "--seed"),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Fine-tune an anchored PE (LoRA SFT: input -> six-part target, loss on the target only)."""
+    """Fine-tune an anchored PE (SFT: input -> six-part target, loss on the target only; LoRA or --full)."""
     from vlgap.cape import world as W
-    from vlgap.cape.lm import load_lm, sft_key, train_lora
+    from vlgap.cape.lm import (check_device, check_dtype, load_lm, parse_lora_layers, parse_lora_modules, sft_key,
+                               train_lora)
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
@@ -88,8 +106,9 @@ def train_command(
     check_count("steps", steps, 1, flag="--steps", example=16)
     check_count("batch_size", batch_size, 1, flag="--batch-size", example=8)
     check_count("lora_r", lora_r, 1, flag="--lora-r", example=16)
+    check_count("lora_alpha", lora_alpha, 1, flag="--lora-alpha", example=32)
     check_count("n_videos", n_videos, 1, flag="--videos", example=48)
-    check_count("top_layers", top_layers, 0, flag="--top-layers", example=8, allow_none=True)
+    check_device(device), check_dtype(dtype), parse_lora_layers(lora_layers), parse_lora_modules(lora_modules)
     if targets is not None:
         pairs = []
         for rec in read_targets_jsonl(targets):
@@ -99,28 +118,29 @@ def train_command(
             pairs += [(x, rec["target"].to_text()) for x in (ins.values() if isinstance(ins, dict) else ins)]
     else:
         pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed))
-    lm = load_lm(base)
+    lm = load_lm(base, device=device, dtype=dtype)
+    options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
     key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                  r=lora_r, top_layers=top_layers or None, max_length=256, save_every=10)
+                  r=lora_r, top_layers=None, max_length=256, save_every=10, **options)
     if not claim_run_folder(out, "cape-train", key, force=force):
         import shutil
 
-        for sub in ("checkpoints", "adapter"):  # a new or taken-over folder: nothing in it is this run's
+        for sub in ("checkpoints", "adapter", "model"):  # a new or taken-over folder: nothing in it is this run's
             if (out / sub).is_dir():
                 shutil.rmtree(out / sub)
     remove_stale_temporaries(out)
     info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                      r=lora_r, top_layers=top_layers or None, log=lambda m: Console(stderr=True).print(m), key=key)
+                      r=lora_r, log=lambda m: Console(stderr=True).print(m), key=key, **options)
     info["base_model_hash"] = lm.model_hash
     atomic_write_json(out / "sft.json", info)
     print(to_json({k: v for k, v in info.items() if k != "history"}))
 
 
-def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, **overrides) -> None:
+def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, device: str = "cpu", **overrides) -> None:
     from vlgap.cape.experiment import preset, run_experiment
     from vlgap.io_utils import to_json
 
-    res = run_experiment(out, preset(preset_name, **overrides), force=force)
+    res = run_experiment(out, preset(preset_name, **overrides), force=force, device=device)
     if as_json:
         keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "controls", "validity", "template_reference",
                 "timings_s", "config")
@@ -133,11 +153,13 @@ def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, **over
 def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default float32."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
     """Reduced experiment (few SFT steps and prompts, one generator seed): about 15 min on a shared CPU."""
-    _run("demo", out, as_json, force=force)
+    _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 
 @cape_app.command("experiment")
@@ -151,6 +173,17 @@ def experiment_command(
     rewriter_model: Optional[str] = typer.Option(None, "--rewriter-model", help="smollm2 | gemma3_270m | HF id."),
     bootstrap: Optional[int] = typer.Option(None, "--bootstrap"),
     permutations: Optional[int] = typer.Option(None, "--permutations"),
+    base: Optional[str] = typer.Option(None, "--base", help=BASE_HELP + " Default smollm2."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default float32."),
+    full: bool = typer.Option(False, "--full", help="Full-parameter SFT of the PE and third operator instead of "
+                                                    "LoRA."),
+    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank (default 16)."),
+    lora_alpha: Optional[int] = typer.Option(None, "--lora-alpha", help="LoRA alpha (default 32)."),
+    lora_layers: Optional[str] = typer.Option(None, "--lora-layers", help="top:N | all | 0,1,5 (default: the "
+                                                                          "preset's top layers)."),
+    lora_modules: Optional[str] = typer.Option(None, "--lora-modules", help="Comma list of module names | "
+                                                                            "all-linear (default: every projection)."),
     as_json: bool = typer.Option(False, "--json", help="JSON with cells, main_effects, interaction, third_operator."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
@@ -158,7 +191,9 @@ def experiment_command(
     """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
     _run("full", out, as_json, force=force, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
          generator_seeds=tuple(range(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
-         n_bootstrap=bootstrap, n_permutations=permutations)
+         n_bootstrap=bootstrap, n_permutations=permutations, base=base, device=device, dtype=dtype,
+         sft_full=full or None,
+         lora_r=lora_r, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
 
 
 @cape_app.command("export")
@@ -166,8 +201,11 @@ def export_command(
     captions: Path = typer.Argument(..., help="JSONL of fine-tuning captions (keys id/video and caption)."),
     out: Path = typer.Option(..., "--out", help="JSONL to write: the same records with the six-part caption."),
     operator: str = typer.Option("pe", "--operator"),
-    adapter: Optional[Path] = typer.Option(None, "--adapter"),
-    base: str = typer.Option("smollm2", "--base"),
+    adapter: Optional[Path] = typer.Option(None, "--adapter", help=ADAPTER_HELP),
+    base: str = typer.Option("smollm2", "--base", help=BASE_HELP + " (operators pe, third with a LoRA adapter)"),
+    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (precomputed)."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (openai-compatible)."),
     model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
@@ -177,7 +215,8 @@ def export_command(
     from vlgap.cape.diffusion import export_captions
     from vlgap.cape.operators import get_operator
 
-    op = get_operator(operator, adapter=adapter, base=base, rewrites=rewrites, endpoint=endpoint, model=model)
+    op = get_operator(operator, adapter=adapter, base=base, rewriter_model=rewriter_model, rewrites=rewrites,
+                      endpoint=endpoint, model=model, device=device, dtype=dtype)
     n = export_captions(captions, out, op, cache_dir=cache)
     Console(stderr=True).print(f"wrote {n} rewritten captions to {out}")
 

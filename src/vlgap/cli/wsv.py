@@ -21,6 +21,22 @@ def _log(msg: str) -> None:
     Console(stderr=True).print(f"wsv: {msg}", highlight=False)
 
 
+GENERATOR_HELP = ("Text-to-video part: shapes (offline, render style 'synthetic'), shapes:<style>, or "
+                  "diffusers:<hub id or folder> (a diffusers text-to-video pipeline with a VAE: CogVideoX, Wan).")
+LATENTS_HELP = ("Latent space: mobilenet (offline) or vae:<hub id or folder> (a diffusers video VAE or a pipeline "
+                "folder holding one). Default: a diffusers generator's own VAE, else mobilenet.")
+VIDEO_TEXT_HELP = ("The polisher's frozen video-text model: latent-tower (a tower over latents trained first, "
+                   "MiniLM captions) or clip:<hub id or folder> (CLIP4Clip mean pooling over VAE-decoded frames; "
+                   "needs a VAE latent space).")
+LM_HELP = ("scratch (GPT-2 config, random init) | smollm2 (bundled, LoRA r=8) | hf:<hub id or folder> (a causal "
+           "LM such as GPT-2, every weight fine-tuned unless --lora-r).")
+DEVICE_HELP = "torch device of every model: cpu, cuda, cuda:1, ..."
+DTYPE_HELP = "float32 | bfloat16 | float16: frozen models run in it, trained modules under autocast."
+RAY_HELP = ("Make a diffusers generator's missing latents on Ray actors: auto (RAY_ADDRESS, a running cluster, "
+            "else a local one) or a cluster address. Same latents as without it.")
+RAY_WORKERS_HELP = "Generator actors (default: one per GPU, or one per 4 CPUs)."
+
+
 def _threads(n: Optional[int]) -> None:
     if n is not None:
         import torch
@@ -39,8 +55,18 @@ def train_cmd(
     corpus: Optional[Path] = typer.Option(None, help="Captions, one per line (default: the shapes world's "
                                                      "captions of --n-train scenes)."),
     n_train: int = typer.Option(150, help="Scenes whose captions form the default corpus."),
-    generator: str = typer.Option("synthetic", help="Render style of the offline T2V generator."),
-    lm: str = typer.Option("scratch", help="scratch | smollm2 (bundled, LoRA) | a local HF causal LM folder."),
+    generator: str = typer.Option("shapes", help=GENERATOR_HELP),
+    latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
+    video_text: str = typer.Option("latent-tower", "--video-text", help=VIDEO_TEXT_HELP),
+    lm: str = typer.Option("scratch", help=LM_HELP),
+    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank for a pretrained LM (0: train every "
+                                                                "weight; default 0 for hf:, 8 for smollm2)."),
+    n_frames: Optional[int] = typer.Option(None, "--n-frames", help="Frames per clip (default 16; a video VAE "
+                                                                    "needs k*m+1, e.g. 17 for CogVideoX)."),
+    size: int = typer.Option(64, "--size", help="Frame side in pixels (a multiple of the VAE's spatial factor)."),
+    generator_steps: int = typer.Option(50, "--generator-steps", help="Denoising steps of a diffusers generator."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     caption_steps: int = typer.Option(800), head_steps: int = typer.Option(300),
     polisher_steps: int = typer.Option(300), lm_pretrain_steps: int = typer.Option(400),
     batch_size: int = typer.Option(32), checkpoint_every: int = typer.Option(100),
@@ -48,15 +74,19 @@ def train_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root (default $VLGAP_CACHE or ~/.cache/vlgap)."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
     from vlgap.wsv.api import train_system
 
     _threads(threads)
-    path = train_system(out, system=system, seed=seed, corpus=corpus, n_train=n_train, generator=generator, lm=lm,
-                        caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
+    path = train_system(out, system=system, seed=seed, corpus=corpus, n_train=n_train, generator=generator,
+                        latents=latents, video_text=video_text, lm=lm, lora_r=lora_r, n_frames=n_frames, size=size,
+                        generator_steps=generator_steps, device=device, dtype=dtype, caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                         lm_pretrain_steps=lm_pretrain_steps, batch_size=batch_size,
-                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log, force=force)
+                        checkpoint_every=checkpoint_every, cache_dir=cache_dir, log=_log, force=force, ray=ray,
+                        ray_workers=ray_workers)
     console.print(f"model: {path}")
 
 
@@ -67,13 +97,19 @@ def caption_cmd(
     out: Path = typer.Option(..., "--out", help="Predictions, coco results JSON [{image_id, caption}]."),
     polish: bool = typer.Option(False, help="Apply the polisher to the real latents (the falsifier's check)."),
     batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
+    latents: Optional[str] = typer.Option(None, "--latents", help="Where the model's latent encoder lives now "
+                                          "(default: the spec it recorded; its weights must be the same)."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: the model's. " + DTYPE_HELP),
     threads: Optional[int] = typer.Option(None),
 ):
-    """Batched greedy (or beam-search) captions for every video of a manifest."""
+    """Batched greedy (or beam-search) captions for every video of a manifest (e.g. from `vlgap import
+    msrvtt|msvd|vatex`), encoded through the latent encoder the model was trained with."""
     from vlgap.wsv.api import caption_manifest
 
     _threads(threads)
-    preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, beam=beam, log=_log)
+    preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, beam=beam, latents=latents,
+                             device=device, dtype=dtype, log=_log)
     console.print(f"{len(preds)} captions -> {out}")
 
 
@@ -105,13 +141,24 @@ def gap_cmd(
                                               "captions the generator turns into synthetic latents."),
     permutations: int = typer.Option(500, "--permutations"), bootstrap: int = typer.Option(500, "--bootstrap"),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
+    generator: Optional[str] = typer.Option(None, "--generator", help="Where the model's generator lives now "
+                                            "(default: the spec it recorded; its weights must be the same)."),
+    latents: Optional[str] = typer.Option(None, "--latents", help="Where the model's latent encoder lives now."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: the model's. " + DTYPE_HELP),
+    cache_dir: Optional[Path] = typer.Option(None, help="Cache root for generated latents."),
     threads: Optional[int] = typer.Option(None),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
-    """The falsifier: MMD2 (p, CI), C2ST and FD between real latents and raw vs polished synthetic latents."""
+    """The falsifier in the model's latent space: MMD2 (p, CI), C2ST and FD between real latents and raw vs
+    polished synthetic latents."""
     from vlgap.wsv.api import gap_for_model
 
     _threads(threads)
-    res = gap_for_model(model, manifest, n_permutations=permutations, n_bootstrap=bootstrap, seed=seed, log=_log)
+    res = gap_for_model(model, manifest, n_permutations=permutations, n_bootstrap=bootstrap, seed=seed,
+                        generator=generator, latents=latents, device=device, dtype=dtype, cache_dir=cache_dir,
+                        log=_log, ray=ray, ray_workers=ray_workers)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
         return
@@ -164,23 +211,48 @@ def experiment_cmd(
     generators: str = typer.Option("synthetic,real", help="Generator render styles; systems after the first "
                                                           "generator: --second-systems."),
     second_systems: str = typer.Option("wsv"),
+    generator: str = typer.Option("shapes", "--generator", help=GENERATOR_HELP + " With shapes, --generators "
+                                  "names its render styles; with diffusers, one name for the cells (default diffusers)."),
+    latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
+    video_text: str = typer.Option("latent-tower", "--video-text", help=VIDEO_TEXT_HELP),
+    lm: str = typer.Option("scratch", "--lm", help=LM_HELP),
+    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank for a pretrained LM (0: every weight)."),
+    n_frames: int = typer.Option(16, "--n-frames", help="Frames per clip (a video VAE needs k*m+1, e.g. 17)."),
+    size: int = typer.Option(64, "--size", help="Frame side in pixels."),
+    generator_steps: int = typer.Option(50, "--generator-steps", help="Denoising steps of a diffusers generator."),
+    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
     force: bool = typer.Option(False, "--force", help="Take over an --out folder that holds an experiment with "
                                                       "another configuration (refused otherwise)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
+    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
 
     _threads(threads)
+    parts = {k: v for k, v in (("generator", generator), ("latents", latents), ("video_text", video_text),
+                               ("generator_steps", generator_steps))
+             if v != {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}[k]}
+    if generator != "shapes" and generators == "synthetic,real":  # one generator given: its cells' name
+        generators = generator.removeprefix("shapes:") if generator.startswith("shapes:") else "diffusers"
+    lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype))
+                  if v != {"lm": "scratch", "lora_r": None, "dtype": "float32"}[k]}
     cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
+                           n_frames=n_frames, size=size, parts=parts,
                            n_permutations=permutations, c2st_permutations=30,
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
-                                      prompter_dim=prompter_dim, checkpoint_every=50))
-    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force)
+                                      prompter_dim=prompter_dim, checkpoint_every=50, **lm_options))
+    from vlgap.counts import check_count
+
+    check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
+    summary = run_experiment(out, cfg, cache_dir=cache_dir, log=_log, summary_only=summary_only, force=force,
+                             device=device, ray=ray, ray_workers=ray_workers)
     console.print(summary_markdown(summary))
 
 

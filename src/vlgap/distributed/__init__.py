@@ -7,6 +7,8 @@
 - `knn`: exact top-k neighbour lists in row blocks across workers, merged into the lists the
   single-process path produces; layer states for `layer_search(..., ray=...)`;
 - `sweep`: every (vision, text, n_f, n_c) cell of a sweep as an independent task;
+- `wsv`: WSV's generated latents on actors that load the text-to-video pipeline once, returned to the
+  driver, which writes each caption's sealed file (`vlgap wsv train|experiment|gap --ray`);
 - `udf`: `EncoderUDF`, a vlgap encoder as a callable class for a user's own Ray Data pipeline
   (`Dataset.map_batches`), with `chunk_rows` (the batch size that reproduces extract's chunks);
   it imports no Ray itself;

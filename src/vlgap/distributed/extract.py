@@ -5,10 +5,12 @@ runs as Ray tasks on CPUs; encoding runs on actors that load the model once (one
 device="cuda"). The driver keeps a bounded window of chunks in flight (2 per actor + 2), each
 decoded by several tasks of DECODE_ITEMS items; as soon as a chunk is decoded it goes to the least
 busy actor, so the next chunks decode while the encoders work. The actors take seconds to start
-(process, imports, weights), so the first chunks are decoded meanwhile, sampled as the encoder's name
-says (`expected_shape`); once the loaded encoder confirms the guess, the actors preprocess those
-uint8 frames themselves (a separate preprocessing task would start the encoders seconds later:
-scheduling, and the cold import of torchvision's transforms in a decoding worker). An actor call
+(process, imports, weights), so meanwhile the first chunk of each actor is decoded, sampled as the
+encoder's name says (`expected_shape`), and the decoding workers import what preprocessing needs
+(torch, torchvision's transforms: seconds of CPU that would otherwise delay the first chunks decoded
+after the actors are up); once the loaded encoder confirms the guess, each actor preprocesses its
+early uint8 chunk itself (a preprocessing task would make it wait), and every later chunk arrives
+preprocessed. An actor call
 encodes one chunk with the shared steps of `vlgap.features.chunk_steps` and writes its chunk files
 itself (atomic rename, then the chunk's seal: vlgap.reuse, keyed by the entry's key and the chunk's
 items); the driver verifies every chunk (key and checksum) before it counts as done, finally joins
@@ -54,6 +56,19 @@ def _decode(steps, items, chunk_no: int, preprocessor, fault):
     faults.maybe_kill(fault, "decode", chunk_no)
     reuse_freed_memory()
     return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
+
+
+@ray.remote
+def _warm_decoding_worker() -> None:
+    """Import what preprocessing in a decoding worker needs (torch; torchvision's transforms, which
+    vlgap's own image models use through `FramePreprocess`) while the encoder actors load and the
+    decoding CPUs are otherwise idle."""
+    import torch  # noqa: F401
+
+    try:
+        from torchvision.transforms.v2 import functional  # noqa: F401
+    except ImportError:  # encoders that preprocess without torchvision
+        pass
 
 
 def _as_numpy(part):
@@ -132,9 +147,10 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
                                                                          os.getpid()) for _ in range(n)]
     early: dict = {}
     try:
-        # an actor takes seconds to start (process, imports, weights): decode the first chunks meanwhile,
-        # as the encoder's name says its frames will be sampled (checked against the loaded encoder)
-        guess, early = _decode_while_loading(job, n + 1, decode_opts, fault)
+        # an actor takes seconds to start (process, imports, weights): decode each actor's first chunk
+        # meanwhile, as the encoder's name says its frames will be sampled (checked against the loaded
+        # encoder), and warm the decoding workers' imports for the preprocessing of the chunks after it
+        guess, early = _decode_while_loading(job, n, decode_opts, fault)
         try:
             info, preprocessor = rt.get(actors[0].info.remote())
         except rt.exceptions.RayError as err:
@@ -179,6 +195,8 @@ def _decode_while_loading(job, n_chunks: int, decode_opts, fault) -> tuple[objec
     chunk_no = {r: i for i, r in enumerate(ranges)}
     early = {r: _decode_parts(job, steps, r, chunk_no[r], None, decode_opts, fault)
              for r in job.todo(ranges)[:n_chunks]}
+    if early:  # after the early parts, on the CPUs they leave idle until the actors are up
+        _warm_decoding_worker.options(**decode_opts, **TASK_OPTIONS).remote()
     return steps, early
 
 

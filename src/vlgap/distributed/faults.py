@@ -5,7 +5,9 @@ actors as an argument (a worker's environment is fixed when Ray starts it). When
 reaches (stage, index) it creates `marker` exclusively, and only if that succeeded kills its own
 process with SIGKILL (stage "driver": the driver's first, then its own). The marker makes the fault
 fire once, so Ray's retry of the same work succeeds. Stages: "decode" (chunk number), "encode"
-(chunk number), "knn" (row-block number), "driver" (after this encoder actor wrote `index` chunks).
+(chunk number), "knn" (row-block number), "generate" (WSV caption index, after its latent is made and
+before it is returned), "driver" (after this encoder actor wrote `index` chunks, or this WSV generator
+actor made `index` latents).
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -123,7 +123,8 @@ def weights_of_folder(folder: Path) -> dict[str, Any]:
     from vlgap.encoders.gguf_cache import file_sha256
 
     files = sorted(p for p in folder.iterdir() if p.name in _WEIGHT_FILES or
-                   (p.name.startswith("model-") and p.suffix == ".safetensors"))
+                   (p.name.startswith("model-") and p.suffix == ".safetensors") or
+                   (p.name.startswith("pytorch_model-") and p.suffix == ".bin"))  # shards of either format
     return {"weights_files": {p.name: file_sha256(p) for p in files}}
 
 
@@ -199,15 +200,63 @@ def _first_device(device_map: dict) -> torch.device:
 UNUSED_FOR_HIDDEN_STATES = ("pooler.",)
 
 
-def refuse_missing_parameters(spec: str, info: dict | None) -> None:
-    """transformers initialises parameters a checkpoint lacks at random, with only a log line: a text
-    model built that way is refused (never random weights unless asked for)."""
+RANDOM_WEIGHTS_WAY_OUT = "use --random-weights for a speed test"
+
+
+def refuse_missing_parameters(spec: str, info: dict | None, *, way_out: str = RANDOM_WEIGHTS_WAY_OUT) -> None:
+    """transformers initialises parameters a checkpoint lacks at random, with only a log line: a model
+    built that way is refused (never random weights unless asked for). `way_out`: what the caller's user
+    can do instead (the text encoders' --random-weights by default)."""
     missing = sorted(k for k in (info or {}).get("missing_keys") or ()
                      if not any(k.startswith(p) or f".{p}" in k for p in UNUSED_FOR_HIDDEN_STATES))
     if missing:
         raise VlgapError(f"{spec!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "
-                         f"{', '.join(missing[:3])}); refusing to run them with random weights (use "
-                         "--random-weights for a speed test)")
+                         f"{', '.join(missing[:3])}); refusing to run them with random weights ({way_out})")
+
+
+def load_placed(spec: str, where: str, config, classes, *, dtype: torch.dtype, device="cpu",
+                revision: str | None = None, offload_folder: str | None = None, size_class=None,
+                unavailable: Callable[[str], Exception] | None = None,
+                way_out: str = RANDOM_WEIGHTS_WAY_OUT) -> tuple[Any, torch.device]:
+    """The one way vlgap loads pretrained transformers weights onto devices: `from_pretrained` of the first
+    of `classes` that accepts the config (a ValueError moves on to the next), in `dtype`, placed by
+    `placement` (one device, or accelerate's device_map over GPUs for device "auto" or a model larger than
+    one GPU), refusing a checkpoint that lacks parameters. Returns (the model in eval mode, the device its
+    inputs go to). `size_class`: the class whose parameter count decides the automatic spread (None: the
+    auto base model); `unavailable(reason)`: the exception for a folder or cache without weight files
+    (default: `weights_unavailable`)."""
+    needs_size = not isinstance(device, dict) and device not in ("auto", "cpu") and torch.cuda.device_count() > 1
+    dev, device_map = placement(device, model_bytes(config, dtype, size_class) if needs_size else None)
+    load_kwargs: dict[str, Any] = dict(revision=revision, dtype=dtype, output_loading_info=True)
+    if device_map is not None:
+        require("accelerate", "accelerate", for_what="spreading a model over devices (device_map)")
+        load_kwargs.update(device_map=device_map)
+        if offload_folder:
+            load_kwargs.update(offload_folder=offload_folder)
+    with quiet_transformers():
+        try:
+            for i, cls in enumerate(classes):
+                try:
+                    model, info = cls.from_pretrained(where, **load_kwargs)
+                    break
+                except ValueError:  # architectures this class has no mapping for: the next one
+                    if i == len(classes) - 1:
+                        raise
+        except OSError as err:  # a folder or cached repo without weight files: never fall back to random
+            reason = str(err).splitlines()[0] if str(err) else type(err).__name__
+            if unavailable is not None:
+                raise unavailable(reason) from None
+            from vlgap.encoders._common import weights_unavailable
+
+            raise weights_unavailable(spec, where, reason,
+                                      local_form="hf:/path/to/folder with model.safetensors") from None
+    refuse_missing_parameters(spec, info, way_out=way_out)
+    model.eval()
+    if device_map is None:
+        model.to(dev)
+    else:
+        dev = _first_device(dict(getattr(model, "hf_device_map", None) or {"": dev}))
+    return model, dev
 
 
 def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = None, device="cpu",
@@ -247,37 +296,14 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
         dev, device_map = placement(device if not isinstance(device, dict) else "cpu")
         device_map = None  # a random model is built in memory, on one device
     else:
-        needs_size = not isinstance(device, dict) and device not in ("auto", "cpu") and torch.cuda.device_count() > 1
-        dev, device_map = placement(device, model_bytes(config, dt, encoder_class) if needs_size else None)
-        load_kwargs: dict[str, Any] = dict(revision=revision, dtype=dt)
-        if device_map is not None:
-            require("accelerate", "accelerate", for_what="spreading a model over devices (device_map)")
-            load_kwargs.update(device_map=device_map)
-            if offload_folder:
-                load_kwargs.update(offload_folder=offload_folder)
-        load_kwargs.update(output_loading_info=True)
-        with quiet_transformers():
-            try:
-                if encoder_class is not None:
-                    model, info = encoder_class.from_pretrained(where, **load_kwargs)
-                else:
-                    try:
-                        model, info = AutoModel.from_pretrained(where, **load_kwargs)
-                    except ValueError:  # architectures with no base-model mapping
-                        model, info = AutoModelForCausalLM.from_pretrained(where, **load_kwargs)
-            except OSError as err:  # a folder or cached repo without weight files: never fall back to random
-                from vlgap.encoders._common import weights_unavailable
-
-                raise weights_unavailable(spec, where, str(err).splitlines()[0] if str(err) else type(err).__name__,
-                                          local_form="hf:/path/to/folder with model.safetensors") from None
-        refuse_missing_parameters(spec, info)
+        classes = [encoder_class] if encoder_class is not None else [AutoModel, AutoModelForCausalLM]
+        model, dev = load_placed(spec, where, config, classes, dtype=dt, device=device, revision=revision,
+                                 offload_folder=offload_folder, size_class=encoder_class)
     if encoder_class is None and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
     model.eval().requires_grad_(False)
-    if device_map is None:
+    if random_weights:
         model.to(dev)
-    else:
-        dev = _first_device(dict(getattr(model, "hf_device_map", None) or {"": dev}))
     source: dict[str, Any] = {"source": where, "library": "transformers"}
     if encoder_class is not None:
         source["encoder_only"] = f"{encoder_class.__name__}: the encoder's embeddings and every encoder layer"

@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 
 import json
-import os
 import platform
 import sys
 import time
@@ -447,8 +446,6 @@ def extract(
                                      "cannot be combined with it")
                 from vlgap.distributed.extract import run_ray
 
-                if os.environ.get("VLGAP_RAY_EXECUTOR", "").strip().lower() == "data":  # a prototype, for measuring
-                    from vlgap.distributed.extract_data import run_ray_data as run_ray
                 run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
             else:
                 _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)

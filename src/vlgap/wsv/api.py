@@ -39,46 +39,60 @@ def read_corpus(path: str | Path) -> list[str]:
 
 
 def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus: str | Path | list[str] | None = None,
-                 n_train: int = 150, generator: str = "synthetic", lm: str = "scratch", n_frames: int = 16,
-                 size: int = 64, cache_dir=None, log: Callable[[str], None] = _quiet, force: bool = False,
-                 **overrides) -> Path:
+                 n_train: int = 150, generator: str = "shapes", latents: str | None = None,
+                 video_text: str = "latent-tower", lm: str = "scratch", lora_r: int | None = None,
+                 n_frames: int | None = None, size: int = 64, generator_steps: int = 50, device: str = "cpu",
+                 dtype: str = "float32", cache_dir=None, log: Callable[[str], None] = _quiet, force: bool = False,
+                 ray: str | bool | None = None, ray_workers: int | None = None, **overrides) -> Path:
     """Captions -> synthetic latents (cached) -> train `system`; returns OUT/model.pt. OUT records the
-    run's configuration: another one is refused with the differences unless `force`."""
-    from vlgap.wsv.experiment import embed_captions
-    from vlgap.wsv.generate import ShapesT2V
-    from vlgap.wsv.latents import MobileNetLatents, cached_latents
+    run's configuration and parts: another one is refused with the differences unless `force`.
+
+    Parts (vlgap.wsv.parts): `generator` shapes[:<style>] | diffusers:<hub id or folder>; `latents`
+    mobilenet | vae:<hub id or folder> (default: a diffusers generator's own VAE, else mobilenet);
+    `video_text` latent-tower | clip:<hub id or folder>; `lm` scratch | smollm2 | hf:<hub id or folder>
+    (`lora_r` > 0: LoRA, default 0 for hf: = every weight trains). `device` / `dtype` apply to every model.
+    `ray` ("auto" or a cluster address) / `ray_workers`: a diffusers generator's missing latents are made
+    on Ray actors (vlgap.distributed.wsv), bit-identical to this process's."""
+    from vlgap.counts import check_count
+    from vlgap.wsv.parts import build_parts, generated_latents, text_embeddings
     from vlgap.wsv.train import TrainData, WSVConfig, train
 
-    from vlgap.counts import check_count
-
     n_train = check_count("n_train", n_train, 1, flag="--n-train", example=150)
-    n_frames = check_count("n_frames", n_frames, 1, example=16)
-    size = check_count("size", size, 16, example=64)
-    cfg = WSVConfig(system=system, seed=seed, lm=lm, **overrides)  # settings checked before any work
+    ray_workers = check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
+    n_frames = check_count("n_frames", n_frames, 1, flag="--n-frames", example=16, allow_none=True)
+    size = check_count("size", size, 16, flag="--size", example=64)
+    kind = "latent-tower" if video_text == "latent-tower" else "clip"
+    cfg = WSVConfig(system=system, seed=seed, lm=lm, lora_r=lora_r, video_text=kind, dtype=dtype,
+                    **overrides)  # settings checked before any work
     caps = read_corpus(corpus) if isinstance(corpus, (str, Path)) else (list(corpus) if corpus is not None
                                                                          else default_corpus(n_train))
     if not caps:
         raise VlgapError("the training corpus is empty: give at least one caption")
-    t2v = ShapesT2V(style=generator, n_frames=n_frames, size=size)
-    enc = MobileNetLatents(image_size=size)
-    import hashlib
-
-    h = hashlib.sha256("\n".join(caps).encode()).hexdigest()[:16]
-    z = cached_latents({"what": "train_system", "generator": t2v.record(), "encoder": enc.record(), "captions": h},
-                       lambda: {"z": enc.encode(t2v.generate(caps, seed=0))}, cache_dir=cache_dir, log=log)["z"]
-    e = cached_latents({"what": "minilm", "captions": h}, lambda: {"e": embed_captions(caps)}, cache_dir=cache_dir,
-                       log=log)["e"]
-    train(TrainData(caps, z, e), cfg, out, log=log, force=force,
-          extra={"generator": t2v.record(), "latent_encoder": enc.record(), "n_captions": len(caps)})
+    parts = build_parts(generator, latents, video_text, n_frames=n_frames, size=size,
+                        generator_steps=generator_steps, device=device, dtype=dtype)
+    log(f"parts: generator {parts.generator.spec}, latents {parts.encoder.spec}, video-text {parts.video_text.spec}, "
+        f"lm {lm}, device {device}, dtype {dtype}")
+    z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache_dir, log=log, ray=ray,
+                          ray_workers=ray_workers)
+    e = text_embeddings(parts.video_text, caps, cache_dir=cache_dir, log=log)
+    record = parts.record()
+    extra = {"parts": record, "n_captions": len(caps), "device": device}
+    if hasattr(parts.generator, "t2v"):  # the fields older readers look for
+        extra["generator"] = parts.generator.t2v.record()
+    train(TrainData(caps, z, e, parts=record), cfg, out, log=log, force=force, extra=extra,
+          video_text=None if kind == "latent-tower" else parts.video_text, device=parts.encoder.device)
     return Path(out) / "model.pt"
 
 
 def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
-                     log: Callable[[str], None] = _quiet) -> tuple[list[str], list[list[str]], np.ndarray]:
-    """(ids, captions, latents) of a manifest's videos: n_frames evenly spaced frames, MobileNet latents."""
+                     log: Callable[[str], None] = _quiet,
+                     encoder=None) -> tuple[list[str], list[list[str]], np.ndarray]:
+    """(ids, captions, latents) of a manifest's videos (decoded with the project's video reader):
+    evenly spaced frames (the encoder's own count where it has one, else n_frames) through `encoder`
+    (default: MobileNet latents at `size`)."""
     from vlgap.data.manifest import read_manifest
     from vlgap.data.video import count_frames, read_frames
-    from vlgap.wsv.latents import MobileNetLatents
+    from vlgap.wsv.parts import build_latent_encoder
 
     m = read_manifest(manifest)
     if len(m) == 0:
@@ -86,27 +100,69 @@ def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
     no_video = [it.id for it in m.items if it.kind != "video"]
     if no_video:
         raise VlgapError(f"manifest {manifest}: items {no_video[:5]} are not videos; WSV captions videos")
-    enc = MobileNetLatents(image_size=size)
+    enc = encoder if encoder is not None else build_latent_encoder("mobilenet", n_frames=n_frames, size=size)
+    n = getattr(enc, "n_frames", None) or n_frames
+    side = getattr(enc, "size", None) or getattr(enc, "image_size", None) or size
     videos = []
     for it in m.items:
         total = count_frames(it)
-        idx = np.linspace(0, total - 1, n_frames).round().astype(int)
-        frames, _ = read_frames(it, idx, max_side=max(size * 2, 128))
+        idx = np.linspace(0, total - 1, n).round().astype(int)
+        frames, _ = read_frames(it, idx, max_side=max(side * 2, 128))
         videos.append(frames)
-    log(f"{len(videos)} videos read from {manifest}")
+    log(f"{len(videos)} videos read from {manifest} ({n} frames each)")
     return m.ids, [list(it.captions) for it in m.items], enc.encode(videos)
 
 
-def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | None = None, *, polish: bool = False,
-                     batch_size: int = 64, beam: int = 1, log: Callable[[str], None] = _quiet) -> list[dict[str, Any]]:
-    """Captions for every video of a manifest, as coco results [{"image_id", "caption"}] (written to `out`)."""
-    from vlgap.counts import check_count
+def load_with_parts(model: str | Path, *, generator: str | None = None, latents: str | None = None,
+                    device: str = "cpu", dtype: str | None = None, with_generator: bool = False):
+    """(bundle, latent encoder, generator or None) of a model file, each part rebuilt from the spec the
+    model recorded (or the one given, whose weights and settings must equal the recorded ones: a moved
+    folder is fine, another model is refused). `dtype` (default: the model's) applies to every model."""
+    from vlgap.wsv.parts import (DiffusersGenerator, build_generator, build_latent_encoder, build_video_text,
+                                 check_device, matching_record, parts_of_model, torch_dtype)
     from vlgap.wsv.train import load_model
+
+    device = check_device(device)
+    bundle = load_model(model, device=device)
+    if dtype is not None:
+        torch_dtype(dtype)
+        bundle.cfg.dtype = dtype
+    dtype = bundle.cfg.dtype
+    rec = parts_of_model(getattr(bundle, "extra", {}) or {})
+    lat, grec = rec["latents"], rec.get("generator") or {}
+    n_frames, size = lat.get("n_frames"), lat.get("size") or lat.get("image_size") or 64
+    gen = None
+    if with_generator:
+        steps = (grec.get("call") or {}).get("num_inference_steps", 50)
+        gen = build_generator(generator or grec["spec"], n_frames=grec.get("n_frames") or n_frames,
+                              size=grec.get("size") or size, steps=steps, device=device, dtype=dtype)
+        matching_record(grec, gen.record(), "the generator", "--generator")
+    spec = latents or lat["spec"]
+    if isinstance(gen, DiffusersGenerator) and spec == gen.own_encoder.spec:
+        enc = gen.own_encoder
+    else:
+        enc = build_latent_encoder(spec, n_frames=n_frames, size=size, device=device, dtype=dtype)
+    matching_record(lat, {"spec": enc.spec, **enc.record(), "n_frames": enc.n_frames}, "the latent encoder",
+                    "--latents")
+    if bundle.head is None and bundle.cfg.system == "text_only":  # reads videos through the frozen model
+        vt = build_video_text(rec["video_text"]["spec"], enc, device=device, dtype=dtype)
+        matching_record(rec["video_text"], vt.record(), "the video-text model", "--video-text")
+        bundle.__dict__["video_text"] = vt
+    return bundle, enc, gen
+
+
+def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | None = None, *, polish: bool = False,
+                     batch_size: int = 64, beam: int = 1, latents: str | None = None, device: str = "cpu",
+                     dtype: str | None = None, log: Callable[[str], None] = _quiet) -> list[dict[str, Any]]:
+    """Captions for every video of a manifest (e.g. one written by `vlgap import msrvtt|msvd|vatex`),
+    encoded through the latent encoder the model was trained with, as coco results
+    [{"image_id", "caption"}] (written to `out`)."""
+    from vlgap.counts import check_count
 
     batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=64)
     beam = check_count("beam", beam, 1, flag="--beam", example=3)
-    bundle = load_model(model)
-    ids, _, z = manifest_latents(manifest, log=log)
+    bundle, enc, _ = load_with_parts(model, latents=latents, device=device, dtype=dtype)
+    ids, _, z = manifest_latents(manifest, log=log, encoder=enc)
     caps = bundle.caption(z, polish=polish, batch_size=batch_size, beam=beam)
     preds = [{"image_id": i, "caption": c} for i, c in zip(ids, caps)]
     if out is not None:
@@ -142,28 +198,33 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
 
 
 def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: int = 500, n_bootstrap: int = 500,
-                  seed: int = 0, log: Callable[[str], None] = _quiet) -> dict[str, Any]:
-    """The falsifier for a trained model: real latents of the manifest's videos vs synthetic latents that the
-    model's generator makes from the manifest's first captions (raw, and polished by the model)."""
+                  seed: int = 0, generator: str | None = None, latents: str | None = None, device: str = "cpu",
+                  dtype: str | None = None, cache_dir=None, log: Callable[[str], None] = _quiet,
+                  ray: str | bool | None = None, ray_workers: int | None = None) -> dict[str, Any]:
+    """The falsifier for a trained model in its own latent space: real latents of the manifest's videos
+    vs synthetic latents that the model's generator makes from the manifest's first captions (raw, and
+    polished by the model). Generated latents are cached (per caption for a diffusers generator) and, with
+    `ray`, made on Ray actors as in train_system."""
     import torch
 
-    from vlgap.wsv.evaluate import latent_gap
-    from vlgap.wsv.generate import ShapesT2V
-    from vlgap.wsv.latents import MobileNetLatents
     from vlgap.counts import check_count
-    from vlgap.wsv.train import load_model
+    from vlgap.wsv.evaluate import latent_gap
+    from vlgap.wsv.parts import generated_latents
 
     n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=500)
     n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=500)
-    bundle = load_model(model)
-    ids, caps, real = manifest_latents(manifest, log=log)
+    ray_workers = check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
+    bundle, enc, gen = load_with_parts(model, generator=generator, latents=latents, device=device, dtype=dtype,
+                                       with_generator=True)
+    ids, caps, real = manifest_latents(manifest, log=log, encoder=enc)
     if any(not c for c in caps):
         raise VlgapError(f"manifest {manifest}: every item needs a caption for the synthetic side")
-    gen = (getattr(bundle, "extra", {}) or {}).get("generator") or {"style": "synthetic", "n_frames": 16, "size": 64}
-    t2v = ShapesT2V(style=gen.get("style", "synthetic"), n_frames=gen.get("n_frames", 16), size=gen.get("size", 64))
-    raw = MobileNetLatents(image_size=t2v.size).encode(t2v.generate([c[0] for c in caps], seed=seed))
+    raw = generated_latents(gen, enc, [c[0] for c in caps], seed=seed, cache_dir=cache_dir, log=log,
+                            what="held-out captions", ray=ray, ray_workers=ray_workers)
     polished = None
     if bundle.polisher is not None:
-        with torch.no_grad():
-            polished = bundle.polisher(torch.from_numpy(raw)).numpy()
-    return latent_gap(real, raw, polished, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+        with torch.no_grad(), bundle.autocast():
+            polished = bundle.polisher(torch.from_numpy(raw).to(bundle.device)).float().cpu().numpy()
+    res = latent_gap(real, raw, polished, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+    res["latent_space"] = enc.record()
+    return res

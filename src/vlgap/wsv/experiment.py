@@ -25,6 +25,7 @@ from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
 
 DEFAULT_SYSTEMS = ("wsv", "no_polisher", "frozen_lm", "text_only")
+PART_DEFAULTS = {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}
 SYSTEM_NAMES = {"wsv": "WSV-offline", "wsv_mmd": "WSV + MMD-to-real polisher", "no_polisher": "no polisher",
                 "frozen_lm": "frozen LM", "text_only": "text-only (CapDec/DeCap)"}
 
@@ -45,7 +46,10 @@ class ExperimentConfig:
     n_bootstrap: int = 500
     n_permutations: int = 500
     c2st_permutations: int = 50
-    train: dict[str, Any] = field(default_factory=dict)  # WSVConfig overrides (steps, sizes)
+    train: dict[str, Any] = field(default_factory=dict)  # WSVConfig overrides (steps, sizes, lm, lora_r, dtype)
+    # the parts (vlgap.wsv.parts), by spec: generator, latents, video_text, generator_steps; empty = the
+    # offline defaults (shapes renderer in the `generators` styles, MobileNet latents, trained latent tower)
+    parts: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         from vlgap.counts import check_count
@@ -67,8 +71,29 @@ class ExperimentConfig:
         unknown = [s for s in self.systems if s not in SYSTEMS]
         if unknown:
             raise VlgapError(f"--systems: unknown {unknown}; valid: {', '.join(SYSTEMS)}")
+        unknown_parts = sorted(set(self.parts) - set(PART_DEFAULTS))
+        if unknown_parts:
+            raise VlgapError(f"experiment parts {unknown_parts} unknown; valid: {', '.join(PART_DEFAULTS)}")
+        if not self.part("generator").startswith("shapes") and len(self.generators) != 1:
+            raise VlgapError(f"--generators {','.join(self.generators)}: render styles belong to the shapes generator; "
+                             f"with --generator {self.part('generator')} give one name (e.g. diffusers)")
         for s in self.systems:  # every training setting checked now, not after hours of other cells
-            WSVConfig(system=s, **self.train)
+            WSVConfig(system=s, **self.wsv_overrides())
+
+    def part(self, name: str):
+        return self.parts.get(name, PART_DEFAULTS[name])
+
+    def wsv_overrides(self) -> dict[str, Any]:
+        kind = "latent-tower" if self.part("video_text") == "latent-tower" else "clip"
+        return {"video_text": kind, **self.train}
+
+    def record(self) -> dict[str, Any]:
+        """The configuration as keys hold it: without `parts` when it is empty (the offline defaults), so
+        results computed before parts were selectable keep their keys."""
+        d = asdict(self)
+        if not d["parts"]:
+            del d["parts"]
+        return d
 
     def cells(self) -> list[tuple[str, str, int]]:
         """Seed-major order: a run cut short still has every system for its first seeds."""
@@ -95,6 +120,9 @@ class Prepared:
     real: np.ndarray
     unlabelled: np.ndarray
     hygiene: dict[str, Any]
+    video_text: Any = None  # the frozen video-text model when it is a pretrained one (clip)
+    parts: dict[str, Any] | None = None  # records of the parts used
+    device: str = "cpu"
 
 
 def _log_default(msg: str) -> None:
@@ -104,29 +132,25 @@ def _log_default(msg: str) -> None:
 
 
 def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
-    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised."""
-    import torch
+    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised (the latent
+    tower's text side: vlgap.wsv.parts.minilm_embeddings)."""
+    from vlgap.wsv.parts import minilm_embeddings
 
-    from vlgap.encoders.registry import get_encoder
-
-    enc = get_encoder("minilm")
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(captions), batch_size):
-            out.append(enc.encode(captions[i:i + batch_size])[-1])
-    e = torch.cat(out).numpy().astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
+    return minilm_embeddings(captions, batch_size)
 
 
-def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default) -> Prepared:
+def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default,
+            device: str = "cpu", ray: str | bool | None = None, ray_workers: int | None = None) -> Prepared:
     """Scenes, corpus, latents (cached atomically under <cache>/wsv/latents, keyed by everything that
-    makes them) and the disjointness report."""
+    makes them; a diffusers generator's on Ray actors with `ray`) and the disjointness report."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
-    from vlgap.wsv.generate import ShapesT2V, available_styles, render_styled
-    from vlgap.wsv.latents import MobileNetLatents, cached_latents
+    from vlgap.wsv.generate import available_styles, render_styled
+    from vlgap.wsv.latents import cached_latents
+    from vlgap.wsv.parts import ShapesGenerator, build_parts, generated_latents, text_embeddings
 
     styles = available_styles()
-    for s in (*cfg.generators, cfg.eval_style):
+    shapes = cfg.part("generator").startswith("shapes")
+    for s in ((*cfg.generators, cfg.eval_style) if shapes else (cfg.eval_style,)):
         if s not in styles:
             raise VlgapError(f"render style {s!r} is not available; valid: {list(styles)}")
     if cfg.n_train < 1:
@@ -162,7 +186,11 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                "train_captions_identical_to_eval_references_removed": dropped, "id_overlap": id_overlap,
                "exact_text_overlap_after_removal": len(set(corpus) & eval_text),
                "unlabelled_scene_captions_in_corpus": len(set(corpus) & {c for _, _, caps in unl for c in caps})}
-    enc = MobileNetLatents(image_size=cfg.size)
+    parts = build_parts(cfg.part("generator") if not shapes else f"shapes:{cfg.generators[0]}", cfg.part("latents"),
+                        cfg.part("video_text"), n_frames=cfg.n_frames, size=cfg.size,
+                        generator_steps=cfg.part("generator_steps"), device=device,
+                        dtype=cfg.train.get("dtype", "float32"))
+    enc = parts.encoder
     base = {"world_seed": cfg.world_seed, "n_frames": cfg.n_frames, "size": cfg.size, "encoder": enc.record(),
             "version": 1}
 
@@ -179,7 +207,17 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     heldout = [caps[int(heldout_rng.integers(len(caps)))] for _, _, caps in evals]
     synth, heldout_synth = _Lazy(), {}
     for g in cfg.generators:
-        t2v = ShapesT2V(style=g, n_frames=cfg.n_frames, size=cfg.size)
+        if not shapes:  # a costly generator: latents cached one file per caption
+            gen = parts.generator
+            synth[g] = (lambda gen=gen, g=g: generated_latents(gen, enc, corpus, seed=cfg.world_seed,
+                                                              cache_dir=cache_dir, log=log, ray=ray,
+                                                              ray_workers=ray_workers,
+                                                              what=f"corpus via generator {g}"))
+            heldout_synth[g] = generated_latents(gen, enc, heldout, seed=cfg.world_seed + 1, cache_dir=cache_dir,
+                                                 log=log, what=f"held-out captions via generator {g}", ray=ray,
+                                                 ray_workers=ray_workers)
+            continue
+        t2v = ShapesGenerator(g, n_frames=cfg.n_frames, size=cfg.size).t2v
         # the corpus latents of a generator are made when a cell first needs them, so other workers can
         # train cells of the first generator meanwhile
         synth[g] = (lambda t2v=t2v, g=g: latents_of(
@@ -196,14 +234,13 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                                                             "n": cfg.n_unlabelled},
                             lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 2 * 10**6 + j)
                                      for j, (_, s, _) in enumerate(unl)])
-    from vlgap.wsv.latents import cached_latents as _cl
-
-    text_emb = _cl({"what": "minilm", "captions": _hash(corpus)}, lambda: {"e": embed_captions(corpus)},
-                   cache_dir=cache_dir, log=log)["e"]
+    text_emb = text_embeddings(parts.video_text, corpus, cache_dir=cache_dir, log=log)
     return Prepared(corpus=corpus, corpus_ids=corpus_ids, text_emb=text_emb, synth=synth, heldout_captions=heldout,
                     heldout_synth=heldout_synth, eval_ids=[i for i, _, _ in evals],
                     eval_refs={i: list(caps) for i, _, caps in evals}, eval_specs=[s for _, s, _ in evals],
-                    real=real, unlabelled=unlabelled, hygiene=hygiene)
+                    real=real, unlabelled=unlabelled, hygiene=hygiene,
+                    video_text=None if parts.video_text.kind == "latent-tower" else parts.video_text,
+                    parts=parts.record() if cfg.parts else None, device=parts.encoder.device)
 
 
 class _Lazy(dict):
@@ -229,11 +266,11 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
     from vlgap.wsv.evaluate import score_captions, two_sample
     from vlgap.wsv.train import TrainData, WSVConfig, train
 
-    wcfg = WSVConfig(system=system, seed=seed, **cfg.train)
+    wcfg = WSVConfig(system=system, seed=seed, **cfg.wsv_overrides())
     data = TrainData(prep.corpus, prep.synth[generator], prep.text_emb,
-                     real_unlabelled=prep.unlabelled if system == "wsv_mmd" else None)
+                     real_unlabelled=prep.unlabelled if system == "wsv_mmd" else None, parts=prep.parts)
     t0 = time.perf_counter()
-    bundle = train(data, wcfg, cell_dir, log=log, force=force)
+    bundle = train(data, wcfg, cell_dir, log=log, force=force, video_text=prep.video_text, device=prep.device)
     t_train = time.perf_counter() - t0
     caps = bundle.caption(prep.real)
     pred = dict(zip(prep.eval_ids, caps))
@@ -249,7 +286,9 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
         import torch
 
         with torch.no_grad():
-            pol = bundle.polisher(torch.from_numpy(prep.heldout_synth[generator])).numpy()
+            with bundle.autocast():
+                pol = bundle.polisher(torch.from_numpy(prep.heldout_synth[generator]).to(bundle.device))
+            pol = pol.float().cpu().numpy()
         res["gap"] = {"polished": two_sample(prep.real, pol, n_permutations=cfg.n_permutations,
                                              n_bootstrap=cfg.n_bootstrap, c2st_permutations=cfg.c2st_permutations,
                                              seed=seed)}
@@ -285,7 +324,7 @@ CELL_FORMAT = 2
 def _cell_key(cfg: ExperimentConfig, what: str, **names: Any) -> dict[str, Any]:
     """Everything that determines one result file of the experiment (the whole config: data, steps and
     evaluation all enter every cell)."""
-    return {"format": CELL_FORMAT, "what": what, **names, "experiment": asdict(cfg)}
+    return {"format": CELL_FORMAT, "what": what, **names, "experiment": cfg.record()}
 
 
 def _read_cell(path: Path, key: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any] | None:
@@ -306,11 +345,14 @@ def _write_cell(path: Path, value: dict[str, Any], key: dict[str, Any]) -> dict[
 
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
                    log: Callable[[str], None] = _log_default, summary_only: bool = False,
-                   force: bool = False) -> dict[str, Any]:
+                   force: bool = False, device: str = "cpu", ray: str | bool | None = None,
+                   ray_workers: int | None = None) -> dict[str, Any]:
     """All cells (skipping finished ones), then summary.json and summary.md. summary_only: tabulate the
     cells finished so far without training any (the summary says how many of the planned cells it has).
     The folder records the configuration: another one is refused with the differences (`force`: take
-    it over; every result is keyed by the configuration, so nothing of the old run is reused)."""
+    it over; every result is keyed by the configuration, so nothing of the old run is reused). `ray` /
+    `ray_workers`: a diffusers generator's latents are made on Ray actors (the same bits; not part of
+    the configuration)."""
     from vlgap.reuse import claim_run_folder, remove_stale_temporaries
 
     cfg = cfg or ExperimentConfig()
@@ -319,12 +361,12 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     if legacy:
         log(f"{out}: an experiment folder of an older vlgap (no run record): its results are unsealed and "
             "are recomputed")
-    claim_run_folder(out, "wsv-experiment", asdict(cfg), force=force or legacy)
+    claim_run_folder(out, "wsv-experiment", cfg.record(), force=force or legacy)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     remove_stale_temporaries(out, older_than=time.time() - 120)
-    atomic_write_json(out / "experiment_config.json", asdict(cfg))
+    atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
-    prep = prepare(cfg, cache_dir=cache_dir, log=log)
+    prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)
     atomic_write_json(out / "hygiene.json", prep.hygiene)
     raw_gap = {}
     for g in cfg.generators:  # raw synthetic vs real does not depend on the training seed: once per generator

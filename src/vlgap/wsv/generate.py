@@ -84,12 +84,14 @@ class DiffusersT2V:
     def record(self) -> dict[str, Any]:
         return {"generator": "diffusers", "pipeline": type(self.pipe).__name__, "call_kwargs": self.call_kwargs}
 
-    def generate_latents(self, captions: Sequence[str], seed: int = 0) -> np.ndarray:
+    def generate_latents(self, captions: Sequence[str], seed: int = 0, first_index: int = 0) -> np.ndarray:
+        """Latents [N, C, F, H, W] (float32); caption i of the corpus (first_index + its position here)
+        gets its own CPU generator seeded seed * 100003 + i, so its latent ignores its batch and device."""
         import torch
 
         out = []
-        for i, c in enumerate(captions):  # one generator per caption: a caption's latent ignores its batch
-            g = torch.Generator().manual_seed(seed * 100003 + i)
+        for j, c in enumerate(captions):
+            g = torch.Generator().manual_seed(seed * 100003 + first_index + j)
             res = self.pipe(prompt=c, generator=g, output_type="latent", **self.call_kwargs)
             z = getattr(res, "frames", None)
             if z is None:
@@ -99,8 +101,11 @@ class DiffusersT2V:
                 z = z[0]
             if z.ndim != 4:
                 raise VlgapError(f"{self.name} returned latents of shape {list(z.shape)}; expected [C, F, H, W]")
-            # CogVideoX returns [F, C, H, W] latents; the prompter wants channels first
-            if z.shape[0] != self.pipe.vae.config.latent_channels and z.shape[1] == self.pipe.vae.config.latent_channels:
+            # CogVideoX returns [F, C, H, W] latents (Wan [C, F, H, W]); the prompter wants channels first
+            from vlgap.wsv.latents import latent_channels
+
+            channels = latent_channels(self.pipe.vae)
+            if z.shape[0] != channels and z.shape[1] == channels:
                 z = z.transpose(0, 1)
             out.append(z.float().cpu().numpy())
         return np.stack(out)

