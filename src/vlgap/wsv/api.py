@@ -17,13 +17,18 @@ def _quiet(msg: str) -> None:
 
 def default_corpus(n_train: int = 150, world_seed: int = 0) -> list[str]:
     """The shapes world's ten captions of each of n_train scenes (the experiment's training scenes)."""
+    return [c for c, _ in default_corpus_with_specs(n_train, world_seed)]
+
+
+def default_corpus_with_specs(n_train: int = 150, world_seed: int = 0) -> list[tuple[str, Any]]:
+    """(caption, its scene's spec) for the default corpus: the pairs the supervised oracle learns from."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
 
     out = []
     for i in range(n_train):
         rng = item_rng(world_seed * 1000, i)
         spec = sample_spec(rng)
-        out += write_captions(spec, int(rng.integers(2**31 - 1)))
+        out += [(c, spec) for c in write_captions(spec, int(rng.integers(2**31 - 1)))]
     return out
 
 
@@ -59,17 +64,33 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
                                                                          else default_corpus(n_train))
     if not caps:
         raise VlgapError("the training corpus is empty: give at least one caption")
+    if system == "oracle" and corpus is not None:
+        raise VlgapError("--system oracle learns from paired videos and captions; a caption file has no videos: "
+                         "leave out --corpus (the oracle renders each default-corpus caption's own scene)")
     t2v = ShapesT2V(style=generator, n_frames=n_frames, size=size)
     enc = MobileNetLatents(image_size=size)
     import hashlib
 
     h = hashlib.sha256("\n".join(caps).encode()).hexdigest()[:16]
-    z = cached_latents({"what": "train_system", "generator": t2v.record(), "encoder": enc.record(), "captions": h},
-                       lambda: {"z": enc.encode(t2v.generate(caps, seed=0))}, cache_dir=cache_dir, log=log)["z"]
+    if system == "oracle":  # the supervised ceiling: each caption's own scene in the evaluation ("real") style
+        from vlgap.wsv.generate import render_styled
+
+        specs = [sp for _, sp in default_corpus_with_specs(n_train)]
+        video_source = {"generator": "none: paired videos of the captions' own scenes", "style": "real",
+                        "n_frames": n_frames, "size": size}
+        z = cached_latents({"what": "train_system_paired", **video_source, "encoder": enc.record(), "captions": h},
+                           lambda: {"z": enc.encode([render_styled(sp, n_frames, size, "real", 3 * 10**6 + k)
+                                                     for k, sp in enumerate(specs)])},
+                           cache_dir=cache_dir, log=log)["z"]
+    else:
+        video_source = t2v.record()
+        z = cached_latents({"what": "train_system", "generator": t2v.record(), "encoder": enc.record(), "captions": h},
+                           lambda: {"z": enc.encode(t2v.generate(caps, seed=0))}, cache_dir=cache_dir, log=log)["z"]
     e = cached_latents({"what": "minilm", "captions": h}, lambda: {"e": embed_captions(caps)}, cache_dir=cache_dir,
                        log=log)["e"]
     train(TrainData(caps, z, e), cfg, out, log=log, force=force,
-          extra={"generator": t2v.record(), "latent_encoder": enc.record(), "n_captions": len(caps)})
+          extra={"generator": video_source, "latent_encoder": enc.record(),
+                 "n_captions": len(caps)})
     return Path(out) / "model.pt"
 
 
@@ -129,16 +150,35 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
         pred = json.loads(p.read_text())
     if isinstance(pred, list):
         pred = {str(r["image_id"]): r["caption"] for r in pred}
-    refs = references
+    refs, specs = references, None
     if isinstance(references, (str, Path)) and str(references).endswith(".jsonl"):
         from vlgap.data.manifest import read_manifest
 
         try:
             m = read_manifest(references)
             refs = {it.id: list(it.captions) for it in m.items}
+            specs = scene_specs(m)
         except VlgapError:
             refs = references  # a JSONL references file, read by the caption metrics
-    return score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed)
+    res = score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed)
+    if specs is not None:  # shapes-world videos: also the grounded per-attribute accuracy
+        from vlgap.wsv.evaluate import grounded_score
+
+        res["attributes"] = grounded_score(pred, specs, n_bootstrap=n_bootstrap, seed=seed)
+    return res
+
+
+def scene_specs(manifest) -> dict[str, Any] | None:
+    """{item id: SceneSpec} when every item of a manifest carries its scene spec (meta.spec, as shapes-world
+    manifests do), else None (real videos: no grounded score)."""
+    from vlgap.data.shapes import SceneSpec
+
+    if not manifest.items or any("spec" not in it.meta for it in manifest.items):
+        return None
+    try:
+        return {it.id: SceneSpec.from_dict(it.meta["spec"]) for it in manifest.items}
+    except (KeyError, TypeError, ValueError, VlgapError) as exc:
+        raise VlgapError(f"manifest: an item's meta.spec is not a shapes-world scene spec ({exc})") from None
 
 
 def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: int = 500, n_bootstrap: int = 500,
