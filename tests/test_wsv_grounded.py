@@ -167,3 +167,26 @@ def test_demo_reproduces_the_documented_seed0_cells(tmp_path):
         assert demo["predictions"] == doc["predictions"], s
         assert demo["scores"]["CIDEr"]["score"] == doc["scores"]["CIDEr"]["score"], s
         assert demo["scores"]["attributes"]["mean"] == doc["scores"]["attributes"]["mean"], s
+
+
+def test_wsv_eval_reports_attribute_accuracy_for_manifests_with_specs(tmp_path):
+    from typer.testing import CliRunner
+
+    from vlgap.cli import app
+    from vlgap.data.shapes import write_manifest_lines
+
+    items = [{"id": k, "video": f"{k}.mp4", "captions": ["The purple triangle shrinks, then the blue heart turns red."],
+              "meta": {"spec": SPEC.to_dict()}} for k in CAPTIONS]
+    write_manifest_lines(tmp_path / "m.jsonl", items)
+    (tmp_path / "p.json").write_text(json.dumps([{"image_id": k, "caption": c} for k, (c, _) in CAPTIONS.items()]))
+    runner = CliRunner()
+    r = runner.invoke(app, ["wsv", "eval", str(tmp_path / "p.json"), str(tmp_path / "m.jsonl"), "--json",
+                            "--bootstrap", "0", "--metrics", "bleu,cider"])
+    assert r.exit_code == 0, r.output
+    att = json.loads(r.stdout)["attributes"]
+    assert [att[a]["accuracy"] for a in ("shape", "colour", "background", "events")] == pytest.approx(
+        [0.4, 0.4, 0.2, 0.2])
+    r = runner.invoke(app, ["wsv", "eval", str(tmp_path / "p.json"), str(tmp_path / "m.jsonl"), "--bootstrap", "0",
+                            "--metrics", "cider"])
+    assert r.exit_code == 0, r.output
+    assert "attribute accuracy" in r.output and "unread 0.60" in r.output

@@ -84,12 +84,16 @@ def eval_cmd(
     references: Path = typer.Argument(..., help="The manifest (its captions are the references) or a coco "
                                                 "annotations / JSONL references file."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
 ):
-    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions."""
+    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions; for
+    shapes-world manifests (scene specs in meta.spec) also the per-attribute accuracy of the captions read
+    back into scene specs (shape, colour, background, events; unstated = wrong)."""
     from vlgap.wsv.api import evaluate_predictions
 
-    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed)
+    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed,
+                               metrics=metrics.split(",") if metrics else None)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
         return
