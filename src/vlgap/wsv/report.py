@@ -48,6 +48,33 @@ def _thumbs(videos: list[np.ndarray], path: Path) -> None:
     plt.close(fig)
 
 
+def loss_curve_figure(summary: dict, path: str | Path) -> Path:
+    """The caption stage's training loss (mean over seeds, per 1/20 of the steps) of every row, one line each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vlgap.probe.report import _save
+    from vlgap.wsv.experiment import system_label
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for r in summary["rows"]:
+        curve = r.get("loss", {}).get("caption", {}).get("curve_mean_over_seeds")
+        if curve:
+            gen = "" if r["system"] == "oracle" else f" ({r['generator']} generator)"
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".", label=system_label(r["system"]) + gen)
+    ax.set_xlabel("caption-stage step")
+    ax.set_ylabel("training loss (nats per token)")
+    ax.set_title(f"Caption-stage loss, mean over {max((r['n_seeds'] for r in summary['rows']), default=0)} seeds")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
 def _hygiene_words(h: dict) -> str:
     return (f"{h['id_overlap']} shared scene ids, {h['exact_text_overlap_after_removal']} training captions equal to an "
             f"evaluation reference (after removing {h['train_captions_identical_to_eval_references_removed']}), "
@@ -118,8 +145,9 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
     show = prep.eval_ids[:n_show]
     videos = [render_styled(spec, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
               for j, spec in enumerate(prep.eval_specs[:n_show])]
-    rel = "wsv/thumbnails.png"
+    rel, rel_loss = "wsv/thumbnails.png", "wsv/loss_curves.png"
     _thumbs(videos, run_dir / rel)
+    loss_curve_figure(summary, run_dir / rel_loss)
 
     def captioned(s: str, i: str) -> str:
         att = cells[s]["scores"]["attributes"]["per_item"][i]
@@ -144,11 +172,13 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
             f"attribute scores.</p>"
             f"<img src='{rel}' alt='evaluation video thumbnails' style='max-width:360px'>"
             f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{summary_html(summary)}"
+            f"<img src='{rel_loss}' alt='caption-stage training loss curves' style='max-width:560px'>"
             f"<p>Wall time {time.perf_counter() - t0:.0f} s.</p>")
-    write_section(run_dir, "wsv", "Text-only video captioning (WSV demo)", body, [rel])
+    write_section(run_dir, "wsv", "Text-only video captioning (WSV demo)", body, [rel, rel_loss])
     page = run_dir / "wsv" / "index.html"
     atomic_write_text(page, "<!doctype html><meta charset='utf-8'><title>WSV demo</title>"
                       "<style>table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
                       "padding:3px 6px;vertical-align:top}</style>"
-                      + body.replace(f"src='{rel}'", "src='thumbnails.png'"))
+                      + body.replace(f"src='{rel}'", "src='thumbnails.png'").replace(f"src='{rel_loss}'",
+                                                                                   "src='loss_curves.png'"))
     return page
