@@ -212,3 +212,15 @@ def test_wsv_eval_reports_attribute_accuracy_for_manifests_with_specs(tmp_path):
                             "--metrics", "cider"])
     assert r.exit_code == 0, r.output
     assert "attribute accuracy" in r.output and "unread 0.60" in r.output
+
+
+def test_experiment_rows_with_another_lm_are_named_and_checked():
+    from vlgap.wsv.experiment import ExperimentConfig, split_system, system_label
+
+    assert split_system("wsv+smollm2") == ("wsv", {"lm": "smollm2"})
+    assert split_system("text_only+hf:/models/gpt2") == ("text_only", {"lm": "/models/gpt2"})
+    assert split_system("oracle") == ("oracle", {})
+    assert system_label("wsv+smollm2") == "WSV-offline, LM smollm2 + LoRA"
+    assert ExperimentConfig(systems=("wsv", "wsv+smollm2")).systems == ("wsv", "wsv+smollm2")
+    with pytest.raises(VlgapError, match=r"--systems: unknown \['nope\+smollm2'\].*SYSTEM\+smollm2"):
+        ExperimentConfig(systems=("nope+smollm2",))
