@@ -6,9 +6,15 @@ scene (text only: the scenes' videos are never rendered for training). Each capt
 text-to-video generator (caption reader + renderer in the generator's style) into a synthetic video and
 its latent. Evaluation: other scenes (disjoint by id and by exact caption text, both checked and
 reported) rendered in the "real" style, scored against their ten captions. Unlabelled real latents (a
-third disjoint scene set) feed only the polisher's optional distribution term. Every cell's result is
-written atomically to cells/<generator>-<system>-s<seed>.json; a re-run skips finished cells, and an
-unfinished cell resumes from its checkpoint.
+third disjoint scene set) feed only the polisher's optional distribution term. The supervised oracle
+ceiling learns from the corpus captions paired with their own scenes rendered in the evaluation style
+(never an evaluation scene: checked in hygiene.json); the chance floor gives each evaluation video a
+random training caption. Every cell is scored with the caption metrics and the grounded per-attribute
+accuracy (each caption read back into a scene spec and checked against the video's true spec) and keeps
+its per-stage loss curves; the summary places each text-only system between chance and the oracle.
+Every cell's result is written atomically to cells/<generator>-<system>-s<seed>.json (the floor:
+cells/chance-s<seed>.json); a re-run skips finished cells, and an unfinished cell resumes from its
+checkpoint.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
-"""`vlgap wsv demo`: one seed of WSV-offline and the text-only baseline on the embedded default, written
-as a report section (sample captions next to video thumbnails, score table, falsifier) under a run dir."""
+"""`vlgap wsv demo`: seed 0 of the documented experiment's WSV-offline, text-only and oracle cells and the
+chance floor, written as a report section and a standalone HTML page (a paragraph in words, sample
+captions with their attribute scores next to video thumbnails, the summary's tables as HTML tables, the
+loss-curve figure) under a run dir."""
 from __future__ import annotations
 
 import html
