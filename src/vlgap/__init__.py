@@ -124,6 +124,7 @@ _API = {
     "wsv_demo": "vlgap.wsv.report:run_demo",
     "wsv_experiment": "vlgap.wsv.experiment:run_experiment",
     "wsv_latent_gap": "vlgap.wsv.evaluate:latent_gap",
+    "wsv_grounded_score": "vlgap.wsv.evaluate:grounded_score",
 }
 
 __all__ = sorted(_API) + ["__version__"]

@@ -50,7 +50,8 @@ def _threads(n: Optional[int]) -> None:
 @wsv_app.command("train")
 def train_cmd(
     out: Path = typer.Option(..., "--out", help="Folder for checkpoint.pt (resumed if present) and model.pt."),
-    system: str = typer.Option("wsv", help="wsv | wsv_mmd | no_polisher | frozen_lm | text_only"),
+    system: str = typer.Option("wsv", help="wsv | wsv_mmd | no_polisher | frozen_lm | text_only | oracle (the "
+                                           "supervised ceiling: paired real-style videos of the default corpus)"),
     seed: int = typer.Option(0, help="Training seed."),
     corpus: Optional[Path] = typer.Option(None, help="Captions, one per line (default: the shapes world's "
                                                      "captions of --n-train scenes)."),
@@ -119,12 +120,16 @@ def eval_cmd(
     references: Path = typer.Argument(..., help="The manifest (its captions are the references) or a coco "
                                                 "annotations / JSONL references file."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
 ):
-    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions."""
+    """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions; for
+    shapes-world manifests (scene specs in meta.spec) also the per-attribute accuracy of the captions read
+    back into scene specs (shape, colour, background, events; unstated = wrong)."""
     from vlgap.wsv.api import evaluate_predictions
 
-    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed)
+    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed,
+                               metrics=metrics.split(",") if metrics else None)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
         return
@@ -132,6 +137,13 @@ def eval_cmd(
         if k in res:
             console.print(f"{k:8s} {number(res[k]['score'])}  {interval(res[k].get('ci'))}")
     console.print(f"n = {res['n']}, distinct captions {res['distinct']['share']:.2f}")
+    if "attributes" in res:  # shapes-world references: the captions read back and checked against the true specs
+        att = res["attributes"]
+        console.print(f"attribute accuracy (caption read back into a scene spec, vs the video's true spec; "
+                      f"unstated = wrong), n = {att['n']}:")
+        for k in ("shape", "colour", "background", "events", "mean"):
+            unread = f"  unread {att[k]['unread_share']:.2f}" if "unread_share" in att[k] else ""
+            console.print(f"  {k:10s} {number(att[k]['accuracy'])}  {interval(att[k].get('ci'))}{unread}")
 
 
 @wsv_app.command("gap")
@@ -173,13 +185,16 @@ def gap_cmd(
 @wsv_app.command("demo")
 def demo_cmd(
     run_dir: Path = typer.Option(Path("runs/wsv-demo"), "--run-dir"),
-    threads: Optional[int] = typer.Option(2), cache_dir: Optional[Path] = typer.Option(None),
+    threads: Optional[int] = typer.Option(1, help="torch threads per worker."),
+    workers: int = typer.Option(2, help="Processes training the demo's cells side by side."),
+    cache_dir: Optional[Path] = typer.Option(None),
 ):
-    """One seed of WSV-offline and the text-only baseline on the embedded default; writes a report section."""
+    """Seed 0 of the documented experiment's WSV-offline, text-only and oracle cells, and the chance floor;
+    writes a report section and a standalone page."""
     from vlgap.wsv.report import run_demo
 
     _threads(threads)
-    path = run_demo(run_dir, cache_dir=cache_dir, log=_log)
+    path = run_demo(run_dir, cache_dir=cache_dir, workers=workers, log=_log)
     console.print(f"report: {path}")
 
 
@@ -196,21 +211,32 @@ def _seeds(text: str) -> list[int]:
     return vals
 
 
+from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS as _XD  # noqa: E402  (the documented experiment)
+
+_XT = _XD["train"]
+
+
 @wsv_app.command("experiment")
 def experiment_cmd(
     out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
-    seeds: str = typer.Option("0,1,2", help="Training seeds."),
-    n_train: int = typer.Option(80, help="Training scenes (x 10 captions)."),
-    n_eval: int = typer.Option(60, help="Held-out real-style scenes."),
-    n_unlabelled: int = typer.Option(20, help="Unlabelled real-style scenes (wsv_mmd only)."),
-    caption_steps: int = typer.Option(400), head_steps: int = typer.Option(150),
-    polisher_steps: int = typer.Option(150), lm_pretrain_steps: int = typer.Option(200),
-    lm_dim: int = typer.Option(64), lm_layers: int = typer.Option(2), prompter_dim: int = typer.Option(32),
-    bootstrap: int = typer.Option(300, "--bootstrap"), permutations: int = typer.Option(300, "--permutations"),
-    systems: str = typer.Option("wsv,no_polisher,frozen_lm,text_only"),
-    generators: str = typer.Option("synthetic,real", help="Generator render styles; systems after the first "
-                                                          "generator: --second-systems."),
-    second_systems: str = typer.Option("wsv"),
+    seeds: str = typer.Option(",".join(map(str, _XD["seeds"])), help="Training seeds."),
+    n_train: int = typer.Option(_XD["n_train"], help="Training scenes (x 10 captions)."),
+    n_eval: int = typer.Option(_XD["n_eval"], help="Held-out real-style scenes."),
+    n_unlabelled: int = typer.Option(_XD["n_unlabelled"], help="Unlabelled real-style scenes (wsv_mmd only)."),
+    caption_steps: int = typer.Option(_XT["caption_steps"]), head_steps: int = typer.Option(_XT["head_steps"]),
+    polisher_steps: int = typer.Option(_XT["polisher_steps"]),
+    lm_pretrain_steps: int = typer.Option(_XT["lm_pretrain_steps"]),
+    lm_dim: int = typer.Option(_XT["lm_dim"]), lm_layers: int = typer.Option(_XT["lm_layers"]),
+    prompter_dim: int = typer.Option(_XT["prompter_dim"]),
+    bootstrap: int = typer.Option(_XD["n_bootstrap"], "--bootstrap"),
+    permutations: int = typer.Option(_XD["n_permutations"], "--permutations"),
+    systems: str = typer.Option(",".join(_XD["systems"]),
+                                help="Systems (wsv, wsv_mmd, no_polisher, frozen_lm, text_only, oracle), each "
+                                     "optionally with another LM: SYSTEM+smollm2 (SmolLM2-135M + LoRA) or "
+                                     "SYSTEM+hf:FOLDER. The chance floor is always added."),
+    generators: str = typer.Option(",".join(_XD["generators"]),
+                                   help="Generator render styles; systems after the first generator: --second-systems."),
+    second_systems: str = typer.Option(",".join(_XD["second_generator_systems"])),
     generator: str = typer.Option("shapes", "--generator", help=GENERATOR_HELP + " With shapes, --generators "
                                   "names its render styles; with diffusers, one name for the cells (default diffusers)."),
     latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
@@ -236,18 +262,18 @@ def experiment_cmd(
     parts = {k: v for k, v in (("generator", generator), ("latents", latents), ("video_text", video_text),
                                ("generator_steps", generator_steps))
              if v != {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}[k]}
-    if generator != "shapes" and generators == "synthetic,real":  # one generator given: its cells' name
+    if generator != "shapes" and generators == ",".join(_XD["generators"]):  # one generator given: its cells' name
         generators = generator.removeprefix("shapes:") if generator.startswith("shapes:") else "diffusers"
     lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype))
                   if v != {"lm": "scratch", "lora_r": None, "dtype": "float32"}[k]}
     cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
                            n_frames=n_frames, size=size, parts=parts,
-                           n_permutations=permutations, c2st_permutations=30,
+                           n_permutations=permutations, c2st_permutations=_XD["c2st_permutations"],
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
-                                      prompter_dim=prompter_dim, checkpoint_every=50, **lm_options))
+                                      prompter_dim=prompter_dim, checkpoint_every=_XT["checkpoint_every"], **lm_options))
     from vlgap.counts import check_count
 
     check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)

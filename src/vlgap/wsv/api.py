@@ -17,13 +17,18 @@ def _quiet(msg: str) -> None:
 
 def default_corpus(n_train: int = 150, world_seed: int = 0) -> list[str]:
     """The shapes world's ten captions of each of n_train scenes (the experiment's training scenes)."""
+    return [c for c, _ in default_corpus_with_specs(n_train, world_seed)]
+
+
+def default_corpus_with_specs(n_train: int = 150, world_seed: int = 0) -> list[tuple[str, Any]]:
+    """(caption, its scene's spec) for the default corpus: the pairs the supervised oracle learns from."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
 
     out = []
     for i in range(n_train):
         rng = item_rng(world_seed * 1000, i)
         spec = sample_spec(rng)
-        out += write_captions(spec, int(rng.integers(2**31 - 1)))
+        out += [(c, spec) for c in write_captions(spec, int(rng.integers(2**31 - 1)))]
     return out
 
 
@@ -52,7 +57,11 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
     `video_text` latent-tower | clip:<hub id or folder>; `lm` scratch | smollm2 | hf:<hub id or folder>
     (`lora_r` > 0: LoRA, default 0 for hf: = every weight trains). `device` / `dtype` apply to every model.
     `ray` ("auto" or a cluster address) / `ray_workers`: a diffusers generator's missing latents are made
-    on Ray actors (vlgap.distributed.wsv), bit-identical to this process's."""
+    on Ray actors (vlgap.distributed.wsv), bit-identical to this process's.
+
+    `system="oracle"` (the supervised ceiling) uses no generator: each default-corpus caption is paired
+    with its own scene rendered in the "real" style, encoded by the latent encoder (a caption file or a
+    non-shapes generator is refused: there are no paired videos for them)."""
     from vlgap.counts import check_count
     from vlgap.wsv.parts import build_parts, generated_latents, text_embeddings
     from vlgap.wsv.train import TrainData, WSVConfig, train
@@ -64,6 +73,14 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
     kind = "latent-tower" if video_text == "latent-tower" else "clip"
     cfg = WSVConfig(system=system, seed=seed, lm=lm, lora_r=lora_r, video_text=kind, dtype=dtype,
                     **overrides)  # settings checked before any work
+    if system == "oracle":
+        if corpus is not None:
+            raise VlgapError("--system oracle learns from paired videos and captions; a caption file has no videos: "
+                             "leave out --corpus (the oracle renders each default-corpus caption's own scene)")
+        if not generator.startswith("shapes") and generator not in _shapes_styles():
+            raise VlgapError(f"--system oracle learns from the shapes world's paired real-style videos, not from a "
+                             f"generator: with --generator {generator} it would need paired real videos of the corpus, "
+                             "which train does not take; use --generator shapes (any --latents)")
     caps = read_corpus(corpus) if isinstance(corpus, (str, Path)) else (list(corpus) if corpus is not None
                                                                          else default_corpus(n_train))
     if not caps:
@@ -72,16 +89,50 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
                         generator_steps=generator_steps, device=device, dtype=dtype)
     log(f"parts: generator {parts.generator.spec}, latents {parts.encoder.spec}, video-text {parts.video_text.spec}, "
         f"lm {lm}, device {device}, dtype {dtype}")
-    z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache_dir, log=log, ray=ray,
-                          ray_workers=ray_workers)
-    e = text_embeddings(parts.video_text, caps, cache_dir=cache_dir, log=log)
     record = parts.record()
+    if system == "oracle":  # the supervised ceiling: each caption's own scene in the evaluation ("real") style
+        z, record["generator"] = _paired_latents(parts.encoder, caps, n_train, size, cache_dir, log)
+        if ray:
+            log("oracle: --ray unused (no generator: the paired videos are rendered in this process)")
+    else:
+        z = generated_latents(parts.generator, parts.encoder, caps, seed=0, cache_dir=cache_dir, log=log, ray=ray,
+                              ray_workers=ray_workers)
+    e = text_embeddings(parts.video_text, caps, cache_dir=cache_dir, log=log)
     extra = {"parts": record, "n_captions": len(caps), "device": device}
-    if hasattr(parts.generator, "t2v"):  # the fields older readers look for
+    if system == "oracle":
+        extra["generator"] = record["generator"]
+    elif hasattr(parts.generator, "t2v"):  # the fields older readers look for
         extra["generator"] = parts.generator.t2v.record()
     train(TrainData(caps, z, e, parts=record), cfg, out, log=log, force=force, extra=extra,
           video_text=None if kind == "latent-tower" else parts.video_text, device=parts.encoder.device)
     return Path(out) / "model.pt"
+
+
+def _shapes_styles() -> tuple[str, ...]:
+    from vlgap.wsv.generate import available_styles
+
+    return available_styles()
+
+
+def _paired_latents(encoder, caps: list[str], n_train: int, size: int, cache_dir, log) -> tuple[np.ndarray, dict]:
+    """The oracle's supervision: latents of each default-corpus caption's own scene rendered in the "real"
+    style (a fresh style seed per caption), through `encoder`, cached; and the record of that video source.
+    The key is the one the documented experiment's oracle used (MobileNet latents at float32 keep it)."""
+    import hashlib
+
+    from vlgap.wsv.generate import render_styled
+    from vlgap.wsv.latents import cached_latents
+
+    n_frames = encoder.n_frames or 16  # a video VAE's own frame count (k*m+1), else 16
+    specs = [sp for _, sp in default_corpus_with_specs(n_train)]
+    h = hashlib.sha256("\n".join(caps).encode()).hexdigest()[:16]
+    video_source = {"generator": "none: paired videos of the captions' own scenes", "style": "real",
+                    "n_frames": n_frames, "size": size}
+    z = cached_latents({"what": "train_system_paired", **video_source, "encoder": encoder.record(), "captions": h},
+                       lambda: {"z": encoder.encode([render_styled(sp, n_frames, size, "real", 3 * 10**6 + k)
+                                                     for k, sp in enumerate(specs)])},
+                       cache_dir=cache_dir, log=log)["z"]
+    return z, video_source
 
 
 def manifest_latents(manifest: str | Path, n_frames: int = 16, size: int = 64,
@@ -133,6 +184,9 @@ def load_with_parts(model: str | Path, *, generator: str | None = None, latents:
     n_frames, size = lat.get("n_frames"), lat.get("size") or lat.get("image_size") or 64
     gen = None
     if with_generator:
+        if "spec" not in grec:  # the oracle: trained on paired videos, it has no generator of its own
+            raise VlgapError(f"{model} was trained without a generator ({grec.get('generator', 'no record')}); the "
+                             "falsifier needs a model trained from generated latents (e.g. --system wsv)")
         steps = (grec.get("call") or {}).get("num_inference_steps", 50)
         gen = build_generator(generator or grec["spec"], n_frames=grec.get("n_frames") or n_frames,
                               size=grec.get("size") or size, steps=steps, device=device, dtype=dtype)
@@ -171,8 +225,10 @@ def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | 
 
 
 def evaluate_predictions(predictions: str | Path | Any, references: str | Path | Any, *, n_bootstrap: int = 1000,
-                         seed: int = 0) -> dict[str, Any]:
-    """Caption metrics with intervals; references may be a manifest (its captions)."""
+                         seed: int = 0, metrics: list[str] | None = None) -> dict[str, Any]:
+    """Caption metrics with intervals (`metrics`: vlgap.captions names, default all coco-caption ones);
+    references may be a manifest (its captions; with scene specs in meta.spec, as shapes-world manifests
+    have, also the grounded per-attribute accuracy under "attributes")."""
     from vlgap.counts import check_count
     from vlgap.wsv.evaluate import score_captions
 
@@ -185,16 +241,35 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
         pred = json.loads(p.read_text())
     if isinstance(pred, list):
         pred = {str(r["image_id"]): r["caption"] for r in pred}
-    refs = references
+    refs, specs = references, None
     if isinstance(references, (str, Path)) and str(references).endswith(".jsonl"):
         from vlgap.data.manifest import read_manifest
 
         try:
             m = read_manifest(references)
             refs = {it.id: list(it.captions) for it in m.items}
+            specs = scene_specs(m)
         except VlgapError:
             refs = references  # a JSONL references file, read by the caption metrics
-    return score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed)
+    res = score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed, metrics=metrics)
+    if specs is not None:  # shapes-world videos: also the grounded per-attribute accuracy
+        from vlgap.wsv.evaluate import grounded_score
+
+        res["attributes"] = grounded_score(pred, specs, n_bootstrap=n_bootstrap, seed=seed)
+    return res
+
+
+def scene_specs(manifest) -> dict[str, Any] | None:
+    """{item id: SceneSpec} when every item of a manifest carries its scene spec (meta.spec, as shapes-world
+    manifests do), else None (real videos: no grounded score)."""
+    from vlgap.data.shapes import SceneSpec
+
+    if not manifest.items or any("spec" not in it.meta for it in manifest.items):
+        return None
+    try:
+        return {it.id: SceneSpec.from_dict(it.meta["spec"]) for it in manifest.items}
+    except (KeyError, TypeError, ValueError, VlgapError) as exc:
+        raise VlgapError(f"manifest: an item's meta.spec is not a shapes-world scene spec ({exc})") from None
 
 
 def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: int = 500, n_bootstrap: int = 500,

@@ -29,14 +29,19 @@ def distinct_share(captions: Sequence[str]) -> float:
 
 
 def score_captions(pred: dict[str, str], refs: dict[str, list[str]], *, n_bootstrap: int = 1000,
-                   seed: int = 0, metrics: Sequence[str] | None = None) -> dict[str, Any]:
-    """{"BLEU-1".."BLEU-4", "METEOR", "ROUGE-L", "CIDEr": {"score", "ci"}, "n", "distinct": {...}}."""
+                   seed: int = 0, metrics: Sequence[str] | None = None, keep_empty: bool = False) -> dict[str, Any]:
+    """{"BLEU-1".."BLEU-4", "METEOR", "ROUGE-L", "CIDEr": {"score", "ci"}, "n", "distinct": {...},
+    "n_empty"}. keep_empty: score an empty caption as the empty string (a captioner that says nothing scores
+    0 on it; the experiment's captioners may); otherwise an empty prediction is an error."""
     from vlgap.captions.evaluate import caption_eval
 
     kw = "n_bootstrap" if "n_bootstrap" in inspect.signature(caption_eval).parameters else "bootstrap"
-    res = caption_eval(pred, refs, metrics=list(metrics) if metrics else None, seed=seed, **{kw: n_bootstrap})
+    extra = {"on_empty": "keep"} if keep_empty else {}
+    res = caption_eval(pred, refs, metrics=list(metrics) if metrics else None, seed=seed, **{kw: n_bootstrap},
+                       **extra)
     preds = list(pred.values())
     res["distinct"] = {"share": distinct_share(preds), "n_distinct": len(set(preds)), "n": len(preds)}
+    res["n_empty"] = sum(not p.strip() for p in preds)
     return res
 
 
@@ -81,4 +86,104 @@ def latent_gap(real: np.ndarray, raw: np.ndarray, polished: np.ndarray | None, *
            "fd_space": "latent averaged over height and width (C*F dims)",
            "c2st_space": "latent averaged over height and width (C*F dims), 5-fold logistic regression",
            "mmd_space": "flattened latent (C*F*H*W dims), RBF kernel, median-heuristic bandwidth"}
+    return out
+
+
+# ---- grounded score: what a caption says about the video, read back and checked against its true spec ----
+
+ATTRIBUTES = ("shape", "colour", "background", "events")
+
+
+def _event_key(kind: str, shape: str, direction: str | None, colour: str | None) -> tuple:
+    """What identifies an event in a caption: its kind and shape, plus the direction of a move and the new
+    colour of a recolour (timing is not compared: captions rarely state it)."""
+    return (kind, shape, direction if kind == "move" else None, colour if kind == "recolor" else None)
+
+
+def _matched_share(n_matched: int, n_stated: int, n_true: int) -> float:
+    """matched / max(stated, true): 1 only when the caption names exactly the true items; every missing or
+    extra item costs the same."""
+    return n_matched / max(n_stated, n_true, 1)
+
+
+def attribute_scores(stated: dict | None, spec) -> dict[str, tuple[float, bool]]:
+    """{attribute: (score in [0, 1], stated?)} of one caption against one video's true SceneSpec.
+
+    `stated` is `Reading.stated` (None: the reader could not read the caption: everything unread).
+    shape: matched shapes / max(named, true). colour: named true shapes whose colour the caption gets right
+    (a colour it gives the shape is its start or its end colour, or its end-state colour is the end colour:
+    "a red heart" fits a heart that turns red), / max(named, true). background: 1 if named
+    and right. events: multiset match of (kind, shape, direction of a move, new colour of a recolour),
+    / max(stated, true). An attribute the caption does not state scores 0 and counts as unread."""
+    stated = stated or {"background": None, "shapes": {}, "events": []}
+    true_shapes = {o.shape: o for o in spec.objects}
+    end_colour = {o.shape: o.colour for o in spec.objects}
+    for e in sorted(spec.events, key=lambda e: e.start):
+        if e.kind == "recolor":
+            end_colour[spec.objects[e.obj].shape] = e.colour
+    named = stated["shapes"]
+    shape_hit = sum(s in true_shapes for s in named)
+    coloured = {s: v for s, v in named.items() if v.get("colour") or v.get("end_colour")}
+    colour_hit = sum(s in true_shapes and (v.get("colour") in (true_shapes[s].colour, end_colour[s])
+                                            or v.get("end_colour") == end_colour[s]) for s, v in coloured.items())
+    true_ev: dict[tuple, int] = {}
+    for e in spec.events:
+        k = _event_key(e.kind, spec.objects[e.obj].shape, e.direction, e.colour)
+        true_ev[k] = true_ev.get(k, 0) + 1
+    said_ev: dict[tuple, int] = {}
+    for e in stated["events"]:
+        k = _event_key(e["kind"], e["shape"], e.get("direction"), e.get("colour"))
+        said_ev[k] = said_ev.get(k, 0) + 1
+    ev_hit = sum(min(n, true_ev.get(k, 0)) for k, n in said_ev.items())
+    n_true = len(true_shapes)
+    return {"shape": (_matched_share(shape_hit, len(named), n_true), bool(named)),
+            "colour": (_matched_share(colour_hit, len(named), n_true), bool(coloured)),
+            "background": (float(stated["background"] is not None and stated["background"] == spec.background),
+                           stated["background"] is not None),
+            "events": (_matched_share(ev_hit, len(stated["events"]), len(spec.events)), bool(stated["events"]))}
+
+
+def _bootstrap_mean_ci(x: np.ndarray, n_bootstrap: int, rng: np.random.Generator,
+                       confidence: float = 0.95) -> list[float] | None:
+    if n_bootstrap <= 0 or len(x) < 2:
+        return None
+    idx = rng.integers(0, len(x), size=(n_bootstrap, len(x)))
+    means = x[idx].mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - confidence) / 2, (1 + confidence) / 2])
+    return [float(lo), float(hi)]
+
+
+def grounded_score(pred: dict[str, str], specs: dict[str, Any], *, n_bootstrap: int = 1000,
+                   seed: int = 0) -> dict[str, Any]:
+    """Per-attribute accuracy of captions against their videos' true scene specs (the shapes world).
+
+    Each caption is read back by `wsv.reader.read_caption`; every attribute's accuracy is the mean over
+    videos of `attribute_scores` with N and a percentile bootstrap 95 % interval over videos, and
+    `unread_share` is the share of videos whose caption does not state that attribute (scored 0). "mean"
+    averages the four attributes per video. Items of `pred` without a spec are an error."""
+    from vlgap.wsv.reader import read_caption
+
+    missing = [i for i in pred if i not in specs]
+    if missing:
+        raise VlgapError(f"grounded score: {len(missing)} captioned videos have no scene spec (e.g. {missing[:3]}); "
+                         "it needs the true spec of every video (shapes-world manifests carry it in meta.spec)")
+    if not pred:
+        raise VlgapError("grounded score: no captions to score")
+    ids = list(pred)
+    per_item, unreadable = {}, 0
+    for i in ids:
+        try:
+            stated = read_caption(pred[i], rng=0).stated
+        except VlgapError:
+            stated, unreadable = None, unreadable + 1
+        per_item[i] = attribute_scores(stated, specs[i])
+    rng = np.random.default_rng(seed)
+    out: dict[str, Any] = {"n": len(ids), "unreadable": unreadable}
+    table = np.array([[per_item[i][a][0] for a in ATTRIBUTES] for i in ids], float)
+    for j, a in enumerate(ATTRIBUTES):
+        out[a] = {"accuracy": float(table[:, j].mean()), "ci": _bootstrap_mean_ci(table[:, j], n_bootstrap, rng),
+                  "n": len(ids), "unread_share": float(np.mean([not per_item[i][a][1] for i in ids]))}
+    mean = table.mean(axis=1)
+    out["mean"] = {"accuracy": float(mean.mean()), "ci": _bootstrap_mean_ci(mean, n_bootstrap, rng), "n": len(ids)}
+    out["per_item"] = {i: {a: per_item[i][a][0] for a in ATTRIBUTES} for i in ids}
     return out

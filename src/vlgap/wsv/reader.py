@@ -124,10 +124,14 @@ class Reading:
     read: list[str]  # facts stated by the text, e.g. "background", "colour of the circle", "event 1: move"
     unread: list[str]  # facts the text left open and the reader sampled
     ignored: list[str] = field(default_factory=list)  # words it did not use
+    # only what the text itself says, before anything is sampled (the grounded score compares this, not the
+    # spec, with a video's true spec): {"background": name | None, "shapes": {shape: {"colour", "end_colour",
+    # "size", "cell"}}, "events": [{"kind", "shape", "direction", "colour"}]}
+    stated: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return {"text": self.text, "spec": self.spec.to_dict(), "read": self.read, "unread": self.unread,
-                "ignored": self.ignored}
+                "ignored": self.ignored, "stated": self.stated}
 
 
 def vocabulary_summary() -> str:
@@ -319,6 +323,13 @@ def _camera(t: str) -> tuple[str | None, str]:
 
 
 def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera) -> Reading:
+    stated = {"background": bg,
+              "shapes": {s: {"colour": o.colour, "end_colour": o.end_colour, "size": o.size,
+                             "cell": list(o.cell) if o.cell else None} for s, o in objs.items()},
+              "events": [{"kind": e.kind, "shape": e.shape, "direction": e.direction, "colour": e.colour}
+                         for e in evs]
+              + [{"kind": "disappear", "shape": s, "direction": None, "colour": None} for s in objs
+                 if nothing_left and not any(e.shape == s and e.kind == "disappear" for e in evs)]}
     read, unread = [], []
     if bg is None:
         photo = rng.random() < 0.5
@@ -398,7 +409,7 @@ def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera) -
         used.update(m.group(0).split())
     ignored = sorted({w for w in re.findall(r"[a-z-]+", t)
                       if w not in _FILLER and w not in used and w not in _VOCAB_WORDS})
-    return Reading(text=text, spec=spec, read=read, unread=unread, ignored=ignored)
+    return Reading(text=text, spec=spec, read=read, unread=unread, ignored=ignored, stated=stated)
 
 
 def _valid_start_cell(mine: list[_Ev], taken, rng) -> tuple[int, int]:

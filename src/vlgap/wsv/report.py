@@ -1,9 +1,10 @@
-"""`vlgap wsv demo`: one seed of WSV-offline and the text-only baseline on the embedded default, written
-as a report section (sample captions next to video thumbnails, score table, falsifier) under a run dir."""
+"""`vlgap wsv demo`: seed 0 of the documented experiment's WSV-offline, text-only and oracle cells and the
+chance floor, written as a report section and a standalone HTML page (a paragraph in words, sample
+captions with their attribute scores next to video thumbnails, the summary's tables as HTML tables, the
+loss-curve figure) under a run dir."""
 from __future__ import annotations
 
 import html
-import json
 import time
 from pathlib import Path
 from typing import Callable
@@ -13,12 +14,20 @@ import numpy as np
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_text
 
-# The demo is seed 0 of the experiment's synthetic-generator WSV and text-only cells: same data sizes and
-# training settings, so after `vlgap wsv experiment` (same cache) its data preparation is all cache hits.
-DEMO = dict(n_train=80, n_eval=60, n_unlabelled=20, seeds=(0,), systems=("wsv", "text_only"),
-            generators=("synthetic",), n_bootstrap=300, n_permutations=300, c2st_permutations=30,
-            train=dict(head_steps=150, polisher_steps=150, lm_pretrain_steps=200, caption_steps=400, lm_dim=64,
-                       lm_layers=2, prompter_dim=32, checkpoint_every=50))
+# The demo is seed 0 of the documented experiment's synthetic-generator WSV, text-only and oracle cells (and
+# the chance floor): the same settings (read from EXPERIMENT_DEFAULTS), so its numbers equal those cells'
+# (tested), and after `vlgap wsv experiment` (same cache) its data preparation is all cache hits.
+DEMO_SYSTEMS = ("wsv", "text_only", "oracle")
+
+
+def demo_config(**overrides):
+    """The demo's ExperimentConfig: the documented experiment restricted to seed 0, the first generator and
+    DEMO_SYSTEMS (overrides: any ExperimentConfig field, e.g. a tiny config in tests)."""
+    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig
+
+    conf = {**EXPERIMENT_DEFAULTS, "seeds": (0,), "systems": DEMO_SYSTEMS,
+            "generators": EXPERIMENT_DEFAULTS["generators"][:1], **overrides}
+    return ExperimentConfig(**conf)
 
 
 def _thumbs(videos: list[np.ndarray], path: Path) -> None:
@@ -41,53 +50,137 @@ def _thumbs(videos: list[np.ndarray], path: Path) -> None:
     plt.close(fig)
 
 
-def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: int = 6,
+def loss_curve_figure(summary: dict, path: str | Path) -> Path:
+    """The caption stage's training loss (mean over seeds, per 1/20 of the steps) of every row, one line each."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from vlgap.probe.report import _save
+    from vlgap.wsv.experiment import system_label
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    for r in summary["rows"]:
+        curve = r.get("loss", {}).get("caption", {}).get("curve_mean_over_seeds")
+        if curve:
+            gen = "" if r["system"] == "oracle" else f" ({r['generator']} generator)"
+            ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".", label=system_label(r["system"]) + gen)
+    ax.set_xlabel("caption-stage step")
+    ax.set_ylabel("training loss (nats per token)")
+    ax.set_title(f"Caption-stage loss, mean over {max((r['n_seeds'] for r in summary['rows']), default=0)} seeds")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = Path(path)
+    _save(fig, path)
+    plt.close(fig)
+    return path
+
+
+def _hygiene_words(h: dict) -> str:
+    return (f"{h['id_overlap']} shared scene ids, {h['exact_text_overlap_after_removal']} training captions equal to an "
+            f"evaluation reference (after removing {h['train_captions_identical_to_eval_references_removed']}), "
+            f"{h.get('oracle_video_scene_specs_equal_to_eval_specs', 0)} oracle training videos showing an evaluation "
+            "scene")
+
+
+def _demo_worker(out: str, cfg, cache_dir, threads: int) -> None:
+    """A second process training the demo's cells (the experiment's workers share a folder by cell locks)."""
+    import torch
+
+    from vlgap.wsv.experiment import run_experiment
+
+    torch.set_num_threads(threads)
+    run_experiment(out, cfg, cache_dir=cache_dir, log=lambda m: None)
+
+
+def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: int = 6, workers: int = 2,
              log: Callable[[str], None] | None = None, **overrides) -> Path:
-    """Run the demo experiment and write RUN_DIR/sections/wsv.json plus RUN_DIR/wsv/index.html."""
+    """Run the demo experiment and write RUN_DIR/sections/wsv.json plus RUN_DIR/wsv/index.html.
+
+    workers: processes training the demo's cells side by side (as `vlgap wsv experiment` workers sharing
+    one folder; each with this process's torch thread count); the cells are the same whatever the number."""
     from vlgap.probe.report import write_section
-    from vlgap.wsv.experiment import SYSTEM_NAMES, ExperimentConfig, _log_default, run_experiment, summary_markdown
+    from vlgap.wsv.experiment import (_cell_key, _log_default, _read_cell, prepare, run_experiment, summary_html,
+                                      system_label)
     from vlgap.wsv.generate import available_styles, render_styled
 
     log = log or _log_default
     run_dir = Path(run_dir)
-    conf = {**DEMO, **overrides}
     if "real" not in available_styles():  # an older renderer: evaluate on the synthetic style and say so
-        conf["eval_style"] = "synthetic"
-    cfg = ExperimentConfig(**conf)
+        overrides = {"eval_style": "synthetic", **overrides}
+    cfg = demo_config(**overrides)
+    from vlgap.counts import check_count
+
+    workers = check_count("workers", workers, 1, flag="--workers", example=2)
     t0 = time.perf_counter()
-    summary = run_experiment(run_dir / "wsv", cfg, cache_dir=cache_dir, log=log)
-    from vlgap.wsv.experiment import prepare
-
     prep = prepare(cfg, cache_dir=cache_dir, log=log)
-    from vlgap.wsv.experiment import _cell_key, _read_cell
+    helpers = []
+    if workers > 1:
+        import multiprocessing
 
+        import torch
+
+        for g in cfg.generators:  # every latent the cells read is made once, here, before the helpers start
+            prep.synth[g]
+        if "oracle" in cfg.systems:
+            prep.paired["real"]
+        ctx = multiprocessing.get_context("spawn")
+        helpers = [ctx.Process(target=_demo_worker, args=(str(run_dir / "wsv"), cfg, cache_dir,
+                                                          torch.get_num_threads())) for _ in range(workers - 1)]
+        for p in helpers:
+            p.start()
+    summary = run_experiment(run_dir / "wsv", cfg, cache_dir=cache_dir, log=log)
+    if helpers:
+        for p in helpers:
+            p.join()
+        if any(p.exitcode != 0 for p in helpers):
+            raise VlgapError(f"a demo worker process failed (exit codes {[p.exitcode for p in helpers]}); rerun "
+                             "`vlgap wsv demo` (finished cells are kept) or use --workers 1 to see its error")
+        summary = run_experiment(run_dir / "wsv", cfg, cache_dir=cache_dir, log=log, summary_only=True)
     g0, s0 = cfg.generators[0], cfg.seeds[0]
     cells = {s: _read_cell(run_dir / "wsv" / "cells" / f"{g0}-{s}-s{s0}.json",
                            _cell_key(cfg, "cell", generator=g0, system=s, seed=s0), log) for s in cfg.systems}
     if any(c is None for c in cells.values()):  # another worker still on it, or removed meanwhile
         raise VlgapError(f"{run_dir / 'wsv' / 'cells'}: a demo cell is missing; rerun `vlgap wsv demo`")
+    n_show = min(n_show, len(prep.eval_ids))
     show = prep.eval_ids[:n_show]
     videos = [render_styled(spec, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
               for j, spec in enumerate(prep.eval_specs[:n_show])]
-    rel = "wsv/thumbnails.png"
+    rel, rel_loss = "wsv/thumbnails.png", "wsv/loss_curves.png"
     _thumbs(videos, run_dir / rel)
+    loss_curve_figure(summary, run_dir / rel_loss)
+
+    def captioned(s: str, i: str) -> str:
+        att = cells[s]["scores"]["attributes"]["per_item"][i]
+        said = ", ".join(f"{k} {v:.2f}" for k, v in att.items())
+        return f"<td>{html.escape(cells[s]['predictions'][i])}<br><small>{html.escape(said)}</small></td>"
+
     rows = []
-    for j, i in enumerate(show):
-        cols = [f"<td>{html.escape(i)}</td>", f"<td>{html.escape(prep.eval_refs[i][0])}</td>"]
-        cols += [f"<td>{html.escape(cells[s]['predictions'][i])}</td>" for s in cfg.systems]
-        rows.append("<tr>" + "".join(cols) + "</tr>")
+    for i in show:
+        rows.append("<tr>" + f"<td>{html.escape(i)}</td><td>{html.escape(prep.eval_refs[i][0])}</td>"
+                    + "".join(captioned(s, i) for s in cfg.systems) + "</tr>")
     head = "<tr><th>video (row of the figure)</th><th>a reference</th>" + "".join(
-        f"<th>{html.escape(SYSTEM_NAMES[s])}</th>" for s in cfg.systems) + "</tr>"
-    md = summary_markdown(summary)
-    body = (f"<p>One seed of WSV-offline and the text-only baseline, trained on {len(prep.corpus)} captions of "
-            f"{cfg.n_train} shapes scenes (text only), evaluated on {cfg.n_eval} held-out scenes rendered in the "
-            f"'{cfg.eval_style}' style (disjoint by id and exact text: {html.escape(json.dumps(prep.hygiene))}). "
-            f"Thumbnails: frames 1, 6, 11, 16 of the first {n_show} evaluation videos, top to bottom.</p>"
+        f"<th>{html.escape(system_label(s))}</th>" for s in cfg.systems) + "</tr>"
+    names = ", ".join(system_label(s) for s in cfg.systems)
+    body = (f"<p>Seed {s0} of the documented experiment's cells for {html.escape(names)}, and the chance floor "
+            f"(each video gets a random training caption). The text-only systems learn from {len(prep.corpus)} "
+            f"captions of {cfg.n_train} shapes scenes and never see a video of them; the oracle ceiling learns from "
+            f"the same captions paired with their own scenes rendered in the '{html.escape(cfg.eval_style)}' style. "
+            f"All are scored on {cfg.n_eval} held-out scenes rendered in that style ({html.escape(_hygiene_words(prep.hygiene))}). "
+            f"Beside CIDEr, each caption is read back into a scene spec and checked against the video's true shape, "
+            f"colour, background and events (an attribute it does not state counts as wrong). Thumbnails: frames "
+            f"1, 6, 11, 16 of the first {n_show} evaluation videos, top to bottom; under each caption its "
+            f"attribute scores.</p>"
             f"<img src='{rel}' alt='evaluation video thumbnails' style='max-width:360px'>"
-            f"<table>{head}{''.join(rows)}</table><pre>{html.escape(md)}</pre>"
+            f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>{summary_html(summary)}"
+            f"<img src='{rel_loss}' alt='caption-stage training loss curves' style='max-width:560px'>"
             f"<p>Wall time {time.perf_counter() - t0:.0f} s.</p>")
-    write_section(run_dir, "wsv", "Text-only video captioning (WSV demo)", body, [rel])
+    write_section(run_dir, "wsv", "Text-only video captioning (WSV demo)", body, [rel, rel_loss])
     page = run_dir / "wsv" / "index.html"
     atomic_write_text(page, "<!doctype html><meta charset='utf-8'><title>WSV demo</title>"
-                      + body.replace(f"src='{rel}'", "src='thumbnails.png'"))
+                      "<style>table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;"
+                      "padding:3px 6px;vertical-align:top}</style>"
+                      + body.replace(f"src='{rel}'", "src='thumbnails.png'").replace(f"src='{rel_loss}'",
+                                                                                   "src='loss_curves.png'"))
     return page

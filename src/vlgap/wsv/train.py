@@ -19,7 +19,9 @@ Systems: "wsv" (polished synthetic latents -> prompter -> LM), "wsv_mmd" (polish
 unlabelled real latents), "no_polisher" (raw synthetic latents), "frozen_lm" (LM pretrained on the
 corpus, then frozen), "text_only" (caption embedding + Gaussian noise -> prefix MLP -> LM, CapDec-style;
 at inference the video tower maps a video into caption-embedding space and DeCap's memory projection
-replaces it by a softmax-weighted mix of training-caption embeddings).
+replaces it by a softmax-weighted mix of training-caption embeddings), "oracle" (the supervised
+ceiling: TrainData.latents are the latents of each caption's own video in the evaluation domain, paired
+data WSV never sees; otherwise the no-polisher captioner).
 """
 from __future__ import annotations
 
@@ -41,10 +43,12 @@ from vlgap.errors import VlgapError
 #: version of checkpoint.pt / model.pt keys: a change makes older checkpoints start over
 WSV_FORMAT = 2
 
-SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only")
+SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only", "oracle")
 STAGES = {"wsv": ("head", "polisher", "caption"), "wsv_mmd": ("head", "polisher", "caption"),
           "no_polisher": ("caption",), "frozen_lm": ("head", "polisher", "lm_pretrain", "caption"),
-          "text_only": ("head", "caption")}
+          "text_only": ("head", "caption"),
+          # supervised ceiling: the same prompter + LM on latents of the captions' own real-style videos
+          "oracle": ("caption",)}
 
 
 @dataclass
