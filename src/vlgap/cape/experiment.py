@@ -41,10 +41,24 @@ class CapeConfig:
     # the prompted rewriter: SmolLM2 few-shot by default (Gemma-3-270M is 2x the parameters and ~2.5x slower
     # per token on these shared CPUs); any other LM via rewriter_model="gemma3_270m" or an HF id/folder
     rewriter_model: str = "smollm2"
-    n_sft_videos: int = 40  # x 3 input kinds = SFT pairs
-    sft_steps: int = 16
-    sft_batch: int = 8
-    sft_lr: float = 2e-3
+    n_sft_videos: int = 40  # x len(sft_input_kinds) = SFT pairs
+    # The PE rewrites two kinds of text: the video model's dense training captions and user prompts. The
+    # paper trains it on concise, detailed and user-style inputs; here the "detailed" kind comes from the
+    # user-side templates, which share no sentence frame with the dataset captioner's dense captions, so
+    # without "dense" (the dataset's own dense captions of the SFT videos, disjoint from the generator's
+    # training videos) the PE never saw the kind of input it rewrites for the DiT.
+    sft_input_kinds: tuple[str, ...] = ("concise", "detailed", "user", "dense")
+    # 16 steps x batch 8 at lr 2e-3 (the first full run) left the PE valid on 46 % of the dense captions
+    # after retries, and 24 x 8 with the dense kind still on 50 % (16-caption sample): its outputs ran on
+    # past the first sentence of the short caption or looped, i.e. the LoRA was undertrained. At the
+    # same compute per sample, batch 4 gives twice the optimizer updates; lr 3e-3 moves the LoRA
+    # further per update (gradients are clipped at norm 1)
+    sft_steps: int = 40
+    sft_batch: int = 4
+    sft_lr: float = 3e-3
+    # prompt + target + EOS of the longest pair: a dense input (<= ~135 SmolLM2 tokens here, and at most
+    # operators.MAX_INPUT_TOKENS = 192 at rewriting time) plus a target (<= ~115)
+    sft_max_length: int = 320
     lora_r: int = 16
     lora_top_layers: int | None = 8
     pe_seed: int = 0
@@ -65,7 +79,10 @@ class CapeConfig:
 
         flags = {"n_test": "--prompts", "n_train_videos": "--train-captions", "sft_steps": "--sft-steps",
                  "n_bootstrap": "--bootstrap", "n_permutations": "--permutations"}
+        if not self.sft_input_kinds or any(k not in W.SFT_KINDS for k in self.sft_input_kinds):
+            raise VlgapError(f"sft_input_kinds {list(self.sft_input_kinds)!r}: give one or more of {list(W.SFT_KINDS)}")
         for name, minimum in (("n_sft_videos", 1), ("sft_steps", 1), ("sft_batch", 1), ("lora_r", 1),
+                              ("sft_max_length", 16),
                               ("n_train_videos", 2), ("n_test", 2), ("gen_batch", 1), ("max_retries", 0),
                               ("n_bootstrap", 0), ("n_permutations", 0), ("gap_permutations", 0),
                               ("gap_bootstrap", 0)):
@@ -147,15 +164,31 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
                 p.unlink()
 
 
+#: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)
+LIBRARY_LOG = "library.log"
+
+
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                    log: Callable[[str], None] = _log, force: bool = False) -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
-    `force`: start over in a folder that holds a run of another configuration (refused otherwise)."""
-    from vlgap.cape import operators as O
+    `force`: start over in a folder that holds a run of another configuration (refused otherwise).
+    The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
+    named in the last progress line."""
+    from vlgap.cape.runlog import library_output_to
 
     cfg = config or CapeConfig()
     out = Path(out_dir)
     claim_cape_folder(out, cfg, force=force, log=log)
+    with library_output_to(out / LIBRARY_LOG) as path:
+        try:
+            return _run_claimed(out, cfg, log)
+        finally:
+            log(f"library output (trainer logs, warnings, progress bars): {path}")
+
+
+def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None]) -> dict[str, Any]:
+    from vlgap.cape import operators as O
+
     atomic_write_json(out / "config.json", {"key": cfg.key(), **asdict(cfg)})
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -164,7 +197,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     sft_videos = W.sample_videos(cfg.n_sft_videos, cfg.seed, cfg.camera_fraction, offset=0)
     train_videos = W.sample_videos(cfg.n_train_videos, cfg.seed, cfg.camera_fraction, offset=100_000)
     test_videos = W.sample_videos(cfg.n_test, cfg.seed, cfg.camera_fraction, offset=200_000)
-    pairs = W.sft_pairs(sft_videos)
+    pairs = W.sft_pairs(sft_videos, tuple(cfg.sft_input_kinds))
     train_texts = [W.dense_source_of(v) for v in train_videos]
     test_prompts = [W.user_prompt(v) for v in test_videos]
     atomic_write_json(out / "data.json", {"sft_pairs": pairs, "train_captions": train_texts,
@@ -186,12 +219,12 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             t0 = time.perf_counter()
             lm = load_lm(cfg.base)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
-                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=cfg.lora_top_layers, max_length=256,
-                          save_every=10)
+                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=cfg.lora_top_layers,
+                          max_length=cfg.sft_max_length, save_every=10)
             log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, LoRA seed {s}")
             info = train_lora(lm.model, lm.tokenizer, pairs, out / "sft" / name, steps=cfg.sft_steps,
                               batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=s, r=cfg.lora_r,
-                              top_layers=cfg.lora_top_layers, log=log, key=key)
+                              top_layers=cfg.lora_top_layers, max_length=cfg.sft_max_length, log=log, key=key)
             info["base_model_hash"] = lm.model_hash
             info["sft_key"] = key
             timings[f"sft_{name}"] = time.perf_counter() - t0
@@ -207,13 +240,14 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             info = _cached(info_path, make, stage_key, log)
         sft[name] = info
 
+    # every LM operator's per-part token budgets are sized from the captioner targets it imitates
+    # (lm.budgets_from_targets, in its own tokenizer's tokens)
+    targets = sorted({t for _x, t in pairs})
+    lm_kw = dict(batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed, budget_targets=targets)
     ops = {
-        "pe": O.anchored_operator("pe", out / "sft" / "pe" / "adapter", base=cfg.base, batch_size=cfg.gen_batch,
-                                  max_retries=cfg.max_retries, seed=cfg.seed),
-        "third": O.anchored_operator("third", out / "sft" / "third" / "adapter", base=cfg.base,
-                                     batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed),
-        "rewriter": O.prompted_operator("rewriter", model=cfg.rewriter_model, batch_size=cfg.gen_batch,
-                                        max_retries=cfg.max_retries, seed=cfg.seed),
+        "pe": O.anchored_operator("pe", out / "sft" / "pe" / "adapter", base=cfg.base, **lm_kw),
+        "third": O.anchored_operator("third", out / "sft" / "third" / "adapter", base=cfg.base, **lm_kw),
+        "rewriter": O.prompted_operator("rewriter", model=cfg.rewriter_model, **lm_kw),
         "template": O.TemplateOperator(),
     }
     rewrites: dict[str, dict[str, list[dict[str, Any]]]] = {}
@@ -232,14 +266,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         if hasattr(op, "_lm"):
             op._lm = None  # free the model before loading the next
 
-    validity = {}
-    for name in ("pe", "third", "rewriter"):
-        for split in rewrites[name]:
-            r = rewrites[name][split]
-            validity[f"{name}/{split}"] = {
-                "n": len(r), "first_try_valid": float(np.mean([x["valid"] and x["retries"] == 0 for x in r])),
-                "valid_after_retries": float(np.mean([x["valid"] for x in r])),
-                "mean_retries": float(np.mean([x["retries"] for x in r]))}
+    validity = validity_by_input_kind(rewrites)
 
     from vlgap.cape.schema import six_part_text
 
@@ -370,8 +397,10 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         "controls": controls,
         "sft": {k: {kk: v[kk] for kk in ("steps", "batch_size", "n_pairs", "seconds", "samples_per_second",
                                          "train_loss", "lora_r", "seed")} | {
+                    "lr": cfg.sft_lr, "input_kinds": list(cfg.sft_input_kinds),
                     "first_loss": v["history"][0]["loss"] if v["history"] else None,
-                    "last_loss": v["history"][-1]["loss"] if v["history"] else None}
+                    "last_loss": v["history"][-1]["loss"] if v["history"] else None,
+                    "loss_curve": [[h["step"], round(h["loss"], 4)] for h in v["history"]]}
                 for k, v in sft.items()},
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "seconds_this_run": round(time.perf_counter() - t_start, 1),
@@ -382,6 +411,35 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     atomic_write_text(out / "report.md", report_markdown(results))
     log(f"done in {results['seconds_this_run']} s; report: {out / 'report.md'}")
     return results
+
+
+#: what each rewrite split holds (the validity table names the input kind, not the split)
+SPLIT_INPUT_KIND = {"test": "pseudo user prompts (held out)", "train": "dense training captions"}
+
+
+def validity_by_input_kind(rewrites: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
+    """Schema validity per operator and input kind ("pe/train" = the PE's rewrites of the dense training
+    captions): n, counts and rates valid at the first (greedy) try and after the sampled retries, mean
+    retries, and why the first tries that failed did ("budget:<part>", "loop:<part>", "schema"; see
+    lm.failure_reason), counted over the outputs that record it."""
+    from collections import Counter
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, splits in rewrites.items():
+        for split, r in splits.items():
+            n = len(r)
+            first = sum(bool(x["valid"]) and int(x["retries"]) == 0 for x in r)
+            after = sum(bool(x["valid"]) for x in r)
+            reasons = Counter(x["reasons"][0] for x in r if x.get("reasons")
+                              and not (x["valid"] and x["retries"] == 0))
+            out[f"{name}/{split}"] = {
+                "operator": name, "split": split, "input_kind": SPLIT_INPUT_KIND.get(split, split), "n": n,
+                "n_first_try_valid": first, "n_valid_after_retries": after,
+                "first_try_valid": first / n if n else float("nan"),
+                "valid_after_retries": after / n if n else float("nan"),
+                "mean_retries": float(np.mean([x["retries"] for x in r])) if n else float("nan"),
+                "first_try_failure_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return out
 
 
 def preset(name: str, **overrides: Any) -> CapeConfig:
