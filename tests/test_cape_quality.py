@@ -198,3 +198,44 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
     assert "SFT pe" in console and lines[-1].endswith(str(run / "library.log"))
     log = (run / "library.log").read_text()
     assert "'loss'" in log and "FutureWarning: stand-in library API is deprecated" in log
+
+
+@pytest.fixture(scope="module")
+def tiny_lm():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from vlgap.cape.lm import LoadedLM
+
+    corpus = []
+    for v in W.sample_videos(30, seed=11):
+        corpus += list(W.inputs_of(v).values()) + [W.target_of(v).to_text()]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<eos>"],
+                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<eos>")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=1024,
+                      initializer_range=0.3, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                      bos_token_id=tok.eos_token_id)
+    return LoadedLM(LlamaForCausalLM(cfg).eval(), tok, "tiny-llama", "tiny-hash")
+
+
+def test_shared_prefix_cache_decodes_as_the_full_prompts(tiny_lm):
+    """The rewriter's few-shot prefix run once and shared through its key/value cache gives the same
+    greedy outputs as the full prompts decoded left-padded (prompts of different lengths: padding sits
+    between prefix and prompt there, before the prefix here)."""
+    from vlgap.cape.lm import _SharedPrefix, generate_six, sft_prompt
+    from vlgap.cape.operators import prompted_prefix
+
+    prefix = prompted_prefix(1)
+    prompts = [sft_prompt(W.user_prompt(v)) for v in W.sample_videos(4, seed=9)]
+    small = {p: 5 for p in PARTS}
+    assert _SharedPrefix(tiny_lm, prefix).batch([p + "Short Caption:" for p in prompts]) is not None
+    shared = generate_six(tiny_lm, prompts, batch_size=4, max_retries=0, budget=small, shared_prefix=prefix)
+    full = generate_six(tiny_lm, [prefix + p for p in prompts], batch_size=4, max_retries=0, budget=small)
+    assert [d.text for d in shared] == [d.text for d in full]
+    assert len({len(p) for p in prompts}) > 1
