@@ -283,66 +283,14 @@ def _parse_checked(text: str, truncated: list[bool], looping: list[bool] | None 
     return six, None
 
 
-class _SharedPrefix:
-    """A text every prompt of a batch starts with (the prompted rewriter's instruction and few-shot
-    examples, ~340 tokens), run through the model once: its key/value cache is copied to each batch row,
-    so a batch does not recompute it per row (most of the rewriter's time on a CPU). Rows are laid out
-    [prefix][padding][prompt] with the padding masked, which equals the left-padded [padding][prefix]
-    [prompt] the model would otherwise see (positions come from the attention mask)."""
-
-    def __init__(self, lm: LoadedLM, text: str):
-        self.lm, self.text = lm, text
-        self.ids = lm.tokenizer.encode(text, add_special_tokens=False)
-        self._cache = None
-
-    def batch(self, texts: Sequence[str]) -> tuple[dict[str, torch.Tensor], Any] | None:
-        """input_ids / attention_mask and a cache for `texts` (each without the prefix); None when the
-        tokenizer merges a token across the prefix's end, so the prefix ids are not shared."""
-        import copy
-
-        tok, model = self.lm.tokenizer, self.lm.model
-        n_prefix = len(self.ids)
-        rows = [tok.encode(self.text + t, add_special_tokens=False) for t in texts]
-        if not n_prefix or any(r[:n_prefix] != self.ids for r in rows):
-            return None
-        tails = [r[n_prefix:] for r in rows]
-        width = n_prefix + max(len(t) for t in tails)
-        ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        ids[:, :n_prefix] = torch.tensor(self.ids)
-        mask[:, :n_prefix] = 1
-        for j, t in enumerate(tails):
-            ids[j, width - len(t):] = torch.tensor(t)
-            mask[j, width - len(t):] = 1
-        if self._cache is None:
-            with torch.inference_mode():
-                prefix = torch.tensor([self.ids], device=model.device)
-                self._cache = model(input_ids=prefix, use_cache=True).past_key_values
-        cache = copy.deepcopy(self._cache)
-        cache.batch_repeat_interleave(len(rows))
-        return {"input_ids": ids.to(model.device), "attention_mask": mask.to(model.device)}, cache
-
-
-def _cache_kwarg(model) -> str:
-    """generate()'s name for a given key/value cache: `cache` in transformers >= 5.24 (where
-    `past_key_values` is deprecated), `past_key_values` before."""
-    import transformers
-    from packaging.version import Version
-
-    return "cache" if Version(transformers.__version__).release >= (5, 24) else "past_key_values"
-
-
 def generate_six(lm: LoadedLM, prompts: Sequence[str], *, batch_size: int = 16, max_retries: int = 2,
                  temperature: float = 0.7, seed: int = 0, budget: dict[str, int] | None = None,
-                 progress: Callable[[int, int], None] | None = None, shared_prefix: str = "") -> list[Decoded]:
+                 progress: Callable[[int, int], None] | None = None) -> list[Decoded]:
     """Label-forced six-part outputs for full prompts (each ending right before 'Short Caption:').
-    Greedy first; outputs that are not valid are re-drawn by sampling up to `max_retries` times.
-    `shared_prefix`: a text before every prompt (instruction, few-shot examples), computed once per call
-    and shared by the batch rows through its key/value cache (`_SharedPrefix`)."""
+    Greedy first; outputs that are not valid are re-drawn by sampling up to `max_retries` times."""
     tok, model = lm.tokenizer, lm.model
     ensure_pad(tok)
     tok.padding_side = "left"
-    shared = _SharedPrefix(lm, shared_prefix) if shared_prefix else None
     results: list[Decoded | None] = [None] * len(prompts)
     reasons: list[list[str]] = [[] for _ in prompts]
     first = f"{LABELS[PARTS[0]]}:"
@@ -353,19 +301,13 @@ def generate_six(lm: LoadedLM, prompts: Sequence[str], *, batch_size: int = 16, 
         for b in range(0, len(todo), batch_size):
             idx = todo[b:b + batch_size]
             texts = [prompts[i] + first for i in idx]
-            laid_out = shared.batch(texts) if shared is not None else None
-            cache: dict[str, Any] = {}
-            if laid_out is not None:
-                enc, cache[_cache_kwarg(model)] = laid_out
-            else:
-                enc = tok([shared_prefix + t for t in texts], return_tensors="pt", padding=True,
-                          add_special_tokens=False)
-                enc = {k: v.to(model.device) for k, v in enc.items()}
+            enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = {k: v.to(model.device) for k, v in enc.items()}
             forcer = LabelForcer(tok, len(idx), budget)
-            kwargs: dict[str, Any] = {"do_sample": False, **cache}
+            kwargs: dict[str, Any] = {"do_sample": False}
             if attempt > 0:
                 torch.manual_seed(seed * 1000 + attempt)
-                kwargs = {"do_sample": True, "temperature": temperature, "top_k": 50, **cache}
+                kwargs = {"do_sample": True, "temperature": temperature, "top_k": 50}
             with torch.inference_mode():
                 out = model.generate(**enc, logits_processor=[forcer], max_new_tokens=forcer.max_new_tokens(),
                                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, **kwargs)

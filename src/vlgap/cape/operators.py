@@ -168,9 +168,9 @@ class LMOperator(Operator):
     def rewrite_batch(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         from vlgap.cape.lm import generate_six, sft_prompt
 
-        prompts = [sft_prompt(t) for t in texts]
+        prompts = [self.prefix + sft_prompt(t) for t in texts]
         dec = generate_six(self.lm, prompts, batch_size=self.batch_size, max_retries=self.max_retries,
-                           seed=self.seed, budget=self.budget, shared_prefix=self.prefix)
+                           seed=self.seed, budget=self.budget)
         return [result_dict(d.six, d.text, d.valid, d.retries, error=d.error, reasons=d.reasons) for d in dec]
 
 
