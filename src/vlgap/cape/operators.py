@@ -123,10 +123,16 @@ class LMOperator(Operator):
 
     def __init__(self, name: str, load: Callable[[], Any], *, prefix: str = "", batch_size: int = 16,
                  max_retries: int = 2, seed: int = 0, model_hash: str | None = None,
-                 budget_targets: Sequence[str] | None = None):
+                 budget_targets: Sequence[str] | None = None, decode_dtype: str | None = None):
         from vlgap.counts import check_count
 
         self.name, self._load, self.prefix = name, load, prefix
+        # the weights' dtype for decoding ("bfloat16", "float32"; None: as loaded). LoRA adapters are
+        # merged in float32 first, then cast. bfloat16 halves the weight bytes each decoding step reads:
+        # 1.85x less CPU time per token on this machine's AVX512-BF16 CPU (SmolLM2-135M, batch 8)
+        if decode_dtype is not None and decode_dtype not in ("bfloat16", "float32", "float16"):
+            raise VlgapError(f"decode dtype {decode_dtype!r}: give bfloat16, float32 or float16")
+        self.decode_dtype = decode_dtype
         # six-part targets the per-part token budgets are sized from (`lm.budgets_from_targets`, in this
         # model's tokens); None: the fixed lm.FIELD_BUDGET
         self.budget_targets = list(budget_targets) if budget_targets else None
@@ -140,7 +146,12 @@ class LMOperator(Operator):
     @property
     def lm(self):
         if self._lm is None:
-            self._lm = self._load()
+            lm = self._load()
+            if self.decode_dtype is not None:
+                import torch
+
+                lm.model.to(getattr(torch, self.decode_dtype))
+            self._lm = lm
         return self._lm
 
     @property
@@ -469,6 +480,8 @@ def rewrite(op: Operator, texts: Sequence[str], *, cache_dir: str | os.PathLike 
     settings = {"max_retries": getattr(op, "max_retries", None), "seed": getattr(op, "seed", None)}
     if getattr(op, "budget", None) is not None:  # decoding budgets change the outputs: part of the key
         settings["budget"] = op.budget
+    if getattr(op, "decode_dtype", None) is not None:  # so does the weights' precision
+        settings["decode_dtype"] = op.decode_dtype
     cache = RewriteCache(cache_dir, op.name, op.model_hash, settings) if cache_dir is not None else None
     todo = [i for i, t in enumerate(texts) if cache is None or cache.get(t) is None]
     todo_unique = list(dict.fromkeys(texts[i] for i in todo))

@@ -48,7 +48,8 @@ def report_markdown(r: dict[str, Any]) -> str:
               "| pair | MMD^2 | 95% CI | p | n |", "|---|---|---|---|---|"]
     notes = []
     for k, m in r["mmd"].items():
-        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'], m.get('ci_reason'))} | {m['p_value']:.3g} | "
+        p = f"{m['p_value']:.3g}" if m.get("p_value") is not None else "n/a (no permutations)"
+        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'], m.get('ci_reason'))} | {p} | "
                      f"{m['n_a']}/{m['n_b']} |")
         note = mmd_note(m)
         if note:

@@ -66,10 +66,11 @@ def train_command(
     base: str = typer.Option("smollm2", "--base", help="Base LM: smollm2, gemma3_270m, HF id or folder."),
     targets: Optional[Path] = typer.Option(None, "--targets", help="JSONL of captioner targets with inputs "
                                                                     "(default: the shapes world)."),
-    n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x3 input kinds) when no --targets."),
-    steps: int = typer.Option(16, "--steps"),
-    batch_size: int = typer.Option(8, "--batch-size"),
-    lr: float = typer.Option(2e-3, "--lr"),
+    n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x4 input kinds: concise, detailed, user "
+                                                      "and the dataset's dense caption) when no --targets."),
+    steps: int = typer.Option(40, "--steps"),
+    batch_size: int = typer.Option(4, "--batch-size"),
+    lr: float = typer.Option(3e-3, "--lr"),
     lora_r: int = typer.Option(16, "--lora-r"),
     top_layers: Optional[int] = typer.Option(8, "--top-layers", help="LoRA on the last N layers only (0: all)."),
     seed: int = typer.Option(0, "--seed"),
@@ -98,7 +99,7 @@ def train_command(
                 raise VlgapError(f"{targets.name}: record {rec['id']!r} has no \"input\" or \"inputs\" to learn from")
             pairs += [(x, rec["target"].to_text()) for x in (ins.values() if isinstance(ins, dict) else ins)]
     else:
-        pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed))
+        pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed), W.SFT_KINDS)  # the experiment's recipe
     lm = load_lm(base)
     key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                   r=lora_r, top_layers=top_layers or None, max_length=256, save_every=10)
@@ -136,7 +137,7 @@ def demo_command(
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (few SFT steps and prompts, one generator seed): about 15 min on a shared CPU."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, bfloat16 decoding)."""
     _run("demo", out, as_json, force=force)
 
 
