@@ -67,7 +67,9 @@ def report_markdown(r: dict[str, Any]) -> str:
     for k, acc in r["per_attribute"].items():
         lines.append(f"| {k} | " + " | ".join(f"{v:.3f}" for v in acc.values()) + " |")
     lines += ["", sft_markdown(r["sft"]),
-              f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s.", ""]
+              f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s."
+              + (f" CPU seconds of the run's process per stage ({r.get('threads')} thread(s)): {r['cpu_s']}."
+                 if r.get("cpu_s") else ""), ""]
     return "\n".join(lines)
 
 
