@@ -97,9 +97,10 @@ def sft_markdown(sft: dict[str, Any]) -> str:
     lines = []
     for k, v in sft.items():
         curve = v.get("loss_curve") or []
-        head = (f"SFT {k} (LoRA r={v['lora_r']}, seed {v['seed']}, {v['steps']} steps x batch {v['batch_size']}"
+        head = (f"SFT {k} (LoRA r={v['lora_r']}" + (f", seed {v['seed']}" if v.get("seed") is not None else "")
+                + f", {v['steps']} steps x batch {v['batch_size']}"
                 + (f", lr {v['lr']:g}" if v.get("lr") is not None else "")
-                + (f", {v['n_pairs']} pairs of inputs {'/'.join(v['input_kinds'])}" if v.get("input_kinds") else "")
+                + (f", {v.get('n_pairs', '?')} pairs of inputs {'/'.join(v['input_kinds'])}" if v.get("input_kinds") else "")
                 + f"): loss {v['first_loss']:.3f} -> {v['last_loss']:.3f}, {v['seconds']} s "
                   f"({v['samples_per_second']} samples/s)")
         lines.append(head + (". Loss per step: " + " ".join(f"{s}:{l:.3f}" for s, l in curve) if curve else ""))
