@@ -198,3 +198,25 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
     assert "SFT pe" in console and lines[-1].endswith(str(run / "library.log"))
     log = (run / "library.log").read_text()
     assert "'loss'" in log and "FutureWarning: stand-in library API is deprecated" in log
+
+
+def test_decode_dtype_casts_the_weights_and_keys_the_cache(tmp_path):
+    from vlgap.cape.lm import LoadedLM
+    from vlgap.cape.operators import LMOperator, TemplateOperator, rewrite
+
+    class Op(LMOperator):
+        uses_lm = False  # prompts counted in words; the rewrites come from the template
+
+        def rewrite_batch(self, texts):
+            return TemplateOperator().rewrite_batch(texts)
+
+    def load():
+        return LoadedLM(torch.nn.Linear(2, 2), None, "m", "same-weights")
+
+    bf16 = Op("pe", load, decode_dtype="bfloat16")
+    assert bf16.lm.model.weight.dtype == torch.bfloat16
+    rewrite(bf16, ["a red ball"], cache_dir=tmp_path)
+    with pytest.raises(VlgapError, match="another operator's results"):  # float32 outputs are not bf16's
+        rewrite(Op("pe", load, decode_dtype="float32"), ["a red ball"], cache_dir=tmp_path)
+    with pytest.raises(VlgapError, match="decode dtype 'int8'"):
+        Op("pe", load, decode_dtype="int8")
