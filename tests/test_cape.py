@@ -378,7 +378,7 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
             return out
 
     def fake_train(model, tok, pairs, out_dir, **kw):
-        assert len(pairs) == 3 * 4
+        assert len(pairs) == len(E.CapeConfig().sft_input_kinds) * 4
         adapter = out_dir / "adapter"  # what the real one leaves: the adapter, sealed under the SFT key
         adapter.mkdir(parents=True, exist_ok=True)
         (adapter / "adapter_model.safetensors").write_bytes(b"stand-in weights")

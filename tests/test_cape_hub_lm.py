@@ -234,10 +234,12 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS[:2]) + "\n")
     common = ["--base", f"hf:{folder}", "--videos", 4, "--steps", 2, "--batch-size", 4, "--lr", 0.05]
-    # the record cape train writes (its stdout also holds the Trainer's own log dicts: issue 21 item 5)
-    _run_cli(monkeypatch, capsys, "cape", "train", "--out", tmp_path / "lora", *common, "--lora-r", 4,
-             "--lora-layers", "top:1", "--lora-modules", "q_proj,v_proj")
+    # stdout is the record cape train writes, as JSON alone: the Trainer's own log dicts go to library.log
+    printed = _run_cli(monkeypatch, capsys, "cape", "train", "--out", tmp_path / "lora", *common, "--lora-r", 4,
+                       "--lora-layers", "top:1", "--lora-modules", "q_proj,v_proj")
     lora = json.loads((tmp_path / "lora" / "sft.json").read_text())
+    assert json.loads(printed) == {k: v for k, v in lora.items() if k != "history"}
+    assert "'loss'" in (tmp_path / "lora" / "library.log").read_text()
     assert lora["full"] is False and lora["saved"] == "adapter" and lora["n_trainable"] == 4 * (32 + 32 + 32 + 16)
     assert (tmp_path / "lora" / "adapter" / "adapter_model.safetensors").is_file()
     _run_cli(monkeypatch, capsys, "cape", "train", "--out", tmp_path / "full", *common, "--full")
@@ -367,9 +369,11 @@ def test_experiment_takes_device_dtype_and_sft_options_and_keeps_older_run_keys(
     from vlgap.cape import experiment as E
 
     cfg = E.CapeConfig()
-    older = {k: v for k, v in asdict(cfg).items() if k not in E.ADDED_LATER}  # what a run folder recorded before
+    # what a run folder recorded before (the published full run also recorded decode_dtype: null)
+    older = {**{k: v for k, v in asdict(cfg).items() if k not in E.ADDED_LATER}, "decode_dtype": None}
     assert cfg.record() == older
     assert cfg.key() == hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()[:12]
+    assert cfg.key() == "720b0ae16f4f"  # the key of the full run in docs/results/cape-experiment.md
     assert E.CapeConfig(dtype="bfloat16").record()["dtype"] == "bfloat16"
     with pytest.raises(VlgapError, match="--lora-layers"):
         E.CapeConfig(lora_layers="top:0")

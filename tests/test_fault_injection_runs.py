@@ -483,7 +483,8 @@ def test_cape_experiment_folder_other_config_refused_and_force_starts_over(tmp_p
     claim_cape_folder(out, CapeConfig(n_test=12), log=lambda m: None)
     (out / "sft" / "pe" / "checkpoints").mkdir(parents=True)  # an HF checkpoint of this configuration
     leftover = old_temporary(out / "rewrites", "pe.json")
-    with pytest.raises(VlgapError, match=r"another configuration \(.*n_test: 12 -> 20.*sft_steps: 16 -> 3"):
+    default_steps = CapeConfig().sft_steps
+    with pytest.raises(VlgapError, match=rf"another configuration \(.*n_test: 12 -> 20.*sft_steps: {default_steps} -> 3"):
         claim_cape_folder(out, CapeConfig(n_test=20, sft_steps=3), log=lambda m: None)
     assert (out / "sft" / "pe" / "checkpoints").is_dir()  # a refusal touches nothing
     claim_cape_folder(out, CapeConfig(n_test=20, sft_steps=3), force=True, log=lambda m: None)

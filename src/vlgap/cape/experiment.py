@@ -1,6 +1,6 @@
 """The CAPE-T2V experiment the paper did not run, end to end and resumable stage by stage.
 
-    videos -> SFT pairs (concise / detailed / user input -> captioner six-part target)
+    videos -> SFT pairs (concise / detailed / user input / dataset dense caption -> captioner six-part target)
            -> anchored PE (LoRA seed 0) and third operator (LoRA seed 1), same base, same pairs
            -> rewrites of the generator's training captions and of held-out user prompts by
               pe, rewriter (prompted Gemma-3-270M, few-shot), third, template
@@ -41,10 +41,26 @@ class CapeConfig:
     # the prompted rewriter: SmolLM2 few-shot by default (Gemma-3-270M is 2x the parameters and ~2.5x slower
     # per token on these shared CPUs); any other LM via rewriter_model="gemma3_270m" or an HF id/folder
     rewriter_model: str = "smollm2"
-    n_sft_videos: int = 40  # x 3 input kinds = SFT pairs
-    sft_steps: int = 16
-    sft_batch: int = 8
-    sft_lr: float = 2e-3
+    n_sft_videos: int = 40  # x len(sft_input_kinds) = SFT pairs
+    # The PE rewrites two kinds of text: the video model's dense training captions and user prompts. The
+    # paper trains it on concise, detailed and user-style inputs; here the "detailed" kind comes from the
+    # user-side templates, which share no sentence frame with the dataset captioner's dense captions, so
+    # without "dense" (the dataset's own dense captions of the SFT videos, disjoint from the generator's
+    # training videos) the PE never saw the kind of input it rewrites for the DiT.
+    sft_input_kinds: tuple[str, ...] = ("concise", "detailed", "user", "dense")
+    # 16 steps x batch 8 at lr 2e-3 (the first full run) left the PE valid on 46 % of the dense captions
+    # after retries, and 24 x 8 with the dense kind still on 50 % (16-caption sample): its outputs ran on
+    # past the first sentence of the short caption or looped, i.e. the LoRA was undertrained. Batch 4
+    # gives twice the optimizer updates per sample; lr 3e-3 moves the LoRA further per update (gradients
+    # are clipped at norm 1). 40 steps: the PE valid on 17/32 user prompts at the first try (greedy loops
+    # in the event list); 80 steps (2 epochs of the 160 pairs): 15/16 dense captions and 16/16 prompts
+    # of a sample at the first try, and in the full run 27/28 and 32/32
+    sft_steps: int = 80
+    sft_batch: int = 4
+    sft_lr: float = 3e-3
+    # prompt + target + EOS of the longest pair: a dense input (<= ~135 SmolLM2 tokens here, and at most
+    # operators.MAX_INPUT_TOKENS = 192 at rewriting time) plus a target (<= ~115)
+    sft_max_length: int = 320
     lora_r: int = 16
     lora_top_layers: int | None = 8
     pe_seed: int = 0
@@ -60,7 +76,10 @@ class CapeConfig:
     gap_permutations: int = 500
     gap_bootstrap: int = 500
     # added after the first runs (recorded only when set otherwise, so older run folders stay theirs):
-    dtype: str = "float32"  # the LMs' weights for SFT and rewriting
+    # the LMs' weights for SFT and rewriting: "bfloat16" halves the weight bytes each decoding step reads
+    # (~1.85x less CPU time per token on an AVX512-BF16 CPU; the demo uses it), at the cost of outputs that
+    # may differ from float32's (a non-float32 dtype is part of the model hash, so of every cache key)
+    dtype: str = "float32"
     sft_full: bool = False  # full-parameter SFT instead of LoRA
     lora_alpha: int = 32
     lora_layers: str | None = None  # top:N | all | 0,1,5; replaces lora_top_layers when set
@@ -71,7 +90,10 @@ class CapeConfig:
 
         flags = {"n_test": "--prompts", "n_train_videos": "--train-captions", "sft_steps": "--sft-steps",
                  "n_bootstrap": "--bootstrap", "n_permutations": "--permutations"}
+        if not self.sft_input_kinds or any(k not in W.SFT_KINDS for k in self.sft_input_kinds):
+            raise VlgapError(f"sft_input_kinds {list(self.sft_input_kinds)!r}: give one or more of {list(W.SFT_KINDS)}")
         for name, minimum in (("n_sft_videos", 1), ("sft_steps", 1), ("sft_batch", 1), ("lora_r", 1),
+                              ("sft_max_length", 16),
                               ("n_train_videos", 2), ("n_test", 2), ("gen_batch", 1), ("max_retries", 0),
                               ("n_bootstrap", 0), ("n_permutations", 0), ("gap_permutations", 0),
                               ("gap_bootstrap", 0)):
@@ -90,7 +112,7 @@ class CapeConfig:
         """The configuration as run folders and stage keys record it: fields added later appear only when
         they differ from their default, so a folder of an older run keeps its key."""
         d = asdict(self)
-        return {k: v for k, v in d.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}
+        return {**{k: v for k, v in d.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}, **RETIRED}
 
     def key(self) -> str:
         return hashlib.sha256(json.dumps(self.record(), sort_keys=True).encode()).hexdigest()[:12]
@@ -99,10 +121,17 @@ class CapeConfig:
 #: CapeConfig fields added after run folders existed, with the default that means "as before"
 ADDED_LATER = {"dtype": "float32", "sft_full": False, "lora_alpha": 32, "lora_layers": None, "lora_modules": None}
 
+#: fields a published run recorded that CapeConfig no longer has, with the value they held there, so that
+#: run keeps its key: the full run of commit ba2f074 (docs/results/cape-experiment.md) recorded
+#: decode_dtype (the LM operators' precision when rewriting) as null; that idea is now `dtype`
+RETIRED = {"decode_dtype": None}
+
 
 PRESETS = {
     "full": CapeConfig(),
-    "demo": CapeConfig(n_sft_videos=8, sft_steps=4, n_train_videos=14, n_test=12, generator_seeds=(0,),
+    # the full recipe's SFT data with fewer steps (4 steps left the PE valid on 2 of 12 prompts), and the
+    # LMs in bfloat16 (~1.85x faster per decoded token here) to stay within ~6 minutes on a quiet 2-core CPU
+    "demo": CapeConfig(sft_steps=24, n_train_videos=14, n_test=12, generator_seeds=(0,), dtype="bfloat16",
                        n_bootstrap=1000, n_permutations=1000, gap_permutations=200, gap_bootstrap=200),
 }
 
@@ -167,28 +196,47 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
                 p.unlink()
 
 
+#: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)
+LIBRARY_LOG = "library.log"
+
+
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                    log: Callable[[str], None] = _log, force: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
     `device` (cpu | cuda | cuda:N | auto): where the LMs train and rewrite; where a run happens is not
-    part of its configuration (a run may resume on another device; the dtype is `config.dtype`)."""
-    from vlgap.cape import operators as O
+    part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
+    The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
+    named in the last progress line."""
     from vlgap.cape.lm import check_device
+    from vlgap.cape.runlog import library_output_to
 
     cfg = config or CapeConfig()
     device = check_device(device)
     out = Path(out_dir)
     claim_cape_folder(out, cfg, force=force, log=log)
+    with library_output_to(out / LIBRARY_LOG) as path:
+        try:
+            return _run_claimed(out, cfg, log, device)
+        finally:
+            log(f"library output (trainer logs, warnings, progress bars): {path}")
+
+
+def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device: str) -> dict[str, Any]:
+    from vlgap.cape import operators as O
+
     atomic_write_json(out / "config.json", {"key": cfg.key(), **cfg.record()})
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
+    # CPU seconds of this process per stage (all its threads): on a shared machine the wall time says
+    # how busy the machine was; the CPU time estimates the wall time on a quiet one (CPU s / threads used)
+    cpu: dict[str, float] = {}
 
     # data: three disjoint sets of videos
     sft_videos = W.sample_videos(cfg.n_sft_videos, cfg.seed, cfg.camera_fraction, offset=0)
     train_videos = W.sample_videos(cfg.n_train_videos, cfg.seed, cfg.camera_fraction, offset=100_000)
     test_videos = W.sample_videos(cfg.n_test, cfg.seed, cfg.camera_fraction, offset=200_000)
-    pairs = W.sft_pairs(sft_videos)
+    pairs = W.sft_pairs(sft_videos, tuple(cfg.sft_input_kinds))
     train_texts = [W.dense_source_of(v) for v in train_videos]
     test_prompts = [W.user_prompt(v) for v in test_videos]
     atomic_write_json(out / "data.json", {"sft_pairs": pairs, "train_captions": train_texts,
@@ -207,22 +255,23 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         stage_key = {"what": "sft", "name": name, "seed": s, "pairs": _digest(pairs), "config": cfg.record()}
 
         def make(name=name, s=s) -> dict[str, Any]:
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             lm = load_lm(cfg.base, device=device, dtype=cfg.dtype)
             top_layers = None if cfg.lora_layers is not None else cfg.lora_top_layers
             options = dict(full=cfg.sft_full, lora_alpha=cfg.lora_alpha, lora_layers=cfg.lora_layers,
                            lora_modules=cfg.lora_modules)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
-                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=top_layers, max_length=256,
+                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=top_layers, max_length=cfg.sft_max_length,
                           save_every=10, **options)
             how = "full SFT" if cfg.sft_full else "LoRA"
             log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, {how} seed {s}")
             info = train_lora(lm.model, lm.tokenizer, pairs, out / "sft" / name, steps=cfg.sft_steps,
                               batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=s, r=cfg.lora_r,
-                              top_layers=top_layers, log=log, key=key, **options)
+                              top_layers=top_layers, max_length=cfg.sft_max_length, log=log, key=key, **options)
             info["base_model_hash"] = lm.model_hash
             info["sft_key"] = key
             timings[f"sft_{name}"] = time.perf_counter() - t0
+            cpu[f"sft_{name}"] = time.process_time() - c0
             return info
 
         info = _cached(info_path, make, stage_key, log)
@@ -235,8 +284,12 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             info = _cached(info_path, make, stage_key, log)
         sft[name] = info
 
+    # every LM operator's per-part token budgets are sized from the captioner targets it imitates
+    # (lm.budgets_from_targets, in its own tokenizer's tokens)
+    targets = sorted({t for _x, t in pairs})
     trained = "model" if cfg.sft_full else "adapter"
-    on = dict(device=device, dtype=cfg.dtype, batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed)
+    on = dict(device=device, dtype=cfg.dtype, batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed,
+              budget_targets=targets)
     ops = {
         "pe": O.anchored_operator("pe", out / "sft" / "pe" / trained, base=cfg.base, **on),
         "third": O.anchored_operator("third", out / "sft" / "third" / trained, base=cfg.base, **on),
@@ -245,7 +298,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     }
     rewrites: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for name, op in ops.items():
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         rw = {}
         # the third operator only writes training captions: the falsifier trains on them and infers with
         # the deployed PE (its own test rewrites would add a cell the question does not need)
@@ -256,17 +309,11 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                                   progress=lambda d, n, nm=name, sp=split: log(f"  {nm} {sp}: {d}/{n}"))
         rewrites[name] = rw
         timings[f"rewrite_{name}"] = time.perf_counter() - t0
+        cpu[f"rewrite_{name}"] = time.process_time() - c0
         if hasattr(op, "_lm"):
             op._lm = None  # free the model before loading the next
 
-    validity = {}
-    for name in ("pe", "third", "rewriter"):
-        for split in rewrites[name]:
-            r = rewrites[name][split]
-            validity[f"{name}/{split}"] = {
-                "n": len(r), "first_try_valid": float(np.mean([x["valid"] and x["retries"] == 0 for x in r])),
-                "valid_after_retries": float(np.mean([x["valid"] for x in r])),
-                "mean_retries": float(np.mean([x["retries"] for x in r]))}
+    validity = validity_by_input_kind(rewrites)
 
     from vlgap.cape.schema import six_part_text
 
@@ -316,14 +363,15 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                 res[label]["length_match_failed"] = note
         return res
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     mmd = _cached(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": cfg.record()}, log)
     timings["mmd"] = time.perf_counter() - t0
+    cpu["mmd"] = time.process_time() - c0
 
     # generators: one per training-caption operator and seed, scored under each inference operator
     from vlgap.cape.generator import score_attributes, train_generator
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     import io
 
     from vlgap.reuse import read_verified, write_artefact
@@ -375,6 +423,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
             for a, v in cell["accuracy"].items():
                 acc[a] = acc.get(a, 0.0) + v / len(cfg.generator_seeds)
     timings["generators"] = time.perf_counter() - t0
+    cpu["generators"] = time.process_time() - c0
 
     from vlgap.cape.analysis import two_by_two
 
@@ -383,12 +432,13 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     ref = np.mean([np.mean(v) for (t, _i, _s), v in scores.items() if t == "template"])
     from vlgap.cape.controls import experiment_controls
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     control_texts = {name: {split: {"text": texts[name][split], "dense": [x.get("dense_caption") for x in rw]}
                             for split, rw in rewrites[name].items()} for name in ops}
     controls = experiment_controls(train_texts, control_texts, scores, emb, n_permutations=cfg.n_permutations,
                                    n_bootstrap=cfg.n_bootstrap, seed=cfg.seed)
     timings["controls"] = time.perf_counter() - t0
+    cpu["controls"] = time.process_time() - c0
     results = {
         "config": cfg.record(), "config_key": cfg.key(),
         **analysis,
@@ -399,10 +449,14 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
         "controls": controls,
         "sft": {k: {kk: v[kk] for kk in ("steps", "batch_size", "n_pairs", "seconds", "samples_per_second",
                                          "train_loss", "lora_r", "seed")} | {
+                    "lr": cfg.sft_lr, "input_kinds": list(cfg.sft_input_kinds),
                     "first_loss": v["history"][0]["loss"] if v["history"] else None,
-                    "last_loss": v["history"][-1]["loss"] if v["history"] else None}
+                    "last_loss": v["history"][-1]["loss"] if v["history"] else None,
+                    "loss_curve": [[h["step"], round(h["loss"], 4)] for h in v["history"]]}
                 for k, v in sft.items()},
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
+        "cpu_s": {k: round(v, 1) for k, v in cpu.items()},
+        "threads": torch_threads(),
         "seconds_this_run": round(time.perf_counter() - t_start, 1),
     }
     atomic_write_json(out / "results.json", results)
@@ -411,6 +465,44 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     atomic_write_text(out / "report.md", report_markdown(results))
     log(f"done in {results['seconds_this_run']} s; report: {out / 'report.md'}")
     return results
+
+
+#: what each rewrite split holds (the validity table names the input kind, not the split)
+SPLIT_INPUT_KIND = {"test": "pseudo user prompts (held out)", "train": "dense training captions"}
+
+
+def validity_by_input_kind(rewrites: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, dict[str, Any]]:
+    """Schema validity per operator and input kind ("pe/train" = the PE's rewrites of the dense training
+    captions): n, counts and rates valid at the first (greedy) try and after the sampled retries, mean
+    retries, and why the first tries that failed did ("budget:<part>", "loop:<part>", "schema"; see
+    lm.failure_reason), counted over the outputs that record it."""
+    from collections import Counter
+
+    out: dict[str, dict[str, Any]] = {}
+    for name, splits in rewrites.items():
+        for split, r in splits.items():
+            n = len(r)
+            first = sum(bool(x["valid"]) and int(x["retries"]) == 0 for x in r)
+            after = sum(bool(x["valid"]) for x in r)
+            reasons = Counter(x["reasons"][0] for x in r if x.get("reasons")
+                              and not (x["valid"] and x["retries"] == 0))
+            out[f"{name}/{split}"] = {
+                "operator": name, "split": split, "input_kind": SPLIT_INPUT_KIND.get(split, split), "n": n,
+                "n_first_try_valid": first, "n_valid_after_retries": after,
+                "first_try_valid": first / n if n else float("nan"),
+                "valid_after_retries": after / n if n else float("nan"),
+                "mean_retries": float(np.mean([x["retries"] for x in r])) if n else float("nan"),
+                "first_try_failure_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
+    return out
+
+
+def torch_threads() -> int | None:
+    """The intra-op threads torch computes with (OMP_NUM_THREADS), recorded beside the timings."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return int(torch.get_num_threads())
 
 
 def preset(name: str, **overrides: Any) -> CapeConfig:

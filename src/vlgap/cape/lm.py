@@ -23,14 +23,23 @@ from vlgap.cape.schema import LABELS, PARTS, SchemaError, SixPart, parse_six
 from vlgap.errors import VlgapError
 
 BUNDLED = ("smollm2", "gemma3_270m")
-# tokens each part may use before it is ended by force (a six-part text is ~96 SmolLM2 tokens)
-# (the captioner's targets use about 14 / 45 / 6 / 7 / 3 / 6)
-FIELD_BUDGET = {"short_caption": 28, "dense_caption": 72, "main_object": 14, "background": 16, "camera": 10,
+# tokens each part may use before it is ended by force, when no targets are known to size them from
+# (`budgets_from_targets`); a six-part text is ~96 SmolLM2 tokens
+FIELD_BUDGET = {"short_caption": 28, "dense_caption": 72, "main_object": 14, "background": 16, "camera": 14,
                 "style": 14}
+# budgets sized from targets: BUDGET_FACTOR x the longest target of the part + BUDGET_SLACK tokens. A part
+# half again as long as any caption the PE was taught to write is a loop or a copy of its input, not a
+# caption; the slack lets the shortest parts (a 5-token main object) be paraphrased a few tokens longer
+BUDGET_FACTOR = 1.5
+BUDGET_SLACK = 4
 PROMPT_PREFIX = "Prompt: "
-# a part whose last REPEAT_NGRAM tokens already occurred in it is looping (greedy decoding of a small LM
-# does this): it is ended at once and marked invalid, instead of running to its budget for the whole batch
+# a part whose last REPEAT_NGRAM tokens already occurred in it REPEAT_LIMIT times is looping (greedy
+# decoding of a small LM does this): it is ended at once and marked invalid, instead of running to its
+# budget for the whole batch. One repeat is legitimate: 1 % of the captioner's dense captions repeat an
+# 8-gram once (two identical events: "the blue circle moves down, then the blue circle moves down"),
+# none of 20 000 repeats one twice
 REPEAT_NGRAM = 8
+REPEAT_LIMIT = 2
 
 
 @dataclass
@@ -160,6 +169,21 @@ def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: str | torch.dty
     return LoadedLM(model, tok, src, digest, time.perf_counter() - t0, info, dev)
 
 
+def budgets_from_targets(tok, targets: Sequence[str | SixPart], *, factor: float = BUDGET_FACTOR,
+                         slack: int = BUDGET_SLACK) -> dict[str, int]:
+    """Per-part token budgets of label-forced decoding from the lengths (in `tok`'s tokens, as the part
+    is written after its label) of the targets the model was taught to write: ceil(factor x the longest
+    target part) + slack. A legitimate caption as long as the longest target is never cut."""
+    if not targets:
+        raise VlgapError("budgets_from_targets needs at least one six-part target to size the budgets from")
+    longest = dict.fromkeys(PARTS, 0)
+    for t in targets:
+        six = t if isinstance(t, SixPart) else parse_six(t)
+        for p in PARTS:
+            longest[p] = max(longest[p], len(tok.encode(" " + getattr(six, p), add_special_tokens=False)))
+    return {p: int(math.ceil(factor * longest[p])) + slack for p in PARTS}
+
+
 def ensure_pad(tok) -> None:
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token or tok.unk_token
@@ -216,7 +240,7 @@ class LabelForcer:
         self.truncated = [[False] * len(PARTS) for _ in range(n_rows)]
         self.looping = [[False] * len(PARTS) for _ in range(n_rows)]
         self.field_tokens: list[list[int]] = [[] for _ in range(n_rows)]
-        self.seen: list[set[tuple[int, ...]]] = [set() for _ in range(n_rows)]
+        self.seen: list[dict[tuple[int, ...], int]] = [{} for _ in range(n_rows)]
 
     def _force(self, scores: torch.Tensor, row: int, token: int) -> None:
         scores[row] = float("-inf")
@@ -240,9 +264,10 @@ class LabelForcer:
                     toks.append(last[r])
                     if len(toks) >= REPEAT_NGRAM:
                         gram = tuple(toks[-REPEAT_NGRAM:])
-                        if gram in self.seen[r]:
+                        seen = self.seen[r].get(gram, 0)
+                        if seen >= REPEAT_LIMIT:
                             self.looping[r][k] = True  # a loop: end the part now (invalid, retried)
-                        self.seen[r].add(gram)
+                        self.seen[r][gram] = seen + 1
             self.skip[r] = False
             if mode == "done":
                 self._force(scores, r, self.eos if self.eos is not None else self.nl)
@@ -257,7 +282,7 @@ class LabelForcer:
             else:  # field
                 _, k, n = st
                 if n == 0:
-                    self.field_tokens[r], self.seen[r] = [], set()
+                    self.field_tokens[r], self.seen[r] = [], {}
                 if n >= self.budget[PARTS[k]] or self.looping[r][k]:
                     self.truncated[r][k] = True
                     self._force(scores, r, self.nl)
@@ -300,16 +325,35 @@ class Decoded:
     valid: bool
     retries: int
     error: str | None = None
+    # why each attempt was invalid, in order ("budget:dense_caption", "loop:style", "schema"): the first
+    # entry is the greedy output's reason, so first-try failures can be counted by reason after retries
+    reasons: list[str] = field(default_factory=list)
 
 
-def _parse_checked(text: str, truncated: list[bool]) -> tuple[SixPart | None, str | None]:
+def failure_reason(error: str | None, truncated: Sequence[bool], looping: Sequence[bool]) -> str | None:
+    """A short code for why a label-forced output is invalid: 'loop:<part>' (the part repeated an
+    n-gram and was ended), 'budget:<part>' (the part reached its token budget), 'schema' (the parse
+    failed), None when valid."""
+    for p, lp in zip(PARTS, looping):
+        if lp:
+            return f"loop:{p}"
+    for p, t in zip(PARTS, truncated):
+        if t:
+            return f"budget:{p}"
+    return "schema" if error else None
+
+
+def _parse_checked(text: str, truncated: list[bool], looping: list[bool] | None = None
+                   ) -> tuple[SixPart | None, str | None]:
     try:
         six = parse_six(text)
     except SchemaError as err:
         return None, str(err)
-    cut = [LABELS[p] for p, t in zip(PARTS, truncated) if t]
-    if cut:
-        return six, f"part {cut[0]!r} was cut before its line ended (token budget or a repeating loop)"
+    looping = looping or [False] * len(PARTS)
+    for p, lp, t in zip(PARTS, looping, truncated):
+        if t:
+            why = ("repeated itself (a loop)" if lp else "ran out of its token budget")
+            return six, f"part {LABELS[p]!r} was cut before its line ended: it {why}"
     return six, None
 
 
@@ -322,6 +366,7 @@ def generate_six(lm: LoadedLM, prompts: Sequence[str], *, batch_size: int = 16, 
     ensure_pad(tok)
     tok.padding_side = "left"
     results: list[Decoded | None] = [None] * len(prompts)
+    reasons: list[list[str]] = [[] for _ in prompts]
     first = f"{LABELS[PARTS[0]]}:"
     todo = list(range(len(prompts)))
     for attempt in range(max_retries + 1):
@@ -344,8 +389,12 @@ def generate_six(lm: LoadedLM, prompts: Sequence[str], *, batch_size: int = 16, 
             for j, i in enumerate(idx):
                 body = tok.decode(gen[j], skip_special_tokens=True)
                 text = first + body
-                six, err = _parse_checked(text, forcer.truncated[j])
-                results[i] = Decoded(six=six, text=text.strip(), valid=err is None, retries=attempt, error=err)
+                six, err = _parse_checked(text, forcer.truncated[j], forcer.looping[j])
+                why = failure_reason(err, forcer.truncated[j], forcer.looping[j])
+                if why:
+                    reasons[i].append(why)
+                results[i] = Decoded(six=six, text=text.strip(), valid=err is None, retries=attempt, error=err,
+                                     reasons=list(reasons[i]))
             if progress:
                 progress(b + len(idx), len(todo))
         todo = [i for i in todo if not results[i].valid]

@@ -122,10 +122,15 @@ class LMOperator(Operator):
     uses_lm = True
 
     def __init__(self, name: str, load: Callable[[], Any], *, prefix: str = "", batch_size: int = 16,
-                 max_retries: int = 2, seed: int = 0, model_hash: str | None = None):
+                 max_retries: int = 2, seed: int = 0, model_hash: str | None = None,
+                 budget_targets: Sequence[str] | None = None):
         from vlgap.counts import check_count
 
         self.name, self._load, self.prefix = name, load, prefix
+        # six-part targets the per-part token budgets are sized from (`lm.budgets_from_targets`, in this
+        # model's tokens); None: the fixed lm.FIELD_BUDGET
+        self.budget_targets = list(budget_targets) if budget_targets else None
+        self._budget: dict[str, int] | None = None
         self.batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=16)
         self.max_retries = check_count("max_retries", max_retries, 0, example=2)
         self.seed = seed
@@ -145,6 +150,14 @@ class LMOperator(Operator):
             self._hash = hashlib.sha256(f"{base}|{self.prefix}".encode()).hexdigest()[:32] if self.prefix else base
         return self._hash
 
+    @property
+    def budget(self) -> dict[str, int] | None:
+        if self._budget is None and self.budget_targets:
+            from vlgap.cape.lm import budgets_from_targets
+
+            self._budget = budgets_from_targets(self.lm.tokenizer, self.budget_targets)
+        return self._budget
+
     def count_tokens(self, text: str) -> int:
         return len(self.lm.tokenizer.encode(text, add_special_tokens=False))
 
@@ -157,8 +170,8 @@ class LMOperator(Operator):
 
         prompts = [self.prefix + sft_prompt(t) for t in texts]
         dec = generate_six(self.lm, prompts, batch_size=self.batch_size, max_retries=self.max_retries,
-                           seed=self.seed)
-        return [result_dict(d.six, d.text, d.valid, d.retries, error=d.error) for d in dec]
+                           seed=self.seed, budget=self.budget)
+        return [result_dict(d.six, d.text, d.valid, d.retries, error=d.error, reasons=d.reasons) for d in dec]
 
 
 def prompted_prefix(n_shots: int = 2) -> str:
@@ -466,6 +479,8 @@ def rewrite(op: Operator, texts: Sequence[str], *, cache_dir: str | os.PathLike 
     max_input_tokens = check_count("max_input_tokens", max_input_tokens, 1, flag="--max-input-tokens", example=192)
     texts, cut = check_prompts(texts, op, max_input_tokens, truncate)
     settings = {"max_retries": getattr(op, "max_retries", None), "seed": getattr(op, "seed", None)}
+    if getattr(op, "budget", None) is not None:  # decoding budgets change the outputs: part of the key
+        settings["budget"] = op.budget
     cache = RewriteCache(cache_dir, op.name, op.model_hash, settings) if cache_dir is not None else None
     todo = [i for i, t in enumerate(texts) if cache is None or cache.get(t) is None]
     todo_unique = list(dict.fromkeys(texts[i] for i in todo))

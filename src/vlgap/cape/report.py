@@ -48,7 +48,8 @@ def report_markdown(r: dict[str, Any]) -> str:
               "| pair | MMD^2 | 95% CI | p | n |", "|---|---|---|---|---|"]
     notes = []
     for k, m in r["mmd"].items():
-        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'], m.get('ci_reason'))} | {m['p_value']:.3g} | "
+        p = f"{m['p_value']:.3g}" if m.get("p_value") is not None else "n/a (no permutations)"
+        lines.append(f"| {k} | {m['mmd2_unbiased']:.4f} | {_ci(m['ci'], m.get('ci_reason'))} | {p} | "
                      f"{m['n_a']}/{m['n_b']} |")
         note = mmd_note(m)
         if note:
@@ -59,19 +60,48 @@ def report_markdown(r: dict[str, Any]) -> str:
         from vlgap.cape.controls import controls_markdown
 
         lines += ["", controls_markdown(r["controls"], "Controls (Table 3 surface overlap, randomization check)")]
-    lines += ["", "Schema validity (label-forced decoding, up to "
-              f"{cfg['max_retries']} sampled retries):", "", "| operator/split | n | first-try valid | valid after retries |",
-              "|---|---|---|---|"]
-    for k, v in r["validity"].items():
-        lines.append(f"| {k} | {v['n']} | {v['first_try_valid']:.3f} | {v['valid_after_retries']:.3f} |")
+    lines += ["", validity_markdown(r["validity"], cfg["max_retries"])]
     lines += ["", "Per-attribute accuracy (mean over seeds):", "",
               "| cell | " + " | ".join(next(iter(r["per_attribute"].values()))) + " |",
               "|---|" + "---|" * len(next(iter(r["per_attribute"].values())))]
     for k, acc in r["per_attribute"].items():
         lines.append(f"| {k} | " + " | ".join(f"{v:.3f}" for v in acc.values()) + " |")
-    s = r["sft"]
-    lines += ["", "SFT (LoRA r={}, {} steps x batch {}): ".format(s["pe"]["lora_r"], s["pe"]["steps"], s["pe"]["batch_size"])
-              + "; ".join(f"{k}: loss {v['first_loss']:.3f} -> {v['last_loss']:.3f}, {v['seconds']} s "
-                          f"({v['samples_per_second']} samples/s)" for k, v in s.items()),
-              f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s.", ""]
+    lines += ["", sft_markdown(r["sft"]),
+              f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s."
+              + (f" CPU seconds of the run's process per stage ({r.get('threads')} thread(s)): {r['cpu_s']}."
+                 if r.get("cpu_s") else ""), ""]
     return "\n".join(lines)
+
+
+def validity_markdown(validity: dict[str, Any], max_retries: int) -> str:
+    """Schema validity per operator and input kind, with the reasons of the failed first tries."""
+    lines = [f"Schema validity by input kind (label-forced decoding; greedy first try, then up to {max_retries} "
+             "sampled retries; reasons of the failed first tries: budget = a part reached its token budget, "
+             "loop = a part repeated itself, schema = the parse failed):", "",
+             "| operator | input kind | n | valid first try | valid after retries | first-try failures |",
+             "|---|---|---|---|---|---|"]
+    for k, v in validity.items():
+        op = v.get("operator", k.split("/")[0])
+        kind = v.get("input_kind", k.split("/")[-1])
+        n = v["n"]
+        first = v.get("n_first_try_valid", round(v["first_try_valid"] * n))
+        after = v.get("n_valid_after_retries", round(v["valid_after_retries"] * n))
+        why = ", ".join(f"{r} {c}" for r, c in (v.get("first_try_failure_reasons") or {}).items()) or "-"
+        lines.append(f"| {op} | {kind} | {n} | {first}/{n} ({v['first_try_valid']:.0%}) | "
+                     f"{after}/{n} ({v['valid_after_retries']:.0%}) | {why} |")
+    return "\n".join(lines)
+
+
+def sft_markdown(sft: dict[str, Any]) -> str:
+    """SFT settings, loss at every logged step and speed, per operator."""
+    lines = []
+    for k, v in sft.items():
+        curve = v.get("loss_curve") or []
+        head = (f"SFT {k} (LoRA r={v['lora_r']}" + (f", seed {v['seed']}" if v.get("seed") is not None else "")
+                + f", {v['steps']} steps x batch {v['batch_size']}"
+                + (f", lr {v['lr']:g}" if v.get("lr") is not None else "")
+                + (f", {v.get('n_pairs', '?')} pairs of inputs {'/'.join(v['input_kinds'])}" if v.get("input_kinds") else "")
+                + f"): loss {v['first_loss']:.3f} -> {v['last_loss']:.3f}, {v['seconds']} s "
+                  f"({v['samples_per_second']} samples/s)")
+        lines.append(head + (". Loss per step: " + " ".join(f"{s}:{l:.3f}" for s, l in curve) if curve else ""))
+    return "\n\n".join(lines)

@@ -26,6 +26,9 @@ from vlgap.errors import VlgapError
 from vlgap.io_utils import jsonl_lines
 
 INPUT_KINDS = ("concise", "detailed", "user")
+# what an SFT pair's input may be: the three user-side kinds, and "dense", the dataset captioner's own
+# dense caption (`dense_source_of`): the kind of text the PE rewrites for the video model's fine-tuning
+SFT_KINDS = INPUT_KINDS + ("dense",)
 CAMERAS: tuple[str, ...] = tuple(S.CAMERAS)
 STYLES: tuple[str, ...] = tuple(S.STYLES)
 # the captioner's short phrases: the first clause of the shapes world's own descriptions
@@ -229,12 +232,19 @@ def inputs_of(video: Video) -> dict[str, str]:
     return {"concise": concise_input(video), "detailed": detailed_input(video), "user": user_prompt(video)}
 
 
+def sft_input(video: Video, kind: str) -> str:
+    """The input text of one SFT kind (SFT_KINDS) for a video."""
+    if kind not in SFT_KINDS:
+        raise VlgapError(f"unknown input kind {kind!r}; valid: {list(SFT_KINDS)}")
+    return dense_source_of(video) if kind == "dense" else inputs_of(video)[kind]
+
+
 def sft_pairs(videos: list[Video], kinds: tuple[str, ...] = INPUT_KINDS) -> list[tuple[str, str]]:
-    """(input text, six-part target text) for every video and input kind."""
+    """(input text, six-part target text) for every video and input kind (SFT_KINDS)."""
     for k in kinds:
-        if k not in INPUT_KINDS:
-            raise VlgapError(f"unknown input kind {k!r}; valid: {list(INPUT_KINDS)}")
-    return [(inputs_of(v)[k], target_of(v).to_text()) for v in videos for k in kinds]
+        if k not in SFT_KINDS:
+            raise VlgapError(f"unknown input kind {k!r}; valid: {list(SFT_KINDS)}")
+    return [(sft_input(v, k), target_of(v).to_text()) for v in videos for k in kinds]
 
 
 def read_inputs_jsonl(path: str | os.PathLike) -> list[dict[str, Any]]:

@@ -76,10 +76,11 @@ def train_command(
     base: str = typer.Option("smollm2", "--base", help=BASE_HELP),
     targets: Optional[Path] = typer.Option(None, "--targets", help="JSONL of captioner targets with inputs "
                                                                     "(default: the shapes world)."),
-    n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x3 input kinds) when no --targets."),
-    steps: int = typer.Option(16, "--steps"),
-    batch_size: int = typer.Option(8, "--batch-size"),
-    lr: float = typer.Option(2e-3, "--lr"),
+    n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x4 input kinds: concise, detailed, user "
+                                                      "and the dataset's dense caption) when no --targets."),
+    steps: int = typer.Option(80, "--steps", help="SFT steps (the experiment's recipe: 80 x batch 4 at lr 3e-3)."),
+    batch_size: int = typer.Option(4, "--batch-size"),
+    lr: float = typer.Option(3e-3, "--lr"),
     full: bool = typer.Option(False, "--full", help="Full-parameter SFT (saves out/model) instead of LoRA."),
     lora_r: int = typer.Option(16, "--lora-r", help="LoRA rank."),
     lora_alpha: int = typer.Option(32, "--lora-alpha", help="LoRA alpha (scale alpha/r)."),
@@ -117,20 +118,43 @@ def train_command(
                 raise VlgapError(f"{targets.name}: record {rec['id']!r} has no \"input\" or \"inputs\" to learn from")
             pairs += [(x, rec["target"].to_text()) for x in (ins.values() if isinstance(ins, dict) else ins)]
     else:
-        pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed))
-    lm = load_lm(base, device=device, dtype=dtype)
-    options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
-    key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                  r=lora_r, top_layers=None, max_length=256, save_every=10, **options)
-    if not claim_run_folder(out, "cape-train", key, force=force):
+        pairs = W.sft_pairs(W.sample_videos(n_videos, seed=seed), W.SFT_KINDS)  # the experiment's recipe
+    # the console keeps vlgap's own lines and stdout the JSON: what the libraries print (the Trainer's log
+    # dicts, warnings) goes to out/library.log. Loading the model comes before the folder is claimed (its
+    # hash is in the key), so that part is logged to a temporary file first and appended once it is.
+    import os
+    import tempfile
+
+    from vlgap.cape.experiment import LIBRARY_LOG, CapeConfig, _log
+    from vlgap.cape.runlog import library_output_to
+
+    max_length = CapeConfig.sft_max_length  # the experiment's: a dense input plus its target fit
+    fd, early = tempfile.mkstemp(prefix="vlgap-cape-train-", suffix=".log")
+    os.close(fd)
+    try:
+        with library_output_to(early):
+            lm = load_lm(base, device=device, dtype=dtype)
+            options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
+            key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                          r=lora_r, top_layers=None, max_length=max_length, save_every=10, **options)
+            resumed = claim_run_folder(out, "cape-train", key, force=force)
+        with open(out / LIBRARY_LOG, "a", encoding="utf-8") as f:
+            f.write(Path(early).read_text(encoding="utf-8"))
+    finally:
+        os.unlink(early)
+    if not resumed:
         import shutil
 
         for sub in ("checkpoints", "adapter", "model"):  # a new or taken-over folder: nothing in it is this run's
             if (out / sub).is_dir():
                 shutil.rmtree(out / sub)
     remove_stale_temporaries(out)
-    info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
-                      r=lora_r, log=lambda m: Console(stderr=True).print(m), key=key, **options)
+    with library_output_to(out / LIBRARY_LOG) as log_path:
+        try:
+            info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr,
+                              seed=seed, r=lora_r, max_length=max_length, log=_log, key=key, **options)
+        finally:
+            _log(f"library output (trainer logs, warnings): {log_path}")
     info["base_model_hash"] = lm.model_hash
     atomic_write_json(out / "sft.json", info)
     print(to_json({k: v for k, v in info.items() if k != "history"}))
@@ -154,11 +178,11 @@ def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default float32."),
+    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default bfloat16 (the demo preset)."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (few SFT steps and prompts, one generator seed): about 15 min on a shared CPU."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16)."""
     _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 
