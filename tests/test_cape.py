@@ -98,20 +98,12 @@ def test_inputs_three_kinds_seeded_and_differently_phrased(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_lm():
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from tiny_tokenizer import byte_bpe_tokenizer, cape_corpus  # tests/helpers
+    from transformers import LlamaConfig, LlamaForCausalLM
 
     from vlgap.cape.lm import LoadedLM
 
-    corpus = []
-    for v in W.sample_videos(30, seed=11):
-        corpus += list(W.inputs_of(v).values()) + [W.target_of(v).to_text()]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<eos>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<eos>")
+    tok = byte_bpe_tokenizer(cape_corpus(30), vocab_size=400)
     torch.manual_seed(0)
     cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512, initializer_range=0.3,

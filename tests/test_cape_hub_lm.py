@@ -36,19 +36,11 @@ def _one_torch_thread():
 @pytest.fixture(scope="module")
 def qwen_folder(tmp_path_factory):
     """The model and its tokenizer saved by save_pretrained, plus an offline hub cache holding the same."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from tiny_tokenizer import byte_bpe_tokenizer, cape_corpus  # tests/helpers
+    from transformers import Qwen2Config, Qwen2ForCausalLM
 
     root = tmp_path_factory.mktemp("qwen")
-    corpus = []
-    for v in W.sample_videos(30, seed=11):
-        corpus += list(W.inputs_of(v).values()) + [W.target_of(v).to_text()]
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=1000, special_tokens=["<|endoftext|>"],
-                                                        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|endoftext|>", pad_token="<|endoftext|>")
+    tok = byte_bpe_tokenizer(cape_corpus(30), vocab_size=1000, eos="<|endoftext|>")
     torch.manual_seed(0)
     cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,

@@ -2,8 +2,6 @@
 input kind, SFT inputs of the dense kind, and a console that shows vlgap's own lines only."""
 from __future__ import annotations
 
-import json
-import math
 import os
 import subprocess
 import sys
@@ -143,19 +141,11 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
     script = textwrap.dedent(r'''
         import sys, warnings
         import torch
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-        from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+        from tiny_tokenizer import byte_bpe_tokenizer, cape_corpus  # tests/helpers, on PYTHONPATH below
+        from transformers import LlamaConfig, LlamaForCausalLM
         from vlgap.cape import experiment as E, lm as L, operators as O, world as W
 
-        corpus = []
-        for v in W.sample_videos(20, seed=11):
-            corpus += [W.user_prompt(v), W.target_of(v).to_text()]
-        bpe = Tokenizer(models.BPE())
-        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-        bpe.decoder = decoders.ByteLevel()
-        bpe.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=["<eos>"],
-                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-        tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<eos>", pad_token="<eos>")
+        tok = byte_bpe_tokenizer(cape_corpus(20, inputs="user"), vocab_size=400)
 
         def tiny(name, **kw):
             torch.manual_seed(0)
@@ -186,7 +176,8 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
         E.run_experiment(sys.argv[1], cfg)
     ''')
     env = {**os.environ, "PYTHONWARNINGS": "default", "PYTHONPATH": os.pathsep.join(
-        [str(Path(__file__).resolve().parents[1] / "src"), os.environ.get("PYTHONPATH", "")])}
+        [str(Path(__file__).resolve().parents[1] / "src"), str(Path(__file__).resolve().parent / "helpers"),
+         os.environ.get("PYTHONPATH", "")])}
     run = tmp_path / "run"
     proc = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, env=env,
                           timeout=600)
