@@ -125,7 +125,7 @@ def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: str | torch.dty
     weights (and the dtype when it is not float32: bf16 decodes differently)."""
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from vlgap.encoders._common import dtype_name, model_source, quiet_transformers
+    from vlgap.encoders._common import dtype_name, model_source, loading_from_the_hub
     from vlgap.encoders.text import _cached_commit, load_placed, weights_of_folder
 
     dt = check_dtype(dtype)
@@ -139,13 +139,9 @@ def load_lm(src: str = "smollm2", *, device: str = "cpu", dtype: str | torch.dty
         where, folder = model_source(spec, f"language model {src!r}: no such folder; give {' or '.join(BUNDLED)}, "
                                            "hf:<hub id or folder>, a local folder or a hub id (org/name)")
         digest = None
-    with quiet_transformers():
-        try:
-            config = AutoConfig.from_pretrained(where)
-            tok = AutoTokenizer.from_pretrained(where)
-        except (OSError, ValueError) as err:
-            raise VlgapError(f"could not load language model {src!r}: {str(err).splitlines()[0]} "
-                             "(hub ids need network access or a populated Hugging Face cache)") from None
+    with loading_from_the_hub(f"language model {src!r}"):
+        config = AutoConfig.from_pretrained(where)
+        tok = AutoTokenizer.from_pretrained(where)
 
     def unavailable(reason: str) -> VlgapError:
         reason = " ".join(reason.split())[:200]

@@ -193,18 +193,14 @@ def load_clip(spec: str, device: str = "cpu") -> ClipModel:
 def _load_hf(where: str, revision: str | None, spec: str):
     from transformers import AutoModel, AutoProcessor
 
-    from vlgap.encoders._common import model_source, quiet_transformers
+    from vlgap.encoders._common import loading_from_the_hub, model_source
 
     src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
                                       "a hub id (e.g. hf:openai/clip-vit-base-patch32)")
     is_local = folder is not None
-    with quiet_transformers():
-        try:
-            model = AutoModel.from_pretrained(src, revision=revision)
-            processor = AutoProcessor.from_pretrained(src, revision=revision)
-        except (OSError, ValueError) as err:
-            raise VlgapError(f"could not load CLIP checkpoint {spec!r}: {str(err).splitlines()[0]} "
-                             "(hub ids need network access or a populated Hugging Face cache)") from None
+    with loading_from_the_hub(f"CLIP checkpoint {spec!r}"):
+        model = AutoModel.from_pretrained(src, revision=revision)
+        processor = AutoProcessor.from_pretrained(src, revision=revision)
     if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")
             and hasattr(processor, "tokenizer") and hasattr(processor, "image_processor")):
         raise VlgapError(f"{spec!r} is not a CLIP-family checkpoint (model_type "

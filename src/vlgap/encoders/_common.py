@@ -116,6 +116,19 @@ def pool_output(out: Any, pooling: str, *, prefix_tokens: int = 0, channels_last
     raise VlgapError(f"cannot pool a layer output of shape {tuple(out.shape)}")
 
 
+@contextlib.contextmanager
+def loading_from_the_hub(what: str):
+    """`quiet_transformers` around a transformers load, whose OSError / ValueError (no such repo, no cache
+    entry offline, a folder without the files) becomes the one-line error every loader gives, naming `what`."""
+    with quiet_transformers():
+        try:
+            yield
+        except (OSError, ValueError) as err:
+            reason = str(err).splitlines()[0] if str(err).strip() else type(err).__name__
+            raise VlgapError(f"could not load {what}: {reason} "
+                             "(hub ids need network access or a populated Hugging Face cache)") from None
+
+
 # -------------------------------------------------------------------------------------------------
 # pretrained weights: found, or refused in one line (random weights only when asked for)
 

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from vlgap.encoders._common import (dtype_name, model_source, quiet_transformers, require, resolve_device,
+from vlgap.encoders._common import (dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, resolve_device,
                                     resolve_dtype, versions)
 from vlgap.encoders.base import VisionEncoder
 from vlgap.errors import VlgapError
@@ -324,13 +324,9 @@ def _load_pretrained(where: str, src: str, *, revision, dtype, trust_remote_code
     from transformers import AutoModel
 
     kwargs = dict(config_overrides)
-    try:
-        with quiet_transformers():
-            model, info = AutoModel.from_pretrained(where, revision=revision, dtype=dtype, output_loading_info=True,
-                                                    trust_remote_code=trust_remote_code, **kwargs)
-    except (OSError, ValueError) as err:
-        raise VlgapError(f"could not load the weights of {src!r}: {str(err).splitlines()[0]} "
-                         "(hub ids need network access or a populated Hugging Face cache)") from None
+    with loading_from_the_hub(f"the weights of {src!r}"):
+        model, info = AutoModel.from_pretrained(where, revision=revision, dtype=dtype, output_loading_info=True,
+                                                trust_remote_code=trust_remote_code, **kwargs)
     missing = sorted(info.get("missing_keys") or ())
     if missing:
         raise VlgapError(f"{src!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "

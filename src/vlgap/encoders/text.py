@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from vlgap.encoders._common import (dtype_name, model_source, quiet_transformers, require, resolve_device,
+from vlgap.encoders._common import (dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, resolve_device,
                                     resolve_dtype, versions)
 from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
@@ -280,21 +280,17 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     where, folder = model_source(src, f"text model folder {src!r} does not exist; give a local folder, a hub id "
                                       "(org/name) or a .gguf file")
     is_local = folder is not None
-    with quiet_transformers():
-        try:
-            config = AutoConfig.from_pretrained(where, revision=revision)
-            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
-        except (OSError, ValueError) as err:
-            raise VlgapError(f"could not load text model {src!r}: {str(err).splitlines()[0]} "
-                             "(hub ids need network access or a populated Hugging Face cache)") from None
+    with loading_from_the_hub(f"text model {src!r}"):
+        config = AutoConfig.from_pretrained(where, revision=revision)
+        tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
     encoder_class = _encoder_only_class(config)
     if random_weights:
         with torch.random.fork_rng(devices=[]), quiet_transformers():
             torch.manual_seed(0)
             model = encoder_class(config) if encoder_class is not None else _auto_from_config(config)
         model.to(dt)
-        dev, device_map = placement(device if not isinstance(device, dict) else "cpu")
-        device_map = None  # a random model is built in memory, on one device
+        # a random model is built in memory, on one device: placement's device_map does not apply
+        dev, _ = placement(device if not isinstance(device, dict) else "cpu")
     else:
         classes = [encoder_class] if encoder_class is not None else [AutoModel, AutoModelForCausalLM]
         model, dev = load_placed(spec, where, config, classes, dtype=dt, device=device, revision=revision,
