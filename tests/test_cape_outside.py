@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from vlgap.cape import world as W
-from vlgap.cape.schema import PARTS, parse_six
+from vlgap.cape.schema import parse_six
 from vlgap.errors import VlgapError
 
 SIX = {"short_caption": "A red circle.", "dense_caption": "A red circle grows on black.", "main_object": "a red circle",

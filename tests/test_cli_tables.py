@@ -12,7 +12,7 @@ from rich.table import Table
 from typer.testing import CliRunner
 
 from vlgap.cli import app
-from vlgap.cli.tables import fits, print_table, row_lines
+from vlgap.cli.tables import fits, row_lines
 
 INTERVAL = re.compile(r"\[[-+0-9.eE]+, [-+0-9.eE]+\]")
 

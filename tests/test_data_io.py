@@ -11,7 +11,6 @@ from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclip
 from vlgap.data.video import count_frames, read_frames
 from vlgap.errors import BadItemError, VlgapError
 
-from conftest import write_video
 
 
 # ---- the paper's frame-sampling rule --------------------------------------------------------

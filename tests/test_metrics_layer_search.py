@@ -4,7 +4,6 @@ import pytest
 import torch
 
 from vlgap.errors import VlgapError
-from vlgap.metrics import alignment as al
 from vlgap.metrics.layer_search import LayerStates, align, layer_search, precompute_layers
 from ties import assert_no_near_ties, sign_rows
 from sequences import naive_lcs, naive_levenshtein

@@ -14,7 +14,6 @@ small LM produces around that (any case, bullets, markdown bold, extra spaces, l
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import asdict, dataclass, fields

@@ -12,7 +12,6 @@ descriptions). Pure Python + numpy.
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path

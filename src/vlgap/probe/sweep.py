@@ -346,7 +346,6 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     draws = [None] if cfg.caption_draws == 1 else [(cfg.seed, r) for r in range(cfg.caption_draws)]
     txt_draws = {t: [extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, caption_draw=d,
                              loaded_encoder=loaded.get(t), **common) for d in draws] for t in cfg.text}
-    txt = {t: runs[0] for t, runs in txt_draws.items()}
     ids, dropped = _common_ids(list(vis.values()) + [r for runs in txt_draws.values() for r in runs])
     if len(ids) <= cfg.k + 1:
         raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={cfg.k} needs more")
