@@ -8,7 +8,6 @@ bfloat16 on the CPU. Bad --device / --dtype and checkpoints missing parameters a
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
@@ -19,6 +18,7 @@ from vlgap.errors import VlgapError
 torch = pytest.importorskip("torch")
 pytest.importorskip("peft")
 
+from in_process_cli import run_cli  # noqa: E402  (tests/helpers)
 from hub_cache import lay_out_hub_cache, use_offline_hub  # noqa: E402  (tests/helpers)
 
 HUB_ID = "tiny-org/tiny-qwen2"
@@ -116,15 +116,10 @@ def test_bad_device_dtype_and_missing_parameters_are_one_line_errors(qwen_folder
     # the CLI: exit code 2, one line
     prompts = tmp_path / "p.txt"
     prompts.write_text("a red ball\n")
-    from vlgap.cli import main
-
     for flag, value in (("--device", "gpu"), ("--dtype", "float8")):
-        monkeypatch.setattr(sys, "argv", ["vlgap", "cape", "rewrite", str(prompts), "--operator", "rewriter",
-                                          "--rewriter-model", folder, flag, value])
-        with pytest.raises(SystemExit) as code:
-            main()
-        err = capsys.readouterr().err
-        assert code.value.code == 2 and len([x for x in err.splitlines() if x.strip()]) == 1, err
+        code, _, err = run_cli(monkeypatch, capsys, "cape", "rewrite", prompts, "--operator", "rewriter",
+                               "--rewriter-model", folder, flag, value)
+        assert code == 2 and len([x for x in err.splitlines() if x.strip()]) == 1, err
         assert flag in err and "Traceback" not in err
     # a checkpoint that lacks a layer's weights is refused, naming them (never random weights)
     holed = tmp_path / "holed"
@@ -203,17 +198,10 @@ def test_sft_key_changes_with_each_option_and_keeps_older_keys():
 
 
 def _run_cli(monkeypatch, capsys, *args):
-    from vlgap.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["vlgap", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    out = capsys.readouterr()
-    assert code == 0, out.err
-    return out.out
+    """`vlgap ARGS...` in-process, which must succeed: its stdout."""
+    code, out, err = run_cli(monkeypatch, capsys, *args)
+    assert code == 0, err
+    return out
 
 
 def _check_six(rows):

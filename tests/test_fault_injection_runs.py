@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -14,25 +13,13 @@ import numpy as np
 import pytest
 import torch
 
+from in_process_cli import run_cli  # tests/helpers
 from toy_encoders import ToyText, ToyVision
 from vlgap import reuse
 from vlgap.errors import VlgapError
 
 
 # ------------------------------------------------------------------------------------------------ helpers
-
-def run_cli(monkeypatch, capsys, *args):
-    """The installed entry point in-process: (exit code, stdout, stderr)."""
-    from vlgap.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["vlgap", *map(str, args)])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code or 0
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def one_line_error(code, err) -> str:

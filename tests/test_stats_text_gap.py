@@ -1,12 +1,12 @@
 """Caption sets (length matching, embedding through a TextEncoder), file inputs, gap() and the CLI."""
 import json
-import sys
 import zlib
 
 import numpy as np
 import pytest
 import torch
 
+from in_process_cli import run_cli  # tests/helpers
 from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
 from vlgap.stats import text_sets
@@ -212,16 +212,6 @@ def test_gap_input_errors():
 # ---------------------------------------------------------------------------------------------
 # CLI
 # ---------------------------------------------------------------------------------------------
-
-def run_cli(monkeypatch, capsys, *args):
-    from vlgap.cli import main
-
-    monkeypatch.setattr(sys, "argv", ["vlgap", *map(str, args)])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
-
 
 def test_cli_gap_json_and_verdict(tmp_path, monkeypatch, capsys):
     rng = np.random.default_rng(2)
