@@ -82,6 +82,30 @@ print("RAY_LOADED", "ray" in sys.modules)
     assert "RAY_LOADED False" in out.stdout, out.stderr[-2000:]
 
 
+def test_the_driver_unpickles_an_actors_answer_without_torch():
+    """A Ray driver never needs torch: the encoder actor's answer (record versions, preprocessor) must
+    unpickle without importing it (torch.__version__ is a TorchVersion; the preprocessor's module
+    imports torch), else the driver pays torch's import between the actor's answer and its first chunk."""
+    import pickle
+
+    import torch
+    from ray import cloudpickle
+
+    from vlgap.encoders.vision import FramePreprocess
+    from vlgap.features.extract import _versions
+
+    versions = _versions()
+    assert versions["torch"] == torch.__version__ and all(type(v) is str for v in versions.values())
+    code = f"""
+import pickle, sys
+versions = pickle.loads({pickle.dumps(versions)!r})
+packed = pickle.loads({pickle.dumps(cloudpickle.dumps(FramePreprocess.make(32)))!r})
+print("TORCH_LOADED", "torch" in sys.modules, type(packed).__name__)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert "TORCH_LOADED False bytes" in out.stdout, out.stderr[-2000:]
+
+
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
     from typer.testing import CliRunner

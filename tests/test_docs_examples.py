@@ -73,9 +73,9 @@ SKIPS: list[tuple[str, str]] = [
     (r"hf-video:MCG-NJU/", "a model hub id: nothing is downloaded in tests, and no video model ships offline"),
     (r"--clip (hf:openai/|pacs:)", "a CLIP hub id or a PAC-S checkpoint: nothing is downloaded in tests, and no CLIP "
      "weights ship offline (tests/test_captions_embedding.py runs these paths on random-weight CLIPs)"),
-    (r"^vlgap wsv (train|caption|eval|gap|demo|experiment)\b",
+    (r"^vlgap wsv (train|caption|eval|gap|invert|demo|experiment)\b",
      "trains the WSV captioner or reads a trained one (minutes to an hour on 2 cores); tests/test_wsv.py runs "
-     "caption / eval / gap through the CLI on a tiny trained model"),
+     "caption / eval / gap through the CLI on a tiny trained model, tests/test_wsv_inversion.py invert"),
     (r"^vlgap cape (train|demo|experiment|export)\b|^vlgap cape rewrite .*--operator pe\b",
      "LoRA fine-tuning of SmolLM2 or the experiment (tens of minutes on 2 cores); tests/test_cape.py runs SFT, "
      "rewrite and the analysis on a tiny random-weight model"),
@@ -234,7 +234,7 @@ UNITS = _runnable(ALL_UNITS)  # what runs
 # ---- the working folder: small files under the names the docs use --------------------------------------
 def _write_inputs(root: Path) -> None:
     from safetensors.numpy import save_file
-    from test_importers import TXT, VATEX_IDS, msrvtt_file, msvd_csv, s, v, vatex_file, videos
+    from test_importers import lay_out_import_sources
 
     from conftest import write_video
     from vlgap.data.shapes import sample_spec, write_captions
@@ -270,29 +270,8 @@ def _write_inputs(root: Path) -> None:
                     w.writerow([f"q{i}", a, b, round(0.4 + 0.1 * (a == "tuned") + 0.05 * (b == "long")
                                                      + float(rng.normal(scale=0.1)), 4)])
 
-    # Official annotation layouts for `vlgap import` (writers shared with tests/test_importers.py).
-    clip = write_video(root / "_clip" / "c.mp4", 16, size=16).read_bytes()
-    names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS
-    videos(root / "videos", [f"{n}.mp4" for n in names], clip)
-    videos(root / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip)
-    vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}
-                                                      for i in VATEX_IDS])  # 10 English captions, as VATEX
-    # The folder every node mounts (shared/ in "Running on a cluster"): the VATEX videos.
-    videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)
-    msrvtt_file(root / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
-                [s("video0", 0, "a man sings"), s("video1", 1, "cars race")])
-    msrvtt_file(root / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
-                [s("video7010", 2, "a cat jumps"), s("video7011", 3, "people dance")])
-    msvd_csv(root / "MSR Video Description Corpus.csv")
-    # Kinetics CSV and SSv2 JSON + labels.json (formats of tests/test_importers_labels.py)
-    from test_importers_labels import K400, SSV2_LABELS, SSV2_TRAIN
-
-    (root / "kinetics400_val.csv").write_text(K400)
-    videos(root / "kinetics", ["--07WQ2iBlw.mp4", "--33Lscn6sk.mp4", "-0Ns2Ka7ZL8_000030_000040.mp4"], clip)
-    (root / "something-something-v2-validation.json").write_text(json.dumps(SSV2_TRAIN))
-    (root / "something-something-v2-labels.json").write_text(json.dumps(SSV2_LABELS))
-    videos(root / "ssv2", [f"{e['id']}.webm" for e in SSV2_TRAIN], clip)
-    (root / "AllVideoDescriptions.txt").write_text(TXT)
+    # Official annotation layouts for `vlgap import` (the layout tests/test_importers.py runs the same lines on).
+    lay_out_import_sources(root, write_video(root / "_clip" / "c.mp4", 16, size=16).read_bytes())
 
 
 @pytest.fixture(scope="module")

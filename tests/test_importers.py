@@ -521,24 +521,7 @@ def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch
     commands = list(dict.fromkeys(ln.split("#")[0].strip() for ln in lines if ln.startswith("vlgap import ")))
     assert len(commands) >= 3
     monkeypatch.chdir(tmp_path)
-    names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS + ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
-    videos(tmp_path / "videos", [f"{n}.mp4" for n in names], clip_bytes)
-    videos(tmp_path / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip_bytes)
-    videos(tmp_path / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip_bytes)  # cluster example
-    vatex_file(tmp_path / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": ["a", "b"]} for i in VATEX_IDS])
-    msrvtt_file(tmp_path / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
-                [s("video0", 0, "a"), s("video1", 1, "b")])
-    msrvtt_file(tmp_path / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
-                [s("video7010", 2, "c"), s("video7011", 3, "d")])
-    msvd_csv(tmp_path / "MSR Video Description Corpus.csv")
-    (tmp_path / "AllVideoDescriptions.txt").write_text(TXT)
-    from test_importers_labels import K400, SSV2_LABELS, SSV2_TRAIN  # Kinetics CSV, SSv2 JSON + labels.json
-
-    (tmp_path / "kinetics400_val.csv").write_text(K400)
-    videos(tmp_path / "kinetics", ["--07WQ2iBlw.mp4", "--33Lscn6sk.mp4", "-0Ns2Ka7ZL8.mp4"], clip_bytes)
-    (tmp_path / "something-something-v2-validation.json").write_text(json.dumps(SSV2_TRAIN))
-    (tmp_path / "something-something-v2-labels.json").write_text(json.dumps(SSV2_LABELS))
-    videos(tmp_path / "ssv2", [f"{e['id']}.webm" for e in SSV2_TRAIN], clip_bytes)
+    lay_out_import_sources(tmp_path, clip_bytes)
     runner = CliRunner()
     for cmd in commands:
         argv = shlex.split(cmd)[1:]
@@ -546,6 +529,31 @@ def test_readme_import_examples_run_as_written(tmp_path, clip_bytes, monkeypatch
         assert res.exit_code == 0, (cmd, res.output, res.exception)
         out = argv[argv.index("--out") + 1]
         assert len(read_manifest(out)) >= 1, cmd
+
+
+def lay_out_import_sources(root: Path, clip: bytes) -> None:
+    """The files every `vlgap import` line of the docs reads, in the official layouts, under `root` (shared
+    with tests/test_docs_examples.py, which runs the same lines among the pages' other examples)."""
+    from test_importers_labels import K400, SSV2_LABELS, SSV2_TRAIN  # Kinetics CSV, SSv2 JSON + labels.json
+
+    names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS + ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
+    videos(root / "videos", [f"{n}.mp4" for n in names], clip)
+    videos(root / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip)
+    # the folder every node mounts (shared/ in "Running on a cluster"): the VATEX videos
+    videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)
+    vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}
+                                                      for i in VATEX_IDS])  # 10 English captions, as VATEX
+    msrvtt_file(root / "train_val_videodatainfo.json", [v("video0", "train"), v("video1", "validate")],
+                [s("video0", 0, "a man sings"), s("video1", 1, "cars race")])
+    msrvtt_file(root / "test_videodatainfo.json", [v("video7010", "test"), v("video7011", "test")],
+                [s("video7010", 2, "a cat jumps"), s("video7011", 3, "people dance")])
+    msvd_csv(root / "MSR Video Description Corpus.csv")
+    (root / "AllVideoDescriptions.txt").write_text(TXT)
+    (root / "kinetics400_val.csv").write_text(K400)
+    videos(root / "kinetics", ["--07WQ2iBlw.mp4", "--33Lscn6sk.mp4", "-0Ns2Ka7ZL8_000030_000040.mp4"], clip)
+    (root / "something-something-v2-validation.json").write_text(json.dumps(SSV2_TRAIN))
+    (root / "something-something-v2-labels.json").write_text(json.dumps(SSV2_LABELS))
+    videos(root / "ssv2", [f"{e['id']}.webm" for e in SSV2_TRAIN], clip)
 
 
 def test_every_caption_is_kept_or_listed(tmp_path, clip_bytes):

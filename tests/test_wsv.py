@@ -64,6 +64,52 @@ def test_kill_and_resume_equals_uninterrupted(tmp_path, system):
     assert ha == hb
 
 
+def with_val(data, n=3, seed=1):
+    rng = np.random.default_rng(seed)
+    emb = rng.normal(size=(n, data.text_emb.shape[1])).astype(np.float32)
+    emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    return TrainData(data.captions, data.latents, data.text_emb, real_unlabelled=data.real_unlabelled,
+                     val_captions=["A white circle grows.", "The red square moves up.", "A blue heart on gray."][:n],
+                     val_latents=rng.normal(size=(n, *data.latents.shape[1:])).astype(np.float32), val_text_emb=emb)
+
+
+@pytest.mark.parametrize("system", ["wsv", "text_only"])
+def test_validation_loss_is_recorded_keeps_the_best_step_and_resumes_bit_exact(tmp_path, system):
+    from vlgap.wsv.lm import encode_batch
+    from vlgap.wsv.train import validation_loss
+
+    data = with_val(tiny_data())
+    # a large learning rate overfits the 8 captions within a few steps: the validation loss turns up
+    cfg = WSVConfig(system=system, **{**TINY, "caption_steps": 12, "val_every": 1, "lr": 0.05})
+    full = train(data, cfg, tmp_path / "a")
+    model = load_model(tmp_path / "a" / "model.pt")
+    val = [(step, loss) for stage, step, loss in model.history if stage == "val"]
+    assert [step for step, _ in val] == list(range(1, 13))  # every val_every steps of the caption stage
+    best_step, best_loss = min(val, key=lambda v: v[1])
+    assert best_step < 12  # so the kept weights are not simply the last ones
+    assert model.extra["selected"] == {"caption_step": best_step, "val_loss": best_loss} == full.selected
+    tok = encode_batch(full.lm.tokenizer, data.val_captions, cfg.max_len)
+    assert validation_loss(full, data, tok) == pytest.approx(best_loss, rel=1e-6)  # the kept model's loss
+    # the validation draws no random numbers: the kept weights equal a run stopped at that step without it
+    stopped = WSVConfig(system=system, **{**TINY, "caption_steps": best_step, "val_every": 1, "lr": 0.05,
+                                          "keep_best": False})
+    plain = train(tiny_data(), stopped, tmp_path / "plain")
+    for k, v in plain.state_dict().items():
+        assert torch.equal(v, full.state_dict()[k]), k
+    # kill mid caption stage (after a validation), resume: the same weights, history and choice
+    n_before = len(cfg.stages()) * 2 - 2  # the earlier stages' steps (2 each)
+    train(data, cfg, tmp_path / "b", stop_after=n_before + 8)
+    resumed = train(data, cfg, tmp_path / "b")
+    for k, v in full.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+    assert load_model(tmp_path / "b" / "model.pt").history == model.history
+    assert resumed.selected == full.selected
+    with pytest.raises(VlgapError, match=r"validation latents must be \[N=3"):
+        bad = with_val(tiny_data())
+        bad.val_latents = bad.val_latents[:, :, :2]
+        train(bad, cfg, tmp_path / "c")
+
+
 def test_checkpoint_from_another_config_is_refused(tmp_path):
     data = tiny_data()
     train(data, WSVConfig(system="no_polisher", **TINY), tmp_path, stop_after=1)
@@ -207,3 +253,24 @@ def test_vae_latents_and_diffusers_adapter_on_a_tiny_random_vae():
     assert out.shape == z.shape
     with pytest.raises(VlgapError, match="exposes no .vae"):
         DiffusersT2V(object())
+
+
+def test_mobilenet_latent_max_pooling_is_the_max_of_the_frame_features_and_keys_apart():
+    import torch.nn.functional as F
+
+    from vlgap.wsv.latents import IMAGENET_MEAN, IMAGENET_STD, MobileNetLatents
+
+    video = np.random.default_rng(0).integers(0, 256, size=(4, 32, 32, 3), dtype=np.uint8)
+    avg = MobileNetLatents(block=3, grid=(2, 2, 2), image_size=32)
+    mx = MobileNetLatents(block=3, grid=(2, 2, 2), image_size=32, pooling="max")
+    x = (torch.from_numpy(video).permute(0, 3, 1, 2).float() / 255.0 - torch.tensor(IMAGENET_MEAN).view(1, 3, 1, 1)) \
+        / torch.tensor(IMAGENET_STD).view(1, 3, 1, 1)
+    with torch.no_grad():
+        feats = mx.net(x).permute(1, 0, 2, 3)  # [C, T, h, w] = [24, 4, 8, 8]
+    want = feats.reshape(24, 2, 2, 2, 4, 2, 4).amax(dim=(2, 4, 6)).numpy()  # 2x2x2 cells of 2x4x4 features
+    np.testing.assert_allclose(mx.encode([video])[0], want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(avg.encode([video])[0], F.avg_pool3d(feats[None], (2, 4, 4))[0].numpy(), rtol=1e-5,
+                               atol=1e-6)
+    assert "max pool" in mx.record()["pooling"] and "average pool" in avg.record()["pooling"]
+    with pytest.raises(VlgapError, match="pooling 'mean' is not valid; valid: avg, max"):
+        MobileNetLatents(pooling="mean")

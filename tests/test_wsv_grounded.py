@@ -121,18 +121,21 @@ def test_summary_has_ceiling_floor_place_attributes_and_loss_curves(tiny_runs):
             np.testing.assert_allclose(place[metric]["per_seed"], want) if metric in place else None
     assert "between_chance_and_ceiling" not in rows["oracle"]
     cell = json.loads((root / "exp" / "cells" / "synthetic-wsv-s1.json").read_text())
-    assert [st for st in cell["loss_curves"]] == ["head", "polisher", "caption"]
+    # the caption stage's held-out loss (validation scenes' captions through the generator) beside its stages
+    assert [st for st in cell["loss_curves"]] == ["head", "polisher", "caption", "val"]
     assert cell["loss_curves"]["caption"][-1][0] == TRAIN["caption_steps"]
+    assert cell["loss_curves"]["val"][-1][0] == TRAIN["caption_steps"]
     assert len(rows["wsv"]["loss"]["caption"]["curve_mean_over_seeds"]) == TRAIN["caption_steps"]
     h = json.loads((root / "exp" / "hygiene.json").read_text())
     assert h["oracle_video_scene_id_overlap_with_eval"] == 0 and h["oracle_video_scene_specs_equal_to_eval_specs"] == 0
+    assert h["n_val_scenes"] == 10 and h["val_captions"] > 0
 
 
 def test_demo_page_has_html_tables_no_markdown_or_json(tiny_runs):
     _, _, page = tiny_runs
     text = Path(page).read_text()
     assert "<pre>" not in text and "|---" not in text and "{&quot;" not in text and '{"' not in text
-    assert text.count("<table>") == 5  # captions + scores + attributes + loss + falsifier
+    assert text.count("<table>") == 6  # captions + scores + attributes + loss + falsifier + inversion
     assert (Path(page).parent / "loss_curves.png").is_file() and "loss_curves.png" in text
     assert "oracle ceiling" in text and "chance" in text and "attribute accuracy" in text
     first = text.split("<p>")[1]
@@ -214,9 +217,9 @@ def test_wsv_eval_reports_attribute_accuracy_for_manifests_with_specs(tmp_path):
 
 
 def test_experiment_rows_with_another_lm_are_named_and_checked():
-    from vlgap.wsv.experiment import ExperimentConfig, split_system, system_label
+    from vlgap.wsv.experiment import SMOLLM2_TRAIN, ExperimentConfig, split_system, system_label
 
-    assert split_system("wsv+smollm2") == ("wsv", {"lm": "smollm2"})
+    assert split_system("wsv+smollm2") == ("wsv", {"lm": "smollm2", **SMOLLM2_TRAIN})
     assert split_system("text_only+hf:/models/gpt2") == ("text_only", {"lm": "/models/gpt2"})
     assert split_system("oracle") == ("oracle", {})
     assert system_label("wsv+smollm2") == "WSV-offline, LM smollm2 + LoRA"

@@ -299,7 +299,7 @@ def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
 def test_experiment_runs_with_a_diffusers_generator_in_its_vae_latent_space(twins, tmp_path):
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment
 
-    cfg = ExperimentConfig(n_train=1, n_eval=5, n_unlabelled=0, seeds=(0,), systems=("no_polisher",),
+    cfg = ExperimentConfig(n_train=1, n_eval=5, n_unlabelled=0, n_val=1, seeds=(0,), systems=("no_polisher",),
                            generators=("diffusers",),
                            n_frames=9, size=16, n_bootstrap=0, n_permutations=10, c2st_permutations=5,
                            parts={"generator": f"diffusers:{twins['pipe']}", "generator_steps": 1},
@@ -310,7 +310,15 @@ def test_experiment_runs_with_a_diffusers_generator_in_its_vae_latent_space(twin
     assert summary["raw_gap"]["diffusers"]["n_real"] == 5
     cell = json.loads((tmp_path / "exp" / "cells" / "diffusers-no_polisher-s0.json").read_text())
     assert set(cell["predictions"]) == {f"eval_{i:05d}" for i in range(5)}
-    # one latent file per caption: the corpus (10 captions of one scene) and the 5 held-out captions
-    assert len(list((tmp_path / "cache" / "wsv" / "generated").glob("*/*.npy"))) == 10 + 5
+    # one latent file per caption: the corpus (10 captions of one scene), the 5 held-out captions and the
+    # validation scene's captions
+    n_val = json.loads((tmp_path / "exp" / "hygiene.json").read_text())["val_captions"]
+    assert n_val == 10 and cell["loss_curves"]["val"][-1][0] == 1
+    assert len(list((tmp_path / "cache" / "wsv" / "generated").glob("*/*.npy"))) == 10 + 5 + n_val
+    # the inversion check captions those 5 held-out latents (no new generation), attributes against the
+    # evaluation scenes (what a diffusers generator drew is unknown)
+    inv = json.loads((tmp_path / "exp" / "inversion" / "diffusers-no_polisher-s0.json").read_text())
+    assert set(inv["predictions_synthetic"]) == set(cell["predictions"]) and inv["real"]["n"] == 5
+    assert summary["inversion"]["synthetic_specs"] == [inv["synthetic_specs"]] and "evaluation scene" in inv["synthetic_specs"]
     with pytest.raises(VlgapError, match="render styles belong to the shapes generator"):
         ExperimentConfig(generators=("synthetic", "real"), parts={"generator": f"diffusers:{twins['pipe']}"})

@@ -121,6 +121,7 @@ _API = {
     "wsv_caption": "vlgap.wsv.api:caption_manifest",
     "wsv_eval": "vlgap.wsv.api:evaluate_predictions",
     "wsv_gap": "vlgap.wsv.api:gap_for_model",
+    "wsv_invert": "vlgap.wsv.api:invert_model",
     "wsv_demo": "vlgap.wsv.report:run_demo",
     "wsv_experiment": "vlgap.wsv.experiment:run_experiment",
     "wsv_latent_gap": "vlgap.wsv.evaluate:latent_gap",

@@ -10,6 +10,7 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 from vlgap.formatting import interval, number
+from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
 wsv_app = typer.Typer(help="Text-only video captioning after WSV: captions -> synthetic videos -> polisher -> "
                            "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True)
@@ -35,6 +36,65 @@ DTYPE_HELP = "float32 | bfloat16 | float16: frozen models run in it, trained mod
 RAY_HELP = ("Make a diffusers generator's missing latents on Ray actors: auto (RAY_ADDRESS, a running cluster, "
             "else a local one) or a cluster address. Same latents as without it.")
 RAY_WORKERS_HELP = "Generator actors (default: one per GPU, or one per 4 CPUs)."
+RECORDED_LATENTS_HELP = "Where the model's latent encoder lives now."
+
+# One declaration of each option that several commands take; defaults from vlgap.wsv.parts (torch-free), so
+# train, experiment, caption, gap and invert cannot drift apart. `help` is a parameter where commands word it
+# differently.
+
+
+def _generator_option(help: str = GENERATOR_HELP):
+    return typer.Option(PART_DEFAULTS["generator"], "--generator", help=help)
+
+
+def _latents_option():
+    return typer.Option(PART_DEFAULTS["latents"], "--latents", help=LATENTS_HELP)
+
+
+def _video_text_option():
+    return typer.Option(PART_DEFAULTS["video_text"], "--video-text", help=VIDEO_TEXT_HELP)
+
+
+def _generator_steps_option():
+    return typer.Option(PART_DEFAULTS["generator_steps"], "--generator-steps",
+                        help="Denoising steps of a diffusers generator.")
+
+
+def _lm_option():
+    return typer.Option(SETTING_DEFAULTS["lm"], "--lm", help=LM_HELP)
+
+
+def _lora_r_option(help: str):
+    return typer.Option(SETTING_DEFAULTS["lora_r"], "--lora-r", help=help)
+
+
+def _size_option(help: str = "Frame side in pixels."):
+    return typer.Option(SETTING_DEFAULTS["size"], "--size", help=help)
+
+
+def _device_option():
+    return typer.Option(SETTING_DEFAULTS["device"], "--device", help=DEVICE_HELP)
+
+
+def _dtype_option():
+    return typer.Option(SETTING_DEFAULTS["dtype"], "--dtype", help=DTYPE_HELP)
+
+
+def _recorded_option(flag: str, help: str):
+    """A part or setting of a trained model: None = the one it recorded."""
+    return typer.Option(None, flag, help=help)
+
+
+def _recorded_dtype_option():
+    return _recorded_option("--dtype", "Default: the model's. " + DTYPE_HELP)
+
+
+def _ray_option():
+    return typer.Option(None, "--ray", help=RAY_HELP)
+
+
+def _ray_workers_option():
+    return typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP)
 
 
 def _threads(n: Optional[int]) -> None:
@@ -56,18 +116,19 @@ def train_cmd(
     corpus: Optional[Path] = typer.Option(None, help="Captions, one per line (default: the shapes world's "
                                                      "captions of --n-train scenes)."),
     n_train: int = typer.Option(150, help="Scenes whose captions form the default corpus."),
-    generator: str = typer.Option("shapes", help=GENERATOR_HELP),
-    latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
-    video_text: str = typer.Option("latent-tower", "--video-text", help=VIDEO_TEXT_HELP),
-    lm: str = typer.Option("scratch", help=LM_HELP),
-    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank for a pretrained LM (0: train every "
-                                                                "weight; default 0 for hf:, 8 for smollm2)."),
-    n_frames: Optional[int] = typer.Option(None, "--n-frames", help="Frames per clip (default 16; a video VAE "
-                                                                    "needs k*m+1, e.g. 17 for CogVideoX)."),
-    size: int = typer.Option(64, "--size", help="Frame side in pixels (a multiple of the VAE's spatial factor)."),
-    generator_steps: int = typer.Option(50, "--generator-steps", help="Denoising steps of a diffusers generator."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
+    generator: str = _generator_option(),
+    latents: Optional[str] = _latents_option(),
+    video_text: str = _video_text_option(),
+    lm: str = _lm_option(),
+    lora_r: Optional[int] = _lora_r_option("LoRA rank for a pretrained LM (0: train every weight; default 0 for "
+                                           "hf:, 8 for smollm2)."),
+    n_frames: Optional[int] = typer.Option(None, "--n-frames", help=f"Frames per clip (default "
+                                           f"{SETTING_DEFAULTS['n_frames']}; a video VAE needs k*m+1, e.g. 17 for "
+                                           "CogVideoX)."),
+    size: int = _size_option("Frame side in pixels (a multiple of the VAE's spatial factor)."),
+    generator_steps: int = _generator_steps_option(),
+    device: str = _device_option(),
+    dtype: str = _dtype_option(),
     caption_steps: int = typer.Option(800), head_steps: int = typer.Option(300),
     polisher_steps: int = typer.Option(300), lm_pretrain_steps: int = typer.Option(400),
     batch_size: int = typer.Option(32), checkpoint_every: int = typer.Option(100),
@@ -75,8 +136,8 @@ def train_cmd(
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root (default $VLGAP_CACHE or ~/.cache/vlgap)."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
+    ray: Optional[str] = _ray_option(),
+    ray_workers: Optional[int] = _ray_workers_option(),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
     from vlgap.wsv.api import train_system
@@ -98,10 +159,10 @@ def caption_cmd(
     out: Path = typer.Option(..., "--out", help="Predictions, coco results JSON [{image_id, caption}]."),
     polish: bool = typer.Option(False, help="Apply the polisher to the real latents (the falsifier's check)."),
     batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
-    latents: Optional[str] = typer.Option(None, "--latents", help="Where the model's latent encoder lives now "
-                                          "(default: the spec it recorded; its weights must be the same)."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: the model's. " + DTYPE_HELP),
+    latents: Optional[str] = _recorded_option("--latents", RECORDED_LATENTS_HELP[:-1] + " (default: the spec it "
+                                              "recorded; its weights must be the same)."),
+    device: str = _device_option(),
+    dtype: Optional[str] = _recorded_dtype_option(),
     threads: Optional[int] = typer.Option(None),
 ):
     """Batched greedy (or beam-search) captions for every video of a manifest (e.g. from `vlgap import
@@ -153,15 +214,15 @@ def gap_cmd(
                                               "captions the generator turns into synthetic latents."),
     permutations: int = typer.Option(500, "--permutations"), bootstrap: int = typer.Option(500, "--bootstrap"),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
-    generator: Optional[str] = typer.Option(None, "--generator", help="Where the model's generator lives now "
-                                            "(default: the spec it recorded; its weights must be the same)."),
-    latents: Optional[str] = typer.Option(None, "--latents", help="Where the model's latent encoder lives now."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help="Default: the model's. " + DTYPE_HELP),
+    generator: Optional[str] = _recorded_option("--generator", "Where the model's generator lives now (default: "
+                                                "the spec it recorded; its weights must be the same)."),
+    latents: Optional[str] = _recorded_option("--latents", RECORDED_LATENTS_HELP),
+    device: str = _device_option(),
+    dtype: Optional[str] = _recorded_dtype_option(),
     cache_dir: Optional[Path] = typer.Option(None, help="Cache root for generated latents."),
     threads: Optional[int] = typer.Option(None),
-    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
+    ray: Optional[str] = _ray_option(),
+    ray_workers: Optional[int] = _ray_workers_option(),
 ):
     """The falsifier in the model's latent space: MMD2 (p, CI), C2ST and FD between real latents and raw vs
     polished synthetic latents."""
@@ -180,6 +241,64 @@ def gap_cmd(
             continue
         console.print(f"{side:9s} MMD2 {number(x['mmd2_unbiased'], 4)} (p {number(x['p_value'])}, CI {interval(x['ci'], 4, x.get('ci_reason'))}), "
                       f"C2ST {number(x['c2st']['accuracy'], 2)} (p {number(x['c2st']['p_value'])}), FD {number(x['fd'], 2)}")
+
+
+@wsv_app.command("invert")
+def invert_cmd(
+    model: Path = typer.Argument(..., help="model.pt from `vlgap wsv train`."),
+    captions: Path = typer.Argument(..., help="Held-out captions: a text file (one per line), a coco annotations "
+                                              "/ JSONL references file (first caption of each item) or a video "
+                                              "manifest (first caption of each item; its videos are the real side)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the full result (scores, predictions) as JSON."),
+    generator: Optional[str] = _recorded_option("--generator", "Default: the generator the model was trained "
+                                                "with, as recorded (its weights must be the same); a model trained "
+                                                "without one (the oracle) needs it. " + GENERATOR_HELP),
+    latents: Optional[str] = _recorded_option("--latents", RECORDED_LATENTS_HELP),
+    synthetic_only: bool = typer.Option(False, "--synthetic-only", help="With a video manifest: skip the real "
+                                                                        "videos (synthetic side only)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    permutations: int = typer.Option(1000, "--permutations", help="Randomisation resamples of the paired "
+                                                                   "differences."),
+    metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
+    seed: int = typer.Option(0, help="Generation seed (and the bootstrap's)."),
+    batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
+    device: str = _device_option(),
+    dtype: Optional[str] = _recorded_dtype_option(),
+    cache_dir: Optional[Path] = typer.Option(None, help="Cache root for generated latents."),
+    threads: Optional[int] = typer.Option(None), as_json: bool = typer.Option(False, "--json"),
+    ray: Optional[str] = _ray_option(),
+    ray_workers: Optional[int] = _ray_workers_option(),
+):
+    """The T2V-inversion check: the model captions its generator's raw latents of held-out captions, scored
+    against those captions (coco-caption metrics; for the shapes generator also the attribute accuracy);
+    with a video manifest, next to its captions of the real videos scored against the same captions, and the
+    paired difference."""
+    from vlgap.wsv.api import invert_model
+
+    _threads(threads)
+    res = invert_model(model, captions, out, generator=generator, latents=latents, synthetic_only=synthetic_only,
+                       seed=seed, n_bootstrap=bootstrap, n_permutations=permutations,
+                       metrics=metrics.split(",") if metrics else None, batch_size=batch_size, beam=beam,
+                       device=device, dtype=dtype, cache_dir=cache_dir, log=_log, ray=ray, ray_workers=ray_workers)
+    if as_json:
+        print(json.dumps({k: v for k, v in res.items() if k != "predictions"}, indent=2, default=str))
+        return
+    console.print(f"n = {res['n']} held-out captions (one reference each: the caption each latent was made from)")
+    sides = [s for s in ("synthetic", "synthetic_polished", "real") if res.get(s) is not None]
+    for k in ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr"):
+        if k in res["synthetic"]:
+            console.print(f"{k:8s} " + "   ".join(f"{s} {number(res[s][k]['score'])} {interval(res[s][k].get('ci'))}"
+                                                   for s in sides))
+    if "attributes" in res["synthetic"]:
+        console.print("attribute accuracy " + "   ".join(
+            f"{s} {number(res[s]['attributes']['mean']['accuracy'])} {interval(res[s]['attributes']['mean'].get('ci'))}"
+            for s in sides if "attributes" in res[s]))
+    for k, d in (res.get("difference") or {}).items():
+        if isinstance(d, dict):
+            console.print(f"synthetic - real, {k}: {number(d['difference'])} {interval(d.get('ci'))} "
+                          f"(paired over items, p {number(d['p_value']) if d.get('p_value') is not None else 'n/a'})")
+    if out is not None:
+        console.print(f"result -> {out}")
 
 
 @wsv_app.command("demo")
@@ -223,6 +342,8 @@ def experiment_cmd(
     n_train: int = typer.Option(_XD["n_train"], help="Training scenes (x 10 captions)."),
     n_eval: int = typer.Option(_XD["n_eval"], help="Held-out real-style scenes."),
     n_unlabelled: int = typer.Option(_XD["n_unlabelled"], help="Unlabelled real-style scenes (wsv_mmd only)."),
+    n_val: int = typer.Option(_XD["n_val"], help="Validation scenes: their captions give the held-out caption loss "
+                                                 "(0: none)."),
     caption_steps: int = typer.Option(_XT["caption_steps"]), head_steps: int = typer.Option(_XT["head_steps"]),
     polisher_steps: int = typer.Option(_XT["polisher_steps"]),
     lm_pretrain_steps: int = typer.Option(_XT["lm_pretrain_steps"]),
@@ -237,23 +358,24 @@ def experiment_cmd(
     generators: str = typer.Option(",".join(_XD["generators"]),
                                    help="Generator render styles; systems after the first generator: --second-systems."),
     second_systems: str = typer.Option(",".join(_XD["second_generator_systems"])),
-    generator: str = typer.Option("shapes", "--generator", help=GENERATOR_HELP + " With shapes, --generators "
-                                  "names its render styles; with diffusers, one name for the cells (default diffusers)."),
-    latents: Optional[str] = typer.Option(None, "--latents", help=LATENTS_HELP),
-    video_text: str = typer.Option("latent-tower", "--video-text", help=VIDEO_TEXT_HELP),
-    lm: str = typer.Option("scratch", "--lm", help=LM_HELP),
-    lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank for a pretrained LM (0: every weight)."),
-    n_frames: int = typer.Option(16, "--n-frames", help="Frames per clip (a video VAE needs k*m+1, e.g. 17)."),
-    size: int = typer.Option(64, "--size", help="Frame side in pixels."),
-    generator_steps: int = typer.Option(50, "--generator-steps", help="Denoising steps of a diffusers generator."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
+    generator: str = _generator_option(GENERATOR_HELP + " With shapes, --generators names its render styles; "
+                                       "with diffusers, one name for the cells (default diffusers)."),
+    latents: Optional[str] = _latents_option(),
+    video_text: str = _video_text_option(),
+    lm: str = _lm_option(),
+    lora_r: Optional[int] = _lora_r_option("LoRA rank for a pretrained LM (0: every weight)."),
+    n_frames: int = typer.Option(SETTING_DEFAULTS["n_frames"], "--n-frames",
+                                 help="Frames per clip (a video VAE needs k*m+1, e.g. 17)."),
+    size: int = _size_option(),
+    generator_steps: int = _generator_steps_option(),
+    device: str = _device_option(),
+    dtype: str = _dtype_option(),
     summary_only: bool = typer.Option(False, "--summary-only", help="Tabulate finished cells, train none."),
     threads: Optional[int] = typer.Option(None), cache_dir: Optional[Path] = typer.Option(None),
     force: bool = typer.Option(False, "--force", help="Take over an --out folder that holds an experiment with "
                                                       "another configuration (refused otherwise)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help=RAY_HELP),
-    ray_workers: Optional[int] = typer.Option(None, "--ray-workers", help=RAY_WORKERS_HELP),
+    ray: Optional[str] = _ray_option(),
+    ray_workers: Optional[int] = _ray_workers_option(),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
@@ -261,12 +383,12 @@ def experiment_cmd(
     _threads(threads)
     parts = {k: v for k, v in (("generator", generator), ("latents", latents), ("video_text", video_text),
                                ("generator_steps", generator_steps))
-             if v != {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}[k]}
-    if generator != "shapes" and generators == ",".join(_XD["generators"]):  # one generator given: its cells' name
+             if v != PART_DEFAULTS[k]}  # the defaults stay out of the cell keys (earlier runs keep theirs)
+    # one generator given: its cells' name
+    if generator != PART_DEFAULTS["generator"] and generators == ",".join(_XD["generators"]):
         generators = generator.removeprefix("shapes:") if generator.startswith("shapes:") else "diffusers"
-    lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype))
-                  if v != {"lm": "scratch", "lora_r": None, "dtype": "float32"}[k]}
-    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_bootstrap=bootstrap,
+    lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype)) if v != SETTING_DEFAULTS[k]}
+    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_val=n_val, n_bootstrap=bootstrap,
                            n_frames=n_frames, size=size, parts=parts,
                            n_permutations=permutations, c2st_permutations=_XD["c2st_permutations"],
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
@@ -288,7 +410,7 @@ def eval_set_cmd(
     n: int = typer.Option(60, help="Scenes."),
     seed: int = typer.Option(1, help="Scene seed (the default corpus uses seed 0: disjoint scenes)."),
     style: str = typer.Option("real", help="Render style: real (camera shake, blur, noise, lighting, JPEG) or synthetic."),
-    n_frames: int = typer.Option(16), size: int = typer.Option(64),
+    n_frames: int = typer.Option(SETTING_DEFAULTS["n_frames"]), size: int = typer.Option(SETTING_DEFAULTS["size"]),
 ):
     """A held-out shapes manifest in a render style (the 'real' evaluation domain)."""
     from vlgap.data.shapes import generate_shapes

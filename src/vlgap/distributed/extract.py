@@ -27,6 +27,7 @@ written to node-local disks make the final join fail with the list of missing ch
 """
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import time
@@ -34,6 +35,7 @@ from collections import deque
 from dataclasses import replace
 
 import ray
+from ray import cloudpickle
 
 from vlgap.distributed import faults
 from vlgap.distributed.cluster import ACTOR_OPTIONS, TASK_OPTIONS, cluster_cpus_gpus, connect, unwrap
@@ -50,19 +52,28 @@ DECODE_ITEMS = 8
 
 
 @ray.remote
-def _decode(steps, items, chunk_no: int, preprocessor, fault):
-    """A chunk's items decoded and, when the encoder has a model-free `preprocessor`, preprocessed
-    (else the actor preprocesses the uint8 frames); texts joined."""
+def _decode(steps, items, chunk_no: int, preprocessor_pickle: bytes | None, fault):
+    """A chunk's items decoded and, when the encoder has a model-free `preprocessor` (given pickled,
+    see `EncoderActor.info`), preprocessed (else the actor preprocesses the uint8 frames); texts joined."""
     faults.maybe_kill(fault, "decode", chunk_no)
     reuse_freed_memory()
+    preprocessor = _unpickled(preprocessor_pickle) if preprocessor_pickle is not None else None
     return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
 
 
+@functools.lru_cache(maxsize=4)
+def _unpickled(data: bytes):
+    """The preprocessor, unpickled once per decoding worker (every task of a run gets the same bytes)."""
+    return cloudpickle.loads(data)
+
+
 @ray.remote
-def _warm_decoding_worker() -> None:
+def _warm_decoding_worker(*_early_parts) -> None:
     """Import what preprocessing in a decoding worker needs (torch; torchvision's transforms, which
     vlgap's own image models use through `FramePreprocess`) while the encoder actors load and the
-    decoding CPUs are otherwise idle."""
+    decoding CPUs are otherwise idle. Its arguments are the early parts' refs, only so that it runs
+    after them: another remote function is queued apart by Ray, and this one, submitted last, ran
+    between the first early part and the others, so the loaded actor waited for them (0.25 s traced)."""
     import torch  # noqa: F401
 
     try:
@@ -97,10 +108,14 @@ class EncoderActor:
         self.enc = job.load_encoder()
         self.written = 0
 
-    def info(self) -> tuple[dict, object]:
+    def info(self) -> tuple[dict, bytes | None]:
         # versions from here, where the encoder's libraries are imported (the driver may never import them)
         info = dict(self.job.encoder_info(self.enc), versions=self.job.versions())
-        return info, getattr(self.enc, "preprocessor", None)
+        # the preprocessor goes to the decoding tasks through the driver as bytes: unpickled there it
+        # would import its module and with it torch (1-1.5 s of the driver's, between the loaded
+        # actor's answer and its first chunk), which the driver never needs
+        preprocessor = getattr(self.enc, "preprocessor", None)
+        return info, (cloudpickle.dumps(preprocessor) if preprocessor is not None else None)
 
     def encode(self, r, chunk_no: int, steps, *parts) -> dict:
         t0 = time.perf_counter()
@@ -152,7 +167,7 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
         # encoder), and warm the decoding workers' imports for the preprocessing of the chunks after it
         guess, early = _decode_while_loading(job, n, decode_opts, fault)
         try:
-            info, preprocessor = rt.get(actors[0].info.remote())
+            info, preprocessor_pickle = rt.get(actors[0].info.remote())
         except rt.exceptions.RayError as err:
             raise unwrap(err) from None
         steps = job.steps(info)
@@ -165,8 +180,8 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
             early = {}
         result.chunks_total = len(ranges)
         n_early = len(early)
-        truncated, hosts, busy = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
-                                             fault, progress, result, early)
+        truncated, hosts, busy = _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts,
+                                             preprocessor_pickle, fault, progress, result, early)
     finally:
         for a in actors:
             rt.kill(a)
@@ -196,7 +211,8 @@ def _decode_while_loading(job, n_chunks: int, decode_opts, fault) -> tuple[objec
     early = {r: _decode_parts(job, steps, r, chunk_no[r], None, decode_opts, fault)
              for r in job.todo(ranges)[:n_chunks]}
     if early:  # after the early parts, on the CPUs they leave idle until the actors are up
-        _warm_decoding_worker.options(**decode_opts, **TASK_OPTIONS).remote()
+        _warm_decoding_worker.options(**decode_opts, **TASK_OPTIONS).remote(
+            *[ref for refs in early.values() for ref in refs])
     return steps, early
 
 
@@ -215,7 +231,7 @@ def _decode_parts(job, steps, r, chunk_no: int, preprocessor_ref, decode_opts, f
         for s in range(r[0], r[1], DECODE_ITEMS)]
 
 
-def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor, fault, progress, result,
+def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor_pickle, fault, progress, result,
                 early: dict):
     chunk_no = {r: i for i, r in enumerate(ranges)}
     window = 2 * len(actors) + 2      # chunks decoding or queued on actors: bounds memory
@@ -227,7 +243,7 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor,
     load = [0] * len(actors)
     truncated, hosts, busy = 0, set(), 0.0
     t0 = time.perf_counter()
-    preprocessor_ref = rt.put(preprocessor)
+    preprocessor_ref = rt.put(preprocessor_pickle)
     with progress_bar(progress) as prog:
         task = prog.add_task(f"{job.encoder} {job.param}={','.join(map(str, job.pending))} (ray, "
                              f"{len(actors)} encoder actors)", total=len(job.items), unit="items")

@@ -174,7 +174,8 @@ def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for mod in ("vlgap", "numpy", "torch", "torchvision", "av"):
         try:
-            out[mod] = __import__(mod).__version__
+            # str(): torch's is a TorchVersion, and unpickling one (a Ray actor's record) imports torch
+            out[mod] = str(__import__(mod).__version__)
         except Exception:
             pass
     for dist in ("timm", "transformers"):

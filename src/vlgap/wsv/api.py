@@ -184,13 +184,15 @@ def load_with_parts(model: str | Path, *, generator: str | None = None, latents:
     n_frames, size = lat.get("n_frames"), lat.get("size") or lat.get("image_size") or 64
     gen = None
     if with_generator:
-        if "spec" not in grec:  # the oracle: trained on paired videos, it has no generator of its own
+        if "spec" not in grec and generator is None:  # the oracle: trained on paired videos, no generator
             raise VlgapError(f"{model} was trained without a generator ({grec.get('generator', 'no record')}); the "
-                             "falsifier needs a model trained from generated latents (e.g. --system wsv)")
+                             "falsifier needs a model trained from generated latents (e.g. --system wsv), or name "
+                             "one with --generator")
         steps = (grec.get("call") or {}).get("num_inference_steps", 50)
         gen = build_generator(generator or grec["spec"], n_frames=grec.get("n_frames") or n_frames,
                               size=grec.get("size") or size, steps=steps, device=device, dtype=dtype)
-        matching_record(grec, gen.record(), "the generator", "--generator")
+        if "spec" in grec:  # the model's own generator: it must be the one it was trained with
+            matching_record(grec, gen.record(), "the generator", "--generator")
     spec = latents or lat["spec"]
     if isinstance(gen, DiffusersGenerator) and spec == gen.own_encoder.spec:
         enc = gen.own_encoder
@@ -302,4 +304,115 @@ def gap_for_model(model: str | Path, manifest: str | Path, *, n_permutations: in
             polished = bundle.polisher(torch.from_numpy(raw).to(bundle.device)).float().cpu().numpy()
     res = latent_gap(real, raw, polished, n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
     res["latent_space"] = enc.record()
+    return res
+
+
+def _inversion_captions(captions) -> tuple[list[str], list[str], dict[str, Any] | None, Path | None]:
+    """(ids, one caption per item, scene specs or None, the manifest path when the items are videos) of the
+    inversion check's captions: a list of strings, a text file (one caption per line), a manifest
+    (.jsonl: each item's first caption; its videos are the real side) or a coco annotations / JSONL
+    references file (each item's first caption, in file order)."""
+    if isinstance(captions, (list, tuple)):
+        caps = [str(c).strip() for c in captions]
+        if not caps or not all(caps):
+            raise VlgapError("inversion: give at least one caption, none empty")
+        return [f"caption_{i:05d}" for i in range(len(caps))], caps, None, None
+    path = Path(captions)
+    if not path.is_file():
+        raise VlgapError(f"captions file {path} not found; give a text file (one caption per line), a manifest "
+                         "(.jsonl) or a coco annotations file (.json)")
+    if path.suffix.lower() == ".txt":
+        caps = read_corpus(path)
+        return [f"caption_{i:05d}" for i in range(len(caps))], caps, None, None
+    if path.suffix.lower() not in (".json", ".jsonl"):
+        raise VlgapError(f"captions file {path}: unknown kind {path.suffix or '(no suffix)'}; give a .txt (one "
+                         "caption per line), a manifest .jsonl or a coco annotations .json")
+    if path.suffix.lower() == ".jsonl":
+        from vlgap.data.manifest import read_manifest
+
+        try:
+            m = read_manifest(path)
+        except VlgapError:
+            m = None
+        if m is not None:
+            empty = [it.id for it in m.items if not it.captions]
+            if empty or not m.items:
+                raise VlgapError(f"manifest {path}: items {empty[:5]} have no caption; the inversion check "
+                                 "generates each item's first caption" if empty else f"manifest {path} has no items")
+            videos = all(it.kind == "video" for it in m.items)
+            return ([str(i) for i in m.ids], [it.captions[0] for it in m.items], scene_specs(m),
+                    path if videos else None)
+    from vlgap.captions.io import _load_path, reference_rows
+
+    first: dict[str, str] = {}
+    for item, cap in reference_rows(_load_path(path), str(path)):
+        if cap is None or not str(cap).strip():
+            raise VlgapError(f"{path}: item {item!r} has no caption; every item needs one")
+        first.setdefault(str(item), str(cap))
+    if not first:
+        raise VlgapError(f"{path} holds no captions")
+    return list(first), list(first.values()), None, None
+
+
+def invert_model(model: str | Path, captions, out: str | Path | None = None, *, generator: str | None = None,
+                 latents: str | None = None, synthetic_only: bool = False, seed: int = 0, n_bootstrap: int = 1000,
+                 n_permutations: int = 1000, metrics: list[str] | None = None, batch_size: int = 64, beam: int = 1,
+                 device: str = "cpu", dtype: str | None = None, cache_dir=None, log: Callable[[str], None] = _quiet,
+                 ray: str | bool | None = None, ray_workers: int | None = None) -> dict[str, Any]:
+    """The T2V-inversion check for a trained model: its generator (the one it was trained with, as
+    recorded; `generator`: where it lives now, or any generator for a model trained without one, e.g.
+    the oracle) turns `captions` (held-out captions: a list, a text file, a coco annotations / references
+    file, or a video manifest whose items' first captions are used) into raw synthetic latents, the model
+    captions them (polisher bypassed, as at inference; a model with a polisher also captions them polished,
+    its training input, under "synthetic_polished") and the captions are scored against the captions
+    they were generated from (BLEU-1..4, METEOR, ROUGE-L, CIDEr with per-item bootstrap intervals; for
+    the shapes generator also the grounded attribute accuracy against the scene it rendered).
+
+    With a video manifest (unless `synthetic_only`), the model also captions the real videos, scored
+    against the same first captions (and, where the manifest has scene specs, their attribute accuracy),
+    and the result holds their paired differences (synthetic - real). High on synthetic and low on real:
+    the model inverts its generator and the synthetic-to-real gap is the bottleneck; low on both: the
+    captioner itself is weak. Returns (and writes to `out`) the scores of
+    vlgap.wsv.evaluate.inversion_scores plus the predictions and what made them."""
+    from vlgap.counts import check_count
+    from vlgap.wsv.evaluate import inversion_scores
+    from vlgap.wsv.parts import ShapesGenerator, generated_latents
+
+    n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=1000)
+    n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=1000)
+    batch_size = check_count("batch_size", batch_size, 1, flag="--batch-size", example=64)
+    beam = check_count("beam", beam, 1, flag="--beam", example=3)
+    ray_workers = check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)
+    ids, caps, specs, manifest = _inversion_captions(captions)
+    bundle, enc, gen = load_with_parts(model, generator=generator, latents=latents, device=device, dtype=dtype,
+                                       with_generator=True)
+    z = generated_latents(gen, enc, caps, seed=seed, cache_dir=cache_dir, log=log, what="inversion captions",
+                          ray=ray, ray_workers=ray_workers)
+    pred_synthetic = dict(zip(ids, bundle.caption(z, batch_size=batch_size, beam=beam)))
+    pred_polished = (dict(zip(ids, bundle.caption(z, polish=True, batch_size=batch_size, beam=beam)))
+                     if bundle.polisher is not None else None)
+    if isinstance(gen, ShapesGenerator):  # what each synthetic video shows: the caption read as it was rendered
+        synthetic_specs = dict(zip(ids, (r.spec for r in gen.t2v.read(caps, seed=seed))))
+        specs_source = "the scene the shapes generator rendered from each caption"
+    else:
+        synthetic_specs = specs
+        specs_source = "the manifest's scene spec of each item" if specs is not None else None
+    pred_real = None
+    if manifest is not None and not synthetic_only:
+        real_ids, _, real = manifest_latents(manifest, log=log, encoder=enc)
+        pred_real = dict(zip([str(i) for i in real_ids], bundle.caption(real, batch_size=batch_size, beam=beam)))
+    res = inversion_scores(pred_synthetic, dict(zip(ids, caps)), pred_real=pred_real,
+                           synthetic_specs=synthetic_specs, real_specs=specs if pred_real is not None else None,
+                           pred_polished=pred_polished,
+                           n_bootstrap=n_bootstrap, n_permutations=n_permutations, seed=seed, metrics=metrics)
+    res.update({"model": str(model), "generator": gen.record(), "latent_space": enc.record(),
+                "captions_source": str(captions) if isinstance(captions, (str, Path)) else "list",
+                "synthetic_specs": specs_source, "generation_seed": seed,
+                "predictions": {"synthetic": pred_synthetic, "synthetic_polished": pred_polished, "real": pred_real}})
+    log(f"inversion: {len(ids)} captions, CIDEr on synthetic latents {res['synthetic']['CIDEr']['score']:.3f}"
+        + (f", on real videos {res['real']['CIDEr']['score']:.3f}" if res["real"] else ""))
+    if out is not None:
+        from vlgap.io_utils import atomic_write_text, to_json
+
+        atomic_write_text(out, to_json(res) + "\n")
     return res

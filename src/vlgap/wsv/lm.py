@@ -107,6 +107,10 @@ class SoftPromptLM(nn.Module):
         super().__init__()
         self.model, self.tokenizer, self.kind, self.record = model, tokenizer, kind, record
         self.d_model = int(model.get_input_embeddings().embedding_dim)
+        # a pretrained LM's vocabulary is large (SmolLM2: 49,152): its loss projects only the caption positions.
+        # The scratch LM's word vocabulary is a few hundred: it keeps the full projection, and with it the
+        # documented scratch cells' exact numbers
+        self.logits_on_targets_only = kind == "pretrained"
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.get_input_embeddings()(ids)
@@ -117,10 +121,34 @@ class SoftPromptLM(nn.Module):
         emb = self.embed(ids)
         x = torch.cat([prompts.to(emb.dtype), emb], dim=1)
         att = torch.cat([torch.ones(B, P, dtype=mask.dtype, device=mask.device), mask], dim=1)
-        logits = self.model(inputs_embeds=x, attention_mask=att, use_cache=False).logits
-        pred = logits[:, P:-1]  # position P+j predicts ids[:, j+1]
-        target = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
-        return nn.functional.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
+        split = self._body_and_head() if self.logits_on_targets_only else None
+        if split is None:
+            logits = self.model(inputs_embeds=x, attention_mask=att, use_cache=False).logits
+            pred = logits[:, P:-1]  # position P+j predicts ids[:, j+1]
+            target = ids[:, 1:].masked_fill(mask[:, 1:] == 0, -100)
+            return nn.functional.cross_entropy(pred.reshape(-1, pred.shape[-1]), target.reshape(-1), ignore_index=-100)
+        # the same loss with the vocabulary projection applied only where a caption token is predicted: a
+        # pretrained LM's head (SmolLM2: 576 x 49,152) would otherwise score every prompt and padding position
+        body, head = split
+        hidden = body(inputs_embeds=x, attention_mask=att, use_cache=False).last_hidden_state
+        keep = mask[:, 1:] == 1
+        logits = head(hidden[:, P:-1][keep])
+        return nn.functional.cross_entropy(logits, ids[:, 1:][keep])
+
+    def _unwrapped(self) -> nn.Module:
+        """The Hugging Face model itself, under peft's LoRA wrapper when there is one."""
+        return self.model.get_base_model() if hasattr(self.model, "get_base_model") else self.model
+
+    def _body_and_head(self):
+        """(decoder body, vocabulary head) of a plain Hugging Face causal LM (peft's LoRA layers sit inside the
+        body), or None where the model post-processes its logits (Gemma's soft-capping, Cohere's scale)."""
+        base = self._unwrapped()
+        body, head = getattr(base, "base_model", None), base.get_output_embeddings()
+        cfg = getattr(base, "config", None)
+        if body is None or body is base or head is None or getattr(cfg, "final_logit_softcapping", None) \
+                or hasattr(base, "logit_scale") or getattr(cfg, "logit_scale", None) is not None:
+            return None
+        return body, head
 
     @torch.no_grad()
     def generate(self, prompts: torch.Tensor, max_new_tokens: int = 40) -> list[list[int]]:
@@ -132,7 +160,9 @@ class SoftPromptLM(nn.Module):
         import inspect
 
         # transformers 5 renamed past_key_values to cache (keyword and output); accept either
-        key = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        # (peft's wrapper takes **kwargs: read the wrapped model's own signature)
+        base = self._unwrapped()
+        key = "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
         out = self.model(inputs_embeds=x, use_cache=True)
         past = out.get("cache", None) if key == "cache" else out.past_key_values
         done = torch.zeros(B, dtype=torch.bool, device=prompts.device)

@@ -29,6 +29,14 @@ LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
 VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
+#: the offline parts every WSV entry point defaults to (the experiment's `parts` keys; the CLI's option defaults)
+PART_DEFAULTS: dict[str, Any] = {"generator": "shapes", "latents": None, "video_text": "latent-tower",
+                                 "generator_steps": 50}
+#: the other settings a run defaults to (WSVConfig, ExperimentConfig and the CLI read them from here, torch-free,
+#: so `vlgap wsv train` and `vlgap wsv experiment` cannot drift apart); lora_r None: 0 for hf:, 8 for smollm2
+SETTING_DEFAULTS: dict[str, Any] = {"lm": "scratch", "lora_r": None, "dtype": "float32", "device": "cpu",
+                                    "n_frames": 16, "size": 64}
+
 
 def torch_dtype(name: str):
     """torch.float32 / bfloat16 / float16 of a --dtype name; other names refused in one line."""

@@ -51,7 +51,8 @@ def _thumbs(videos: list[np.ndarray], path: Path) -> None:
 
 
 def loss_curve_figure(summary: dict, path: str | Path) -> Path:
-    """The caption stage's training loss (mean over seeds, per 1/20 of the steps) of every row, one line each."""
+    """The caption stage's training loss (mean over seeds, per 1/20 of the steps) of every row, one line each,
+    and its validation loss (dashed, same colour) where the cells recorded one."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -65,9 +66,12 @@ def loss_curve_figure(summary: dict, path: str | Path) -> Path:
         curve = r.get("loss", {}).get("caption", {}).get("curve_mean_over_seeds")
         if curve:
             gen = "" if r["system"] == "oracle" else f" ({r['generator']} generator)"
-            ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".", label=system_label(r["system"]) + gen)
+            line, = ax.plot([p[0] for p in curve], [p[1] for p in curve], marker=".", label=system_label(r["system"]) + gen)
+            val = r.get("loss", {}).get("val", {}).get("curve_mean_over_seeds")
+            if val:  # the held-out caption loss, same colour, dashed
+                ax.plot([p[0] for p in val], [p[1] for p in val], ls="--", color=line.get_color())
     ax.set_xlabel("caption-stage step")
-    ax.set_ylabel("training loss (nats per token)")
+    ax.set_ylabel("loss (nats per token); dashed: validation")
     ax.set_title(f"Caption-stage loss, mean over {max((r['n_seeds'] for r in summary['rows']), default=0)} seeds")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -39,6 +39,7 @@ import torch
 
 from vlgap.counts import check_count
 from vlgap.errors import VlgapError
+from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
 #: version of checkpoint.pt / model.pt keys: a change makes older checkpoints start over
 WSV_FORMAT = 2
@@ -68,19 +69,25 @@ class WSVConfig:
     prompter_layers: int = 2
     polisher_hidden: int = 32
     polisher_blocks: int = 2
-    lm: str = "scratch"  # scratch | smollm2 | hf:<hub id or folder> (a bare folder: the older spelling)
+    lm: str = SETTING_DEFAULTS["lm"]  # scratch | smollm2 | hf:<hub id or folder> (a bare folder: the older spelling)
     lm_layers: int = 3
     lm_dim: int = 128
     lm_heads: int = 4
-    lora_r: int | None = None  # pretrained LMs: LoRA rank, 0 trains every weight (default: 0 for hf:, 8 otherwise)
-    video_text: str = "latent-tower"  # the polisher's frozen video-text model: latent-tower (stage head) | clip
-    dtype: str = "float32"  # compute dtype of every model (trained modules: autocast over float32 weights)
+    lora_r: int | None = SETTING_DEFAULTS["lora_r"]  # pretrained LMs: LoRA rank, 0 trains every weight (default: 0 for hf:, 8 otherwise)
+    video_text: str = PART_DEFAULTS["video_text"]  # the polisher's frozen video-text model: latent-tower (stage head) | clip
+    dtype: str = SETTING_DEFAULTS["dtype"]  # compute dtype of every model (trained modules: autocast over float32 weights)
     mmd_weight: float = 0.0  # wsv_mmd: weight of the distribution term
     noise_std: float = 0.025  # text_only: per-dimension noise on unit caption embeddings (noise norm ~0.5)
     decap_temperature: float = 0.01
     temperature: float = 0.07
     max_len: int = 48
     checkpoint_every: int = 100
+    # caption stage: the loss on held-out pairs (TrainData.val_*) every val_every steps, recorded in the
+    # history as ("val", step, loss); 0: never (nothing is recorded without held-out pairs either)
+    val_every: int = 50
+    # with validation pairs: the caption stage ends with the weights of its validation step of lowest loss
+    # (early stopping by the best checkpoint; the history keeps every step)
+    keep_best: bool = True
 
     def __post_init__(self):
         if self.system not in SYSTEMS:
@@ -103,7 +110,8 @@ class WSVConfig:
         for name, minimum, example in (("batch_size", 1, 32), ("checkpoint_every", 1, 100), ("n_prompts", 1, 8),
                                        ("prompter_dim", 1, 64), ("prompter_layers", 1, 2),
                                        ("polisher_hidden", 1, 32), ("polisher_blocks", 0, 2), ("lm_layers", 1, 3),
-                                       ("lm_dim", 1, 128), ("lm_heads", 1, 4), ("lora_r", 0, 8), ("max_len", 4, 48)):
+                                       ("lm_dim", 1, 128), ("lm_heads", 1, 4), ("lora_r", 0, 8), ("max_len", 4, 48),
+                                       ("val_every", 0, 50)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--" + name.replace("_", "-"), example=example))
         if self.system == "wsv_mmd" and self.mmd_weight <= 0:
@@ -130,6 +138,11 @@ class TrainData:
     real_unlabelled: np.ndarray | None = None  # [M, C, F, H, W], only for the distribution term
     meta: dict[str, Any] = field(default_factory=dict)
     parts: dict[str, Any] | None = None  # records of the generator, latent encoder and video-text model used
+    # held-out pairs never trained on (the validation loss): captions, the latents the system reads for
+    # them (the same kind as `latents`) and their caption embeddings
+    val_captions: list[str] | None = None
+    val_latents: np.ndarray | None = None
+    val_text_emb: np.ndarray | None = None
 
     def check(self) -> None:
         n = len(self.captions)
@@ -142,13 +155,27 @@ class TrainData:
         if self.real_unlabelled is not None and self.real_unlabelled.shape[1:] != self.latents.shape[1:]:
             raise VlgapError(f"unlabelled real latents {list(self.real_unlabelled.shape[1:])} and synthetic latents "
                              f"{list(self.latents.shape[1:])} differ in shape; encode both with one latent encoder")
+        if self.val_captions is not None:
+            m = len(self.val_captions)
+            if m == 0 or self.val_latents is None or self.val_text_emb is None:
+                raise VlgapError("validation pairs need captions, latents and caption embeddings (at least one)")
+            if self.val_latents.shape != (m, *self.latents.shape[1:]):
+                raise VlgapError(f"validation latents must be [N={m}, {', '.join(map(str, self.latents.shape[1:]))}] "
+                                 f"(the training latents' shape), got {list(self.val_latents.shape)}")
+            if self.val_text_emb.shape != (m, self.text_emb.shape[1]):
+                raise VlgapError(f"validation caption embeddings must be [N={m}, {self.text_emb.shape[1]}], got "
+                                 f"{list(self.val_text_emb.shape)}")
 
     def fingerprint(self) -> str:
         import hashlib
 
         h = hashlib.sha256()
         h.update("\n".join(self.captions).encode())
-        for arr in (self.latents, self.text_emb, self.real_unlabelled):  # every number that training reads
+        arrays = [self.latents, self.text_emb, self.real_unlabelled]
+        if self.val_captions is not None:  # only then: data without validation pairs keep their fingerprint
+            h.update(("\nval\n" + "\n".join(self.val_captions)).encode())
+            arrays += [self.val_latents, self.val_text_emb]
+        for arr in arrays:  # every number that training reads
             if arr is None:
                 h.update(b"none")
                 continue
@@ -316,9 +343,7 @@ def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, t
             real = torch.from_numpy(data.real_unlabelled[j.numpy()]).to(dev)
             loss = loss + cfg.mmd_weight * mmd_rbf_loss(zp.float(), real)
         return loss
-    ids, mask = tok[0][idx].to(dev), tok[1][idx].to(dev)
-    L = int(mask.sum(1).max())
-    ids, mask = ids[:, :L], mask[:, :L]
+    ids, mask = _caption_batch(tok, idx, dev)
     if stage == "lm_pretrain":
         return bundle.lm.loss(bundle.null_prefix.expand(len(idx), -1, -1), ids, mask)
     if cfg.system == "text_only":
@@ -329,6 +354,40 @@ def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, t
             zin = bundle.polisher(z) if bundle.polisher is not None else z
         prompts = bundle.prompter(zin)
     return bundle.lm.loss(prompts, ids, mask)
+
+
+def _caption_batch(tok: tuple, rows, dev) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token ids, mask) of the tokenised captions `rows` on `dev`, cut to the batch's longest caption."""
+    ids, mask = tok[0][rows].to(dev), tok[1][rows].to(dev)
+    L = int(mask.sum(1).max())
+    return ids[:, :L], mask[:, :L]
+
+
+@torch.no_grad()
+def validation_loss(bundle: Bundle, data: TrainData, tok: tuple, batch_size: int = 64) -> float:
+    """Mean next-token loss per caption token on the held-out pairs, every part in eval mode (no dropout, no
+    noise: the text-only prefix reads the clean caption embedding), drawing no random numbers, so training
+    goes on bit-for-bit as without it."""
+    dev = bundle.device
+    was_training = {m: m.training for m in bundle.modules()}
+    bundle.eval()
+    total, n_tok = 0.0, 0
+    for i in range(0, len(data.val_captions), batch_size):
+        sl = slice(i, i + batch_size)
+        ids, mask = _caption_batch(tok, sl, dev)
+        with bundle.autocast():
+            if bundle.cfg.system == "text_only":
+                t = torch.from_numpy(np.ascontiguousarray(data.val_text_emb[sl], np.float32)).to(dev)
+                prompts = bundle.prompter(torch.nn.functional.normalize(t, dim=-1))
+            else:
+                z = torch.from_numpy(np.ascontiguousarray(data.val_latents[sl], np.float32)).to(dev)
+                prompts = bundle.prompter(bundle.polisher(z) if bundle.polisher is not None else z)
+            loss = bundle.lm.loss(prompts, ids, mask)
+        k = int(mask[:, 1:].sum())
+        total, n_tok = total + float(loss) * k, n_tok + k
+    for m, on in was_training.items():
+        m.train(on)
+    return total / max(n_tok, 1)
 
 
 def _freeze_for(bundle: Bundle, stage: str) -> None:
@@ -398,18 +457,20 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     if cfg.video_text != "latent-tower" and video_text is None:
         raise VlgapError(f"training with video_text {cfg.video_text!r} needs the model itself (video_text=)")
     stage_i, step, history = 0, 0, []
-    state = None
+    state, best = None, None  # best: the caption stage's lowest validation loss so far, its step and weights
     raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))
     if raw is not None:
         state = torch.load(io.BytesIO(raw), weights_only=False, map_location="cpu")  # RNG states stay CPU tensors
         bundle.load_state_dict(state["modules"])
         stage_i, step, history = state["stage_index"], state["step"], state["history"]
+        best = state.get("best")
         if log:
             log(f"resuming {cfg.system} seed {cfg.seed} at stage {cfg.stages()[min(stage_i, len(cfg.stages()) - 1)]} "
                 f"step {step}")
     from vlgap.wsv.lm import encode_batch
 
     tok = encode_batch(bundle.lm.tokenizer, data.captions, cfg.max_len)
+    val_tok = encode_batch(bundle.lm.tokenizer, data.val_captions, cfg.max_len) if data.val_captions else None
     n_cut = sum(len(bundle.lm.tokenizer.encode(c)) > cfg.max_len - 2 for c in data.captions)
     done_steps = 0
     stages = cfg.stages()
@@ -441,6 +502,15 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
             step += 1
             done_steps += 1
             history.append((stage, step, float(loss.detach())))
+            if val_tok is not None and stage == "caption" and cfg.val_every and (step % cfg.val_every == 0
+                                                                                  or step == total):
+                v = validation_loss(bundle, data, val_tok)
+                history.append(("val", step, v))
+                if cfg.keep_best and (best is None or v < best["val_loss"]):
+                    best = {"step": step, "val_loss": v, "params": {n: p.detach().clone() for n, p
+                                                                    in bundle.named_parameters() if p.requires_grad}}
+            if step == total and stage == "caption" and best is not None:
+                bundle.load_state_dict(best["params"], strict=False)  # the trained parts only
             if log and (step % max(1, total // 10) == 0 or step == total):
                 rate = (step - s0) / max(time.perf_counter() - t0, 1e-9)
                 recent = np.mean([h[2] for h in history[-20:] if h[0] == stage])
@@ -452,11 +522,13 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
                 _save(ckpt_path, {"config": asdict(cfg), "data": fp, "modules": bundle.state_dict(),
                                   "stage_index": stage_i + 1 if finished else stage_i, "step": 0 if finished else step,
                                   "optimizer": None if finished else opt.state_dict(),
-                                  "rng": _rng_state(gen), "history": history}, key)
+                                  "rng": _rng_state(gen), "history": history, "best": best}, key)
             if stopping:
                 return bundle
         stage_i, step = stage_i + 1, 0
-    save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), **(extra or {})}, key=key)
+    bundle.selected = None if best is None else {"caption_step": best["step"], "val_loss": best["val_loss"]}
+    save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), "selected": bundle.selected,
+                                                   **(extra or {})}, key=key)
     return bundle
 
 

@@ -1,0 +1,99 @@
+"""Can a trained non-linear reader get the objects out of the oracle's latents?  (latent + data vs LM limit)
+
+Usage:  PYTHONPATH=src VLGAP_CACHE=... python benchmarks/wsv_attribute_readout.py [LATENTS.npz | N_SCENES]
+
+The oracle's training data (the experiment's 798 corpus captions' own scenes rendered in the real style,
+80 distinct scenes) and its 60 evaluation videos; instead of a caption, the prompter's own 3D-CNN stem +
+mean/max pooling + a linear layer is trained (multi-label BCE, 400 AdamW steps, batch 32) to say which of
+the 8 shapes and which of the 11 colours are in the scene. Reported: balanced accuracy per shape / colour on
+the 60 evaluation videos (chance 0.5) and on the training videos. LATENTS.npz (paired, eval arrays, as the
+oracle sweep writes them): another latent; default: the experiment's cached latents. N_SCENES: instead of
+the oracle's data, N distinct fresh scenes (one real-style rendering each, the experiment's latent).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+
+def labels(specs):
+    from vlgap.data.shapes.spec import COLOURS, SHAPES
+
+    y = np.zeros((len(specs), len(SHAPES) + len(COLOURS)), np.float32)
+    for i, s in enumerate(specs):
+        for o in s.objects:
+            y[i, SHAPES.index(o.shape)] = 1
+            y[i, len(SHAPES) + list(COLOURS).index(o.colour)] = 1
+    return y
+
+
+def balanced(y, p):
+    out = []
+    for j in range(y.shape[1]):
+        pos, neg = y[:, j] == 1, y[:, j] == 0
+        if pos.sum() == 0 or neg.sum() == 0:
+            continue
+        out.append(0.5 * ((p[pos, j] > 0).mean() + (p[neg, j] <= 0).mean()))
+    return float(np.mean(out))
+
+
+def main() -> None:
+    from vlgap.data.shapes import item_rng, sample_spec
+    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
+    from vlgap.wsv.models import _groups
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
+    prep = prepare(cfg, log=lambda m: None)
+    train_specs = {f"train_{i:05d}": sample_spec(item_rng(cfg.world_seed * 1000, i)) for i in range(cfg.n_train)}
+    ytr = labels([train_specs[c.rsplit("_c", 1)[0]] for c in prep.corpus_ids])
+    yev = labels(prep.eval_specs)
+    if len(sys.argv) > 1 and sys.argv[1].isdigit():
+        from vlgap.wsv.generate import render_styled
+        from vlgap.wsv.latents import MobileNetLatents
+
+        n = int(sys.argv[1])
+        specs = [sample_spec(item_rng(777, i)) for i in range(n)]
+        xtr = MobileNetLatents(image_size=cfg.size).encode([render_styled(s, cfg.n_frames, cfg.size, "real", 8 * 10**6 + i)
+                                                            for i, s in enumerate(specs)])
+        xev = prep.real
+        ytr = labels(specs)
+    elif len(sys.argv) > 1:
+        with np.load(sys.argv[1]) as z:
+            xtr, xev = z["paired"], z["eval"]
+    else:
+        xtr, xev = prep.paired["real"], prep.real
+    c = xtr.shape[1]
+    d = 64
+    net = nn.Sequential(nn.GroupNorm(_groups(c), c), nn.Conv3d(c, d, 3, padding=1), nn.GELU(),
+                        nn.Conv3d(d, d, 3, padding=1), nn.GELU())
+    head = nn.Linear(2 * d, ytr.shape[1])
+
+    def fwd(x):
+        h = net(torch.from_numpy(x))
+        return head(torch.cat([h.mean(dim=(2, 3, 4)), h.amax(dim=(2, 3, 4))], 1))
+
+    opt = torch.optim.AdamW([*net.parameters(), *head.parameters()], lr=1e-3, weight_decay=0.01)
+    g = torch.Generator().manual_seed(0)
+    for step in range(400):
+        idx = torch.randperm(len(xtr), generator=g)[:32].numpy()
+        loss = nn.functional.binary_cross_entropy_with_logits(fwd(xtr[idx]), torch.from_numpy(ytr[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    with torch.no_grad():
+        ptr, pev = fwd(xtr).numpy(), fwd(xev).numpy()
+    n_sh = 8
+    res = {"latent": sys.argv[1] if len(sys.argv) > 1 else "experiment default", "final_bce": float(loss.detach()),
+           "train_shape": balanced(ytr[:, :n_sh], ptr[:, :n_sh]), "train_colour": balanced(ytr[:, n_sh:], ptr[:, n_sh:]),
+           "eval_shape": balanced(yev[:, :n_sh], pev[:, :n_sh]), "eval_colour": balanced(yev[:, n_sh:], pev[:, n_sh:])}
+    print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()

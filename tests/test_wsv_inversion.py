@@ -1,0 +1,269 @@
+"""The T2V-inversion check: scores equal vlgap's caption metrics on the same (prediction, held-out caption)
+pairs, pairing by item, the experiment's sealed inversion files (computed from the saved models, reused,
+recomputed when missing or stale, never retraining a finished cell), and `vlgap wsv invert`."""
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from vlgap.captions.evaluate import caption_eval
+from vlgap.errors import VlgapError
+from vlgap.wsv.evaluate import ATTRIBUTES, attribute_scores, inversion_scores
+
+from helpers.in_process_cli import run_cli
+
+CAPTIONS = {f"s{i}": c for i, c in enumerate([
+    "A red circle on a black background.", "A blue square moves to the left.",
+    "The green star grows and then disappears.", "A pink heart and a white cross on a navy background.",
+    "A yellow triangle in the top left corner.", "The cyan diamond turns red.",
+    "Early on, the orange hexagon appears.", "A big purple star on a photo of a cat.",
+    "The white circle shrinks.", "A green square moves up, then a red heart appears.",
+    "A blue star on a grey background.", "The yellow hexagon turns green."])}
+METRICS = ("bleu", "rouge", "cider")
+
+
+def _refs(ids):
+    return {i: [CAPTIONS[i]] for i in ids}
+
+
+def test_scores_are_the_caption_metrics_of_each_prediction_against_its_own_caption():
+    ids = list(CAPTIONS)
+    copy = dict(CAPTIONS)  # a system that inverts its generator perfectly: it writes the caption back
+    shifted = {i: CAPTIONS[ids[(k + 1) % len(ids)]] for k, i in enumerate(ids)}  # each caption one item off
+    res = inversion_scores(copy, CAPTIONS, pred_real=shifted, n_bootstrap=50, n_permutations=200, seed=3,
+                           metrics=METRICS)
+    for side, pred in (("synthetic", copy), ("real", shifted)):
+        want = caption_eval(pred, _refs(ids), metrics=list(METRICS), n_bootstrap=50, seed=3)
+        for m in ("BLEU-4", "ROUGE-L", "CIDEr"):
+            assert res[side][m]["score"] == pytest.approx(want[m]["score"]), (side, m)
+            assert res[side][m]["ci"] == pytest.approx(want[m]["ci"]), (side, m)
+    assert res["synthetic"]["BLEU-4"]["score"] == pytest.approx(1.0)  # the i-th prediction meets the i-th caption
+    assert res["real"]["CIDEr"]["score"] < 0.5 * res["synthetic"]["CIDEr"]["score"]
+    d = res["difference"]["CIDEr"]
+    assert d["difference"] == pytest.approx(res["synthetic"]["CIDEr"]["score"] - res["real"]["CIDEr"]["score"])
+    assert d["ci"][0] > 0 and d["p_value"] < 0.05
+    assert res["real"]["n"] == res["synthetic"]["n"] == res["n"] == len(ids)
+
+
+def test_attribute_difference_is_the_paired_mean_of_per_item_differences():
+    from vlgap.data.shapes import item_rng, sample_spec, write_captions
+    from vlgap.wsv.reader import read_caption
+
+    specs, caps = {}, {}
+    for k in range(12):
+        spec = sample_spec(item_rng(5, k))
+        specs[f"v{k}"], caps[f"v{k}"] = spec, write_captions(spec, k)[0]
+    ids = list(caps)
+    real = {i: caps[ids[(k + 3) % len(ids)]] for k, i in enumerate(ids)}  # another scene's caption
+    res = inversion_scores(dict(caps), caps, pred_real=real, synthetic_specs=specs, real_specs=specs,
+                           n_bootstrap=100, n_permutations=100, metrics=("cider",))
+
+    def acc(text, spec):
+        return np.mean([attribute_scores(read_caption(text, rng=0).stated, spec)[a][0] for a in ATTRIBUTES])
+
+    want = np.mean([acc(caps[i], specs[i]) - acc(real[i], specs[i]) for i in ids])
+    assert res["difference"]["attributes"]["difference"] == pytest.approx(want)
+    assert res["synthetic"]["attributes"]["mean"]["accuracy"] == pytest.approx(np.mean([acc(caps[i], specs[i])
+                                                                                       for i in ids]))
+    lo, hi = res["difference"]["attributes"]["ci"]
+    assert lo <= want <= hi
+
+
+def test_bad_inputs_name_the_items():
+    with pytest.raises(VlgapError, match="no held-out caption.*s_extra"):
+        inversion_scores({"s_extra": "A red circle."}, CAPTIONS, n_bootstrap=0, metrics=METRICS)
+    with pytest.raises(VlgapError, match="same items.*s1"):
+        inversion_scores({"s0": "A red circle."}, CAPTIONS, pred_real={"s1": "A red circle."}, n_bootstrap=0,
+                         metrics=METRICS)
+    with pytest.raises(VlgapError, match="no synthetic captions"):
+        inversion_scores({}, CAPTIONS, n_bootstrap=0)
+
+
+# ---- the experiment ----
+
+TRAIN = dict(head_steps=3, polisher_steps=3, lm_pretrain_steps=3, caption_steps=6, batch_size=8, lm_dim=16,
+             lm_layers=1, lm_heads=2, prompter_dim=8, prompter_layers=1, polisher_hidden=4, n_prompts=2,
+             checkpoint_every=2, max_len=24)
+TINY = dict(n_train=3, n_eval=5, n_unlabelled=5, n_frames=4, size=32, n_bootstrap=20, n_permutations=10,
+            c2st_permutations=2, train=TRAIN, metrics=("bleu", "rouge", "cider"), seeds=(0,),
+            systems=("wsv", "oracle"), generators=("synthetic",))
+
+
+@pytest.fixture(scope="module")
+def tiny_experiment(tmp_path_factory):
+    import torch
+
+    from vlgap.wsv.experiment import ExperimentConfig, run_experiment
+
+    root = tmp_path_factory.mktemp("wsv_inversion")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    cfg = ExperimentConfig(**TINY)
+    lines: list[str] = []
+    summary = run_experiment(root / "exp", cfg, cache_dir=root / "cache", log=lines.append)
+    yield root, cfg, summary, lines
+    torch.set_num_threads(before)
+
+
+def test_each_cell_captions_its_generators_heldout_latents_scored_against_their_captions(tiny_experiment):
+    from vlgap.wsv.experiment import prepare
+    from vlgap.wsv.train import load_model
+
+    root, cfg, summary, _ = tiny_experiment
+    prep = prepare(cfg, cache_dir=root / "cache", log=lambda m: None)
+    refs = {i: [c] for i, c in zip(prep.eval_ids, prep.heldout_captions)}
+    for i, c in zip(prep.eval_ids, prep.heldout_captions):  # pairing: caption i belongs to scene i
+        assert c in prep.eval_refs[i]
+    for s in ("wsv", "oracle"):
+        inv = json.loads((root / "exp" / "inversion" / f"synthetic-{s}-s0.json").read_text())
+        cell = json.loads((root / "exp" / "cells" / f"synthetic-{s}-s0.json").read_text())
+        model = load_model(root / "exp" / "work" / f"synthetic-{s}-s0" / "model.pt")
+        want = dict(zip(prep.eval_ids, model.caption(prep.heldout_synth["synthetic"])))  # raw latents, no polisher
+        assert inv["predictions_synthetic"] == want, s
+        if s == "wsv":  # with a polisher: also its training input, the polished synthetic latents
+            polished = dict(zip(prep.eval_ids, model.caption(prep.heldout_synth["synthetic"], polish=True)))
+            assert inv["predictions_synthetic_polished"] == polished
+            ref = caption_eval(polished, refs, metrics=["cider"], seed=0, on_empty="keep")
+            assert inv["synthetic_polished"]["CIDEr"]["score"] == pytest.approx(ref["CIDEr"]["score"])
+        else:
+            assert "synthetic_polished" not in inv
+        assert inv["held_out_captions"] == dict(zip(prep.eval_ids, prep.heldout_captions))
+        for side, pred in (("synthetic", want), ("real", cell["predictions"])):
+            ref = caption_eval(pred, refs, metrics=list(cfg.metrics), n_bootstrap=cfg.n_bootstrap, seed=0,
+                               on_empty="keep")
+            assert inv[side]["CIDEr"]["score"] == pytest.approx(ref["CIDEr"]["score"]), (s, side)
+            assert inv[side]["BLEU-4"]["score"] == pytest.approx(ref["BLEU-4"]["score"]), (s, side)
+        # real-side attributes: the same captions against the same true specs as the cell's own
+        assert inv["real"]["attributes"]["mean"] == cell["scores"]["attributes"]["mean"]
+        assert inv["difference"]["attributes"]["difference"] == pytest.approx(
+            inv["synthetic"]["attributes"]["mean"]["accuracy"] - inv["real"]["attributes"]["mean"]["accuracy"])
+    chance = json.loads((root / "exp" / "inversion" / "chance-s0.json").read_text())
+    cpred = json.loads((root / "exp" / "cells" / "chance-s0.json").read_text())["predictions"]
+    assert chance["predictions_synthetic"] == cpred
+    ref = caption_eval(cpred, refs, metrics=["cider"], seed=0)
+    assert chance["synthetic"]["CIDEr"]["score"] == chance["real"]["CIDEr"]["score"] == pytest.approx(
+        ref["CIDEr"]["score"])
+    rows = {r["system"]: r for r in summary["inversion"]["rows"]}
+    assert set(rows) == {"wsv", "oracle"} and summary["inversion"]["chance"]["system"] == "chance"
+    assert rows["wsv"]["synthetic"]["CIDEr"]["per_seed"] == [
+        json.loads((root / "exp" / "inversion" / "synthetic-wsv-s0.json").read_text())["synthetic"]["CIDEr"]["score"]]
+    from vlgap.wsv.experiment import summary_html, summary_markdown
+
+    assert "T2V inversion" in summary_markdown(summary) and "T2V inversion" in summary_html(summary)
+    assert "CIDEr, synthetic - real" in summary_html(summary)
+
+
+def test_missing_or_stale_inversion_is_recomputed_without_retraining(tiny_experiment, tmp_path):
+    from vlgap.wsv.experiment import _cell_key, _write_cell, run_experiment
+
+    root, cfg, _, _ = tiny_experiment
+    exp = tmp_path / "exp"
+    shutil.copytree(root / "exp", exp)
+    name = "synthetic-wsv-s0"
+    first = json.loads((exp / "inversion" / f"{name}.json").read_text())
+    cell_bytes = (exp / "cells" / f"{name}.json").read_bytes()
+    # a folder from before the check: cells without inversion files
+    shutil.rmtree(exp / "inversion")
+    lines: list[str] = []
+    summary = run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append, summary_only=True)
+    assert summary["inversion"]["n_cells"] == 0 and not (exp / "inversion" / f"{name}.json").exists()
+    run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
+    assert not any("training" in ln for ln in lines), [ln for ln in lines if "training" in ln]
+    assert (exp / "cells" / f"{name}.json").read_bytes() == cell_bytes  # the cell was reused as it was
+    assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == first
+    # a third run reads the sealed file
+    lines.clear()
+    run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
+    assert not any(ln.startswith(f"inversion {name}") for ln in lines)
+    # the cell changed (recomputed elsewhere): its inversion is stale and is recomputed
+    cell = json.loads(cell_bytes)
+    cell["predictions"] = {i: "A red circle." for i in cell["predictions"]}
+    _write_cell(exp / "cells" / f"{name}.json", cell, _cell_key(cfg, "cell", generator="synthetic", system="wsv",
+                                                                 seed=0))
+    lines.clear()
+    run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
+    again = json.loads((exp / "inversion" / f"{name}.json").read_text())
+    assert any(ln.startswith(f"inversion {name}: captioning") for ln in lines)
+    assert again["predictions_synthetic"] == first["predictions_synthetic"]
+    assert set(again["real"]["CIDEr"]) and again["real"]["CIDEr"]["score"] != first["real"]["CIDEr"]["score"]
+    # the saved model gone: the cell retrains (deterministically) for its inversion, same captions
+    shutil.rmtree(exp / "work" / name)
+    (exp / "inversion" / f"{name}.json").unlink()
+    lines.clear()
+    run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
+    assert any("no saved model" in ln for ln in lines)
+    assert json.loads((exp / "inversion" / f"{name}.json").read_text())["predictions_synthetic"] == \
+        first["predictions_synthetic"]
+
+
+# ---- the command ----
+
+@pytest.fixture(scope="module")
+def model_and_manifest(tmp_path_factory):
+    import torch
+
+    from vlgap.data.shapes import generate_shapes
+    from vlgap.wsv.api import train_system
+
+    root = tmp_path_factory.mktemp("wsv_invert")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    model = train_system(root / "model", system="wsv", n_train=2, n_frames=4, size=32, cache_dir=root / "cache",
+                         **TRAIN)
+    manifest = generate_shapes(root / "eval", 4, seed=1, n_frames=4, size=32, style="real")
+    yield root, model, manifest
+    torch.set_num_threads(before)
+
+
+def test_invert_command_scores_synthetic_and_real_against_the_first_captions(model_and_manifest, monkeypatch,
+                                                                             capsys):
+    from vlgap.data.manifest import read_manifest
+    from vlgap.wsv.api import caption_manifest
+    from vlgap.wsv.generate import ShapesT2V
+    from vlgap.wsv.latents import MobileNetLatents
+    from vlgap.wsv.train import load_model
+
+    root, model, manifest = model_and_manifest
+    code, out, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, manifest, "--out", root / "inv.json",
+                             "--bootstrap", "20", "--permutations", "20", "--metrics", "bleu,rouge,cider", "--seed",
+                             "2", "--cache-dir", root / "cache")
+    assert code == 0, err
+    assert "CIDEr" in out and "synthetic - real" in out
+    res = json.loads((root / "inv.json").read_text())
+    m = read_manifest(manifest)
+    firsts = [it.captions[0] for it in m.items]
+    z = MobileNetLatents(image_size=32, n_frames=4).encode(ShapesT2V(n_frames=4, size=32).generate(firsts, seed=2))
+    want = dict(zip(m.ids, load_model(model).caption(z)))
+    assert res["predictions"]["synthetic"] == want
+    assert res["predictions"]["synthetic_polished"] == dict(zip(m.ids, load_model(model).caption(z, polish=True)))
+    real = {p["image_id"]: p["caption"] for p in caption_manifest(model, manifest)}
+    assert res["predictions"]["real"] == real
+    refs = {i: [c] for i, c in zip(m.ids, firsts)}
+    for side, pred in (("synthetic", want), ("real", real)):
+        ref = caption_eval(pred, refs, metrics=["bleu", "rouge", "cider"], on_empty="keep")
+        assert res[side]["CIDEr"]["score"] == pytest.approx(ref["CIDEr"]["score"])
+        assert "attributes" in res[side]
+    assert res["difference"]["CIDEr"]["difference"] == pytest.approx(
+        res["synthetic"]["CIDEr"]["score"] - res["real"]["CIDEr"]["score"])
+    # a text file: the synthetic side only
+    (root / "caps.txt").write_text("\n".join(firsts) + "\n")
+    code, out, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, root / "caps.txt", "--json",
+                             "--bootstrap", "0", "--metrics", "cider", "--seed", "2", "--cache-dir", root / "cache")
+    assert code == 0, err
+    txt = json.loads(out)
+    assert txt["real"] is None and txt["synthetic"]["CIDEr"]["score"] == pytest.approx(res["synthetic"]["CIDEr"]["score"])
+
+
+def test_invert_bad_inputs_are_one_line_errors(model_and_manifest, monkeypatch, capsys):
+    root, model, _ = model_and_manifest
+    (root / "empty.txt").write_text("\n")
+    (root / "caps.csv").write_text("a\n")
+    for path, message in ((root / "empty.txt", "is empty"), (root / "caps.csv", "unknown kind .csv"),
+                          (root / "nope.txt", "not found")):
+        code, _, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, path)
+        assert code == 2 and message in err, err
+    (root / "unreadable.txt").write_text("hello world\n")
+    code, _, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, root / "unreadable.txt",
+                           "--cache-dir", root / "cache")
+    assert code == 2 and "hello world" in err, err
