@@ -1,6 +1,6 @@
 """Can a trained non-linear reader get the objects out of the oracle's latents?  (latent + data vs LM limit)
 
-Usage:  PYTHONPATH=src VLGAP_CACHE=... python benchmarks/wsv_attribute_readout.py [LATENTS.npz | N_SCENES]
+Usage:  PYTHONPATH=src VLGAP_CACHE=... python benchmarks/wsv_attribute_readout.py [LATENTS.npz | N_SCENES | pixels:FxHxW]
 
 The oracle's training data (the experiment's 798 corpus captions' own scenes rendered in the real style,
 80 distinct scenes) and its 60 evaluation videos; instead of a caption, the prompter's own 3D-CNN stem +
@@ -9,6 +9,9 @@ the 8 shapes and which of the 11 colours are in the scene. Reported: balanced ac
 the 60 evaluation videos (chance 0.5) and on the training videos. LATENTS.npz (paired, eval arrays, as the
 oracle sweep writes them): another latent; default: the experiment's cached latents. N_SCENES: instead of
 the oracle's data, N distinct fresh scenes (one real-style rendering each, the experiment's latent).
+pixels:FxHxW: the same videos (the oracle's paired renderings and the evaluation videos, rendered as
+`prepare` renders them) as raw pixels, ImageNet-normalised and area-pooled to [3, F, H, W]: a latent that
+keeps colour and layout, as a video VAE's does, with no learned features.
 """
 from __future__ import annotations
 
@@ -41,6 +44,38 @@ def balanced(y, p):
     return float(np.mean(out))
 
 
+def pixel_latents(cfg, prep, grid):
+    """The oracle's paired videos and the evaluation videos, rendered with `prepare`'s scenes and style
+    seeds, as ImageNet-normalised pixels area-pooled to grid (F, H, W)."""
+    import torch.nn.functional as F
+
+    from vlgap.data.shapes import item_rng, sample_spec, write_captions
+    from vlgap.wsv.generate import render_styled
+
+    def scenes(offset, n):  # prepare()'s scene draws (the caption draw advances the generator as there)
+        out = []
+        for i in range(n):
+            rng = item_rng(cfg.world_seed * 1000 + offset, i)
+            spec = sample_spec(rng)
+            write_captions(spec, int(rng.integers(2**31 - 1)))
+            out.append(spec)
+        return out
+
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1, 1)
+
+    def encode(video):
+        x = (torch.from_numpy(video).permute(3, 0, 1, 2).float() / 255.0 - mean) / std
+        return F.adaptive_avg_pool3d(x[None], grid)[0].numpy()
+
+    spec_of = {f"train_{i:05d}": s for i, s in enumerate(scenes(0, cfg.n_train))}
+    paired = [encode(render_styled(spec_of[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style,
+                                   3 * 10**6 + k)) for k, cid in enumerate(prep.corpus_ids)]
+    evals = [encode(render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j))
+             for j, s in enumerate(scenes(1, cfg.n_eval))]
+    return np.stack(paired).astype(np.float32), np.stack(evals).astype(np.float32)
+
+
 def main() -> None:
     from vlgap.data.shapes import item_rng, sample_spec
     from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
@@ -63,6 +98,8 @@ def main() -> None:
                                                             for i, s in enumerate(specs)])
         xev = prep.real
         ytr = labels(specs)
+    elif len(sys.argv) > 1 and sys.argv[1].startswith("pixels:"):
+        xtr, xev = pixel_latents(cfg, prep, tuple(int(v) for v in sys.argv[1].split(":", 1)[1].split("x")))
     elif len(sys.argv) > 1:
         with np.load(sys.argv[1]) as z:
             xtr, xev = z["paired"], z["eval"]
