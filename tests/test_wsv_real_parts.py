@@ -272,6 +272,53 @@ def test_lora_r_puts_peft_adapters_on_gpt2_and_only_they_train(twins):
     assert {n for n, p in lm.model.named_parameters() if p.requires_grad} == {n for n in names if "lora_" in n}
 
 
+def test_a_lora_run_stores_only_what_trains_and_resumes_bit_exact(twins, tmp_path):
+    """Under LoRA the pretrained LM's base weights never change: checkpoint.pt and model.pt leave them out
+    (rebuilt from the LM's source when read), resumption stays bit-exact, the loaded model equals the
+    trained one, and a base LM whose weights changed since training is refused in one line."""
+    import io
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    from vlgap.wsv.train import TrainData, WSVConfig, fixed_lm_keys, load_model, train
+
+    gpt2 = tmp_path / "gpt2"
+    shutil.copytree(twins["gpt2"], gpt2)
+    rng = np.random.default_rng(0)
+    data = TrainData(CORPUS, rng.normal(size=(6, 4, 3, 4, 4)).astype(np.float32),
+                     rng.normal(size=(6, 16)).astype(np.float32))
+    cfg = WSVConfig(system="wsv", lm=f"hf:{gpt2}", lora_r=2, head_steps=1, polisher_steps=1, caption_steps=3,
+                    batch_size=2, checkpoint_every=1, n_prompts=2)
+    full = train(data, cfg, tmp_path / "a")
+    train(data, cfg, tmp_path / "b", stop_after=len(cfg.stages()) + 1)  # "killed" mid-run
+    resumed = train(data, cfg, tmp_path / "b")
+    a, b = full.state_dict(), resumed.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    fixed = fixed_lm_keys(full)
+    assert fixed and all(k.startswith("lm.") and "lora_" not in k for k in fixed)
+    assert any("lora_A" in k for k in a) and any("lora_A" in k for k in a if k not in fixed)
+    for name in ("model.pt", "checkpoint.pt"):
+        stored = torch.load(io.BytesIO((tmp_path / "a" / name).read_bytes()), weights_only=False)
+        assert set(stored["modules"]) == set(a) - set(fixed), name  # no base weight stored, every trained one
+        assert stored["fixed_lm"]["n_tensors"] == len(fixed)
+    loaded = load_model(tmp_path / "a" / "model.pt")
+    c = loaded.state_dict()
+    assert c.keys() == a.keys() and all(torch.equal(a[k], c[k]) for k in a)
+
+    # the same LM spec, fully fine-tuned, stores every weight
+    assert fixed_lm_keys(train(data, WSVConfig(**{**cfg.__dict__, "lora_r": 0}), tmp_path / "c")) == []
+    assert "fixed_lm" not in torch.load(io.BytesIO((tmp_path / "c" / "model.pt").read_bytes()), weights_only=False)
+
+    model = AutoModelForCausalLM.from_pretrained(gpt2)  # the base LM's files change after training
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)
+    model.save_pretrained(gpt2)
+    with pytest.raises(VlgapError, match="now has other weights than the ones this file was trained with"):
+        load_model(tmp_path / "a" / "model.pt")
+
+
 def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
     from vlgap.wsv.api import caption_manifest, train_system
     from vlgap.wsv.parts import build_parts

@@ -59,7 +59,8 @@ def split_system(name: str) -> tuple[str, dict[str, Any]]:
 #: falls 4.75 -> 2.08 -> 1.60 -> 1.41 -> 1.37 at 0/50/100/150/200 steps of the profile run; in the 0be5d04
 #: experiment, 200 steps left the held-out loss still falling at the last step on 2 of 3 seeds, so 400 steps
 #: (four passes over the corpus) with the lowest-validation-loss weights kept, as every other row.
-#: docs/wsv.md gives the profile. Checkpoints every 100 steps: each holds the LM's 540 MB.
+#: docs/wsv.md gives the profile. Checkpoints every 100 steps hold the adapters and the prompter, not the
+#: 540 MB base LM (wsv.train.stored_state).
 SMOLLM2_TRAIN: dict[str, Any] = {"batch_size": 8, "caption_steps": 400, "dtype": "bfloat16", "checkpoint_every": 100}
 
 

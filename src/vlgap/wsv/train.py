@@ -301,6 +301,61 @@ def _save(path: Path, obj: dict[str, Any], key: dict[str, Any]) -> None:
     write_artefact(path, buf.getvalue(), key)
 
 
+def fixed_lm_keys(bundle: Bundle) -> list[str]:
+    """State-dict keys that training never changes: a pretrained LM's base weights under LoRA (or a frozen
+    pretrained LM's). They are rebuilt from the LM's source when a checkpoint or model is read, so those
+    files hold only what trains (SmolLM2 + LoRA: a few MB instead of 540 MB). Full fine-tuning keeps all."""
+    rec = bundle.lm.record
+    if rec.get("kind") != "pretrained" or not (rec.get("lora_r", 0) > 0 or rec.get("freeze")):
+        return []
+    return [k for k in bundle.state_dict() if k.startswith("lm.") and (rec.get("freeze") or "lora_" not in k)]
+
+
+def fixed_lm_fingerprint(bundle: Bundle, keys: list[str]) -> str:
+    """sha256 of the fixed LM weights (names, shapes, dtypes, bytes): a model file records it, and loading
+    refuses base weights that differ from those it was trained on. Computed once per bundle."""
+    cached = getattr(bundle, "_fixed_fingerprint", None)
+    if cached is None:
+        h = hashlib.sha256()
+        state = bundle.state_dict()
+        for k in sorted(keys):
+            t = state[k].detach().cpu().contiguous()
+            h.update(f"{k}|{list(t.shape)}|{t.dtype}|".encode())
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        cached = bundle.__dict__["_fixed_fingerprint"] = h.hexdigest()
+    return cached
+
+
+def stored_state(bundle: Bundle) -> dict[str, Any]:
+    """What a checkpoint or model file keeps of the bundle: its state dict without the fixed LM weights,
+    and, when some are left out, how many and their fingerprint."""
+    fixed = fixed_lm_keys(bundle)
+    state = bundle.state_dict()
+    if not fixed:
+        return {"modules": state}
+    drop = set(fixed)
+    return {"modules": {k: v for k, v in state.items() if k not in drop},
+            "fixed_lm": {"n_tensors": len(fixed), "sha256": fixed_lm_fingerprint(bundle, fixed)}}
+
+
+def load_stored_state(bundle: Bundle, obj: dict[str, Any], where: str) -> None:
+    """Load what `stored_state` kept into a freshly built bundle (whose LM was rebuilt from its source);
+    refuses a file missing any weight that trains, and fixed LM weights that differ from the file's."""
+    fixed_rec = obj.get("fixed_lm")
+    if fixed_rec is None:  # every weight stored (scratch LM, full fine-tuning, files of earlier versions)
+        bundle.load_state_dict(obj["modules"])
+        return
+    fixed = fixed_lm_keys(bundle)
+    missing, unexpected = bundle.load_state_dict(obj["modules"], strict=False)
+    lost = sorted(set(missing) - set(fixed))
+    if lost or unexpected:
+        raise VlgapError(f"{where}: weights do not fit the recorded config (missing {lost[:3]}, unexpected "
+                         f"{sorted(unexpected)[:3]})")
+    if fixed_lm_fingerprint(bundle, fixed) != fixed_rec["sha256"]:
+        raise VlgapError(f"{where}: the pretrained LM {bundle.lm.record.get('source')!r} now has other weights than "
+                         "the ones this file was trained with (its files changed); retrain, or restore that LM")
+
+
 def run_key(cfg: WSVConfig, fingerprint: str, parts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything that determines a training run's checkpoints and model (the parts: their specs and
     weight fingerprints, so a run with another generator, latent space or video-text model is refused)."""
@@ -461,7 +516,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))
     if raw is not None:
         state = torch.load(io.BytesIO(raw), weights_only=False, map_location="cpu")  # RNG states stay CPU tensors
-        bundle.load_state_dict(state["modules"])
+        load_stored_state(bundle, state, str(ckpt_path))
         stage_i, step, history = state["stage_index"], state["step"], state["history"]
         best = state.get("best")
         if log:
@@ -519,7 +574,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
             stopping = stop_after is not None and done_steps >= stop_after
             if step % cfg.checkpoint_every == 0 or step == total or stopping:
                 finished = step == total
-                _save(ckpt_path, {"config": asdict(cfg), "data": fp, "modules": bundle.state_dict(),
+                _save(ckpt_path, {"config": asdict(cfg), "data": fp, **stored_state(bundle),
                                   "stage_index": stage_i + 1 if finished else stage_i, "step": 0 if finished else step,
                                   "optimizer": None if finished else opt.state_dict(),
                                   "rng": _rng_state(gen), "history": history, "best": best}, key)
@@ -535,7 +590,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
 def save_model(bundle: Bundle, path: Path, history: list, extra: dict[str, Any],
                key: dict[str, Any] | None = None) -> None:
     tok = bundle.lm.tokenizer
-    _save(path, {"format": "vlgap-wsv-1", "config": asdict(bundle.cfg), "modules": bundle.state_dict(),
+    _save(path, {"format": "vlgap-wsv-1", "config": asdict(bundle.cfg), **stored_state(bundle),
                  "lm_record": bundle.lm.record, "tokenizer": tok.to_json() if hasattr(tok, "to_json") else None,
                  "latent_shape": list(bundle.latent_shape), "text_dim": bundle.text_dim,
                  "n_memory": int(bundle.memory.shape[0]), "history": history, "extra": extra},
@@ -587,7 +642,7 @@ def load_model(path: str | Path, *, device: str = "cpu", video_text=None) -> Bun
     lm = lm_from_record(obj["lm_record"], obj["tokenizer"])
     bundle = Bundle(cfg, dummy, lm=lm, video_text=video_text)
     try:
-        bundle.load_state_dict(obj["modules"])
+        load_stored_state(bundle, obj, str(path))
     except RuntimeError as exc:
         raise VlgapError(f"{path}: weights do not fit the recorded config ({str(exc).splitlines()[0]})") from None
     bundle.history = obj["history"]
