@@ -1,6 +1,6 @@
 """Can a trained non-linear reader get the objects out of the oracle's latents?  (latent + data vs LM limit)
 
-Usage:  PYTHONPATH=src VLGAP_CACHE=... python benchmarks/wsv_attribute_readout.py [LATENTS.npz | N_SCENES | pixels:FxHxW]
+Usage:  PYTHONPATH=src VLGAP_CACHE=... python benchmarks/wsv_attribute_readout.py [LATENTS.npz | N_SCENES [pixels:FxHxW] | pixels:FxHxW]
 
 The oracle's training data (the experiment's 798 corpus captions' own scenes rendered in the real style,
 80 distinct scenes) and its 60 evaluation videos; instead of a caption, the prompter's own 3D-CNN stem +
@@ -11,7 +11,8 @@ oracle sweep writes them): another latent; default: the experiment's cached late
 the oracle's data, N distinct fresh scenes (one real-style rendering each, the experiment's latent).
 pixels:FxHxW: the same videos (the oracle's paired renderings and the evaluation videos, rendered as
 `prepare` renders them) as raw pixels, ImageNet-normalised and area-pooled to [3, F, H, W]: a latent that
-keeps colour and layout, as a video VAE's does, with no learned features.
+keeps colour and layout, as a video VAE's does, with no learned features; after N_SCENES: the fresh
+scenes and the evaluation videos as pixel latents.
 """
 from __future__ import annotations
 
@@ -44,11 +45,22 @@ def balanced(y, p):
     return float(np.mean(out))
 
 
-def pixel_latents(cfg, prep, grid):
-    """The oracle's paired videos and the evaluation videos, rendered with `prepare`'s scenes and style
-    seeds, as ImageNet-normalised pixels area-pooled to grid (F, H, W)."""
+def pixel_encoder(grid):
+    """uint8 video [T, H, W, 3] -> ImageNet-normalised pixels area-pooled to [3, *grid]."""
     import torch.nn.functional as F
 
+    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1, 1)
+    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1, 1)
+
+    def encode(video):
+        x = (torch.from_numpy(video).permute(3, 0, 1, 2).float() / 255.0 - mean) / std
+        return F.adaptive_avg_pool3d(x[None], grid)[0].numpy()
+    return encode
+
+
+def pixel_latents(cfg, prep, grid):
+    """The oracle's paired videos and the evaluation videos, rendered with `prepare`'s scenes and style
+    seeds, as pixel latents (`pixel_encoder`)."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
     from vlgap.wsv.generate import render_styled
 
@@ -61,19 +73,17 @@ def pixel_latents(cfg, prep, grid):
             out.append(spec)
         return out
 
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1, 1)
-
-    def encode(video):
-        x = (torch.from_numpy(video).permute(3, 0, 1, 2).float() / 255.0 - mean) / std
-        return F.adaptive_avg_pool3d(x[None], grid)[0].numpy()
-
+    encode = pixel_encoder(grid)
     spec_of = {f"train_{i:05d}": s for i, s in enumerate(scenes(0, cfg.n_train))}
     paired = [encode(render_styled(spec_of[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style,
                                    3 * 10**6 + k)) for k, cid in enumerate(prep.corpus_ids)]
     evals = [encode(render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j))
              for j, s in enumerate(scenes(1, cfg.n_eval))]
     return np.stack(paired).astype(np.float32), np.stack(evals).astype(np.float32)
+
+
+def parse_grid(arg):
+    return tuple(int(v) for v in arg.split(":", 1)[1].split("x"))
 
 
 def main() -> None:
@@ -94,12 +104,17 @@ def main() -> None:
 
         n = int(sys.argv[1])
         specs = [sample_spec(item_rng(777, i)) for i in range(n)]
-        xtr = MobileNetLatents(image_size=cfg.size).encode([render_styled(s, cfg.n_frames, cfg.size, "real", 8 * 10**6 + i)
-                                                            for i, s in enumerate(specs)])
-        xev = prep.real
+        videos = (render_styled(s, cfg.n_frames, cfg.size, "real", 8 * 10**6 + i) for i, s in enumerate(specs))
+        if len(sys.argv) > 2 and sys.argv[2].startswith("pixels:"):  # fresh scenes as pixel latents
+            encode = pixel_encoder(parse_grid(sys.argv[2]))
+            xtr = np.stack([encode(v) for v in videos]).astype(np.float32)
+            xev = pixel_latents(cfg, prep, parse_grid(sys.argv[2]))[1]
+        else:
+            xtr = MobileNetLatents(image_size=cfg.size).encode(list(videos))
+            xev = prep.real
         ytr = labels(specs)
     elif len(sys.argv) > 1 and sys.argv[1].startswith("pixels:"):
-        xtr, xev = pixel_latents(cfg, prep, tuple(int(v) for v in sys.argv[1].split(":", 1)[1].split("x")))
+        xtr, xev = pixel_latents(cfg, prep, parse_grid(sys.argv[1]))
     elif len(sys.argv) > 1:
         with np.load(sys.argv[1]) as z:
             xtr, xev = z["paired"], z["eval"]
@@ -126,7 +141,7 @@ def main() -> None:
     with torch.no_grad():
         ptr, pev = fwd(xtr).numpy(), fwd(xev).numpy()
     n_sh = 8
-    res = {"latent": sys.argv[1] if len(sys.argv) > 1 else "experiment default", "final_bce": float(loss.detach()),
+    res = {"latent": " ".join(sys.argv[1:]) or "experiment default", "final_bce": float(loss.detach()),
            "train_shape": balanced(ytr[:, :n_sh], ptr[:, :n_sh]), "train_colour": balanced(ytr[:, n_sh:], ptr[:, n_sh:]),
            "eval_shape": balanced(yev[:, :n_sh], pev[:, :n_sh]), "eval_colour": balanced(yev[:, n_sh:], pev[:, n_sh:])}
     print(json.dumps(res), flush=True)
