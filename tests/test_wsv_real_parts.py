@@ -296,7 +296,7 @@ def test_a_lora_run_stores_only_what_trains_and_resumes_bit_exact(twins, tmp_pat
     a, b = full.state_dict(), resumed.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
-    fixed = fixed_lm_keys(full)
+    fixed = fixed_lm_keys(full, a)
     assert fixed and all(k.startswith("lm.") and "lora_" not in k for k in fixed)
     assert any("lora_A" in k for k in a) and any("lora_A" in k for k in a if k not in fixed)
     for name in ("model.pt", "checkpoint.pt"):
@@ -308,7 +308,8 @@ def test_a_lora_run_stores_only_what_trains_and_resumes_bit_exact(twins, tmp_pat
     assert c.keys() == a.keys() and all(torch.equal(a[k], c[k]) for k in a)
 
     # the same LM spec, fully fine-tuned, stores every weight
-    assert fixed_lm_keys(train(data, WSVConfig(**{**cfg.__dict__, "lora_r": 0}), tmp_path / "c")) == []
+    full_ft = train(data, WSVConfig(**{**cfg.__dict__, "lora_r": 0}), tmp_path / "c")
+    assert fixed_lm_keys(full_ft, full_ft.state_dict()) == []
     assert "fixed_lm" not in torch.load(io.BytesIO((tmp_path / "c" / "model.pt").read_bytes()), weights_only=False)
 
     model = AutoModelForCausalLM.from_pretrained(gpt2)  # the base LM's files change after training

@@ -301,23 +301,22 @@ def _save(path: Path, obj: dict[str, Any], key: dict[str, Any]) -> None:
     write_artefact(path, buf.getvalue(), key)
 
 
-def fixed_lm_keys(bundle: Bundle) -> list[str]:
-    """State-dict keys that training never changes: a pretrained LM's base weights under LoRA (or a frozen
-    pretrained LM's). They are rebuilt from the LM's source when a checkpoint or model is read, so those
-    files hold only what trains (SmolLM2 + LoRA: a few MB instead of 540 MB). Full fine-tuning keeps all."""
-    rec = bundle.lm.record
-    if rec.get("kind") != "pretrained" or not (rec.get("lora_r", 0) > 0 or rec.get("freeze")):
+def fixed_lm_keys(bundle: Bundle, state: dict[str, torch.Tensor]) -> list[str]:
+    """Keys of `state` (the bundle's state dict) that training never changes: under LoRA, a pretrained
+    LM's base weights (the rule `_lm_trainable` applies: only the adapters train). They are rebuilt from
+    the LM's source when a checkpoint or model is read, so those files hold only what trains (SmolLM2 +
+    LoRA: a few MB instead of 540 MB). Full fine-tuning keeps all."""
+    if bundle.lm.kind == "scratch" or bundle.cfg.lora_r == 0:
         return []
-    return [k for k in bundle.state_dict() if k.startswith("lm.") and (rec.get("freeze") or "lora_" not in k)]
+    return [k for k in state if k.startswith("lm.") and "lora_" not in k]
 
 
-def fixed_lm_fingerprint(bundle: Bundle, keys: list[str]) -> str:
+def fixed_lm_fingerprint(bundle: Bundle, state: dict[str, torch.Tensor], keys: list[str]) -> str:
     """sha256 of the fixed LM weights (names, shapes, dtypes, bytes): a model file records it, and loading
     refuses base weights that differ from those it was trained on. Computed once per bundle."""
     cached = getattr(bundle, "_fixed_fingerprint", None)
     if cached is None:
         h = hashlib.sha256()
-        state = bundle.state_dict()
         for k in sorted(keys):
             t = state[k].detach().cpu().contiguous()
             h.update(f"{k}|{list(t.shape)}|{t.dtype}|".encode())
@@ -329,13 +328,13 @@ def fixed_lm_fingerprint(bundle: Bundle, keys: list[str]) -> str:
 def stored_state(bundle: Bundle) -> dict[str, Any]:
     """What a checkpoint or model file keeps of the bundle: its state dict without the fixed LM weights,
     and, when some are left out, how many and their fingerprint."""
-    fixed = fixed_lm_keys(bundle)
     state = bundle.state_dict()
+    fixed = fixed_lm_keys(bundle, state)
     if not fixed:
         return {"modules": state}
     drop = set(fixed)
     return {"modules": {k: v for k, v in state.items() if k not in drop},
-            "fixed_lm": {"n_tensors": len(fixed), "sha256": fixed_lm_fingerprint(bundle, fixed)}}
+            "fixed_lm": {"n_tensors": len(fixed), "sha256": fixed_lm_fingerprint(bundle, state, fixed)}}
 
 
 def load_stored_state(bundle: Bundle, obj: dict[str, Any], where: str) -> None:
@@ -345,13 +344,14 @@ def load_stored_state(bundle: Bundle, obj: dict[str, Any], where: str) -> None:
     if fixed_rec is None:  # every weight stored (scratch LM, full fine-tuning, files of earlier versions)
         bundle.load_state_dict(obj["modules"])
         return
-    fixed = fixed_lm_keys(bundle)
     missing, unexpected = bundle.load_state_dict(obj["modules"], strict=False)
+    state = bundle.state_dict()
+    fixed = fixed_lm_keys(bundle, state)
     lost = sorted(set(missing) - set(fixed))
     if lost or unexpected:
         raise VlgapError(f"{where}: weights do not fit the recorded config (missing {lost[:3]}, unexpected "
                          f"{sorted(unexpected)[:3]})")
-    if fixed_lm_fingerprint(bundle, fixed) != fixed_rec["sha256"]:
+    if fixed_lm_fingerprint(bundle, state, fixed) != fixed_rec["sha256"]:
         raise VlgapError(f"{where}: the pretrained LM {bundle.lm.record.get('source')!r} now has other weights than "
                          "the ones this file was trained with (its files changed); retrain, or restore that LM")
 
