@@ -49,8 +49,10 @@ def pixel_encoder(grid):
     """uint8 video [T, H, W, 3] -> ImageNet-normalised pixels area-pooled to [3, *grid]."""
     import torch.nn.functional as F
 
-    mean = torch.tensor([0.485, 0.456, 0.406]).view(3, 1, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).view(3, 1, 1, 1)
+    from vlgap.wsv.latents import IMAGENET_MEAN, IMAGENET_STD
+
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(3, 1, 1, 1)
 
     def encode(video):
         x = (torch.from_numpy(video).permute(3, 0, 1, 2).float() / 255.0 - mean) / std
@@ -58,28 +60,25 @@ def pixel_encoder(grid):
     return encode
 
 
-def pixel_latents(cfg, prep, grid):
-    """The oracle's paired videos and the evaluation videos, rendered with `prepare`'s scenes and style
-    seeds, as pixel latents (`pixel_encoder`)."""
-    from vlgap.data.shapes import item_rng, sample_spec, write_captions
+def paired_videos(cfg, prep, train_specs):
+    """The oracle's paired videos as `prepare` renders them: each corpus caption's scene (`train_specs` by
+    scene id), real style, its own style seed."""
     from vlgap.wsv.generate import render_styled
 
-    def scenes(offset, n):  # prepare()'s scene draws (the caption draw advances the generator as there)
-        out = []
-        for i in range(n):
-            rng = item_rng(cfg.world_seed * 1000 + offset, i)
-            spec = sample_spec(rng)
-            write_captions(spec, int(rng.integers(2**31 - 1)))
-            out.append(spec)
-        return out
+    return (render_styled(train_specs[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style, 3 * 10**6 + k)
+            for k, cid in enumerate(prep.corpus_ids))
 
+
+def eval_videos(cfg, prep):
+    """The evaluation videos as `prepare` renders them."""
+    from vlgap.wsv.generate import render_styled
+
+    return (render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j) for j, s in enumerate(prep.eval_specs))
+
+
+def pixel_latents(videos, grid) -> np.ndarray:
     encode = pixel_encoder(grid)
-    spec_of = {f"train_{i:05d}": s for i, s in enumerate(scenes(0, cfg.n_train))}
-    paired = [encode(render_styled(spec_of[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style,
-                                   3 * 10**6 + k)) for k, cid in enumerate(prep.corpus_ids)]
-    evals = [encode(render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j))
-             for j, s in enumerate(scenes(1, cfg.n_eval))]
-    return np.stack(paired).astype(np.float32), np.stack(evals).astype(np.float32)
+    return np.stack([encode(v) for v in videos]).astype(np.float32)
 
 
 def parse_grid(arg):
@@ -106,15 +105,16 @@ def main() -> None:
         specs = [sample_spec(item_rng(777, i)) for i in range(n)]
         videos = (render_styled(s, cfg.n_frames, cfg.size, "real", 8 * 10**6 + i) for i, s in enumerate(specs))
         if len(sys.argv) > 2 and sys.argv[2].startswith("pixels:"):  # fresh scenes as pixel latents
-            encode = pixel_encoder(parse_grid(sys.argv[2]))
-            xtr = np.stack([encode(v) for v in videos]).astype(np.float32)
-            xev = pixel_latents(cfg, prep, parse_grid(sys.argv[2]))[1]
+            grid = parse_grid(sys.argv[2])
+            xtr, xev = pixel_latents(videos, grid), pixel_latents(eval_videos(cfg, prep), grid)
         else:
             xtr = MobileNetLatents(image_size=cfg.size).encode(list(videos))
             xev = prep.real
         ytr = labels(specs)
     elif len(sys.argv) > 1 and sys.argv[1].startswith("pixels:"):
-        xtr, xev = pixel_latents(cfg, prep, parse_grid(sys.argv[1]))
+        grid = parse_grid(sys.argv[1])
+        xtr = pixel_latents(paired_videos(cfg, prep, train_specs), grid)
+        xev = pixel_latents(eval_videos(cfg, prep), grid)
     elif len(sys.argv) > 1:
         with np.load(sys.argv[1]) as z:
             xtr, xev = z["paired"], z["eval"]
