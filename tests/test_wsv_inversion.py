@@ -66,8 +66,34 @@ def test_attribute_difference_is_the_paired_mean_of_per_item_differences():
     assert res["difference"]["attributes"]["difference"] == pytest.approx(want)
     assert res["synthetic"]["attributes"]["mean"]["accuracy"] == pytest.approx(np.mean([acc(caps[i], specs[i])
                                                                                        for i in ids]))
-    lo, hi = res["difference"]["attributes"]["ci"]
+    att = res["difference"]["attributes"]
+    lo, hi = att["ci"]
     assert lo <= want <= hi
+    # one inference: the interval inverts the sign-flip test, so it excludes 0 exactly when p < 0.05
+    from vlgap.stats.resampling import sign_flip_inference
+
+    d = [acc(caps[i], specs[i]) - acc(real[i], specs[i]) for i in ids]
+    interval, test = sign_flip_inference(d, n_permutations=100, seed=0)
+    assert [lo, hi] == pytest.approx(interval.ci) and att["p_value"] == pytest.approx(test.p_value)
+    assert (lo > 0 or hi < 0) == (att["p_value"] < 0.05)
+
+
+def test_attribute_difference_interval_never_contradicts_its_p_value():
+    from vlgap.wsv.evaluate import _paired_mean_difference
+
+    rng = np.random.default_rng(3)
+    agree, decisions = [], set()
+    for k in range(40):  # shifts from none to clear, so both decisions occur
+        a = rng.uniform(0, 1, 25)
+        b = a - 0.01 * k + rng.normal(0, 0.1, 25)
+        r = _paired_mean_difference(a, b, n_permutations=200, seed=k)
+        agree.append((r["ci"][0] > 0 or r["ci"][1] < 0) == (r["p_value"] < 0.05))
+        decisions.add(r["p_value"] < 0.05)
+    assert all(agree) and decisions == {True, False}
+    few = _paired_mean_difference(np.ones(3), np.zeros(3), n_permutations=200, seed=0)
+    assert few["ci"] is None and "ci_reason" in few and few["difference"] == 1.0
+    none = _paired_mean_difference(np.ones(8), np.zeros(8), n_permutations=0, seed=0)
+    assert none["p_value"] is None and none["ci"] is None and none["ci_reason"] == "no permutations asked for"
 
 
 def test_bad_inputs_name_the_items():

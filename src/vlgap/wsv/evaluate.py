@@ -191,19 +191,24 @@ def grounded_score(pred: dict[str, str], specs: dict[str, Any], *, n_bootstrap: 
 
 # ---- T2V inversion: the captioner on its own generator's latents vs on real videos ----
 
-def _paired_mean_difference(a: np.ndarray, b: np.ndarray, *, n_bootstrap: int, n_permutations: int,
-                            seed: int) -> dict[str, Any]:
-    """mean(a - b) over paired items with a paired percentile-bootstrap 95 % interval (items resampled
-    together) and a two-sided sign-flip (approximate randomisation) p-value."""
+def _paired_mean_difference(a: np.ndarray, b: np.ndarray, *, n_permutations: int, seed: int) -> dict[str, Any]:
+    """mean(a - b) over paired items with the two-sided sign-flip test and the interval that inverts it
+    (`vlgap.stats.resampling.sign_flip_inference`): the interval excludes 0 exactly when p < 0.05, so the
+    two never contradict each other. Too few items for an interval: "ci" None with "ci_reason"; no
+    permutations asked for: the point difference only."""
+    from vlgap.stats.resampling import sign_flip_inference
+
     d = np.asarray(a, float) - np.asarray(b, float)
-    rng = np.random.default_rng([seed, 7])
-    obs = float(d.mean())
-    p = None
-    if n_permutations > 0:
-        signs = rng.choice((-1.0, 1.0), size=(n_permutations, len(d)))
-        hits = int(np.sum(np.abs((signs * d).mean(axis=1)) >= abs(obs) - 1e-12))
-        p = (1 + hits) / (1 + n_permutations)
-    return {"difference": obs, "ci": _bootstrap_mean_ci(d, n_bootstrap, rng), "p_value": p, "n": len(d)}
+    out: dict[str, Any] = {"difference": float(d.mean()), "ci": None, "p_value": None, "n": len(d)}
+    if n_permutations < 1 or len(d) < 2:
+        out["ci_reason"] = (f"{len(d)} item(s): a paired test needs at least 2" if len(d) < 2
+                            else "no permutations asked for")
+        return out
+    interval, test = sign_flip_inference(d, n_permutations=n_permutations, seed=seed)
+    out.update(ci=interval.ci, p_value=test.p_value, n_permutations=test.n_permutations, exact=test.exact)
+    if interval.reason is not None:
+        out["ci_reason"] = interval.reason
+    return out
 
 
 def inversion_scores(pred_synthetic: dict[str, str], captions: dict[str, str], *,
@@ -225,7 +230,7 @@ def inversion_scores(pred_synthetic: dict[str, str], captions: dict[str, str], *
     (`synthetic_specs`: what each synthetic video shows; `real_specs`: each real video's true spec).
     The differences are synthetic - real, paired over items: CIDEr by `compare_captions` (paired
     bootstrap, document frequencies of the shared references, approximate-randomisation p-value), the
-    mean attribute accuracy by a paired percentile bootstrap and a sign-flip p-value. High on synthetic
+    mean attribute accuracy by a sign-flip test and the interval that inverts it. High on synthetic
     and low on real: the captioner inverts its generator and the synthetic-to-real gap is the bottleneck;
     low on both: the captioner itself is weak."""
     from vlgap.captions.evaluate import compare_captions
@@ -282,9 +287,8 @@ def inversion_scores(pred_synthetic: dict[str, str], captions: dict[str, str], *
 
         diff["attributes"] = {**_paired_mean_difference(per_item_mean(out["synthetic"]["attributes"]),
                                                         per_item_mean(out["real"]["attributes"]),
-                                                        n_bootstrap=n_bootstrap, n_permutations=n_permutations,
-                                                        seed=seed),
-                              "method": "paired percentile bootstrap over items of the mean attribute accuracy; "
-                                        "sign-flip p-value"}
+                                                        n_permutations=n_permutations, seed=seed),
+                              "method": "two-sided sign-flip test over items of the mean attribute accuracy, "
+                                        "and the interval that inverts it"}
     out["difference"] = diff
     return out

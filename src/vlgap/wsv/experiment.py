@@ -522,8 +522,9 @@ def inversion_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system
     return inversion_result(prep, cfg, generator, system, seed, pred, cell["predictions"], polished)
 
 
-#: version of the inversion files' keys (a change recomputes them, never the cells)
-INVERSION_FORMAT = 1
+#: version of the inversion files' keys (a change recomputes them, never the cells); 2: the attribute
+#: difference is a sign-flip test with its inverted interval (was a percentile bootstrap beside the test)
+INVERSION_FORMAT = 2
 
 
 def _inversion_key(cfg: ExperimentConfig, cell_path: Path, what: str, **names: Any) -> dict[str, Any]:
@@ -533,6 +534,24 @@ def _inversion_key(cfg: ExperimentConfig, cell_path: Path, what: str, **names: A
 
     return {**_cell_key(cfg, what, **names), "inversion_format": INVERSION_FORMAT,
             "cell_sha256": hashlib.sha256(cell_path.read_bytes()).hexdigest()}
+
+
+def _inversion_file(out: Path, name: str, key: dict[str, Any], compute: Callable[[], dict[str, Any]] | None,
+                    log: Callable[[str], None], lock: bool) -> dict[str, Any] | None:
+    """out/inversion/<name>.json: read when its key is valid, else `compute()`d and sealed (None: not
+    computed here). With `lock`, only the worker that claims the lock file computes it."""
+    path = out / "inversion" / f"{name}.json"
+    res = _read_cell(path, key, log)
+    if res is not None or compute is None:
+        return res
+    claim = out / "inversion" / f"{name}.lock"
+    if lock and not _claim(claim):
+        return None
+    try:
+        return _write_cell(path, compute(), key)
+    finally:
+        if lock:
+            claim.unlink(missing_ok=True)
 
 
 def _inversions(out: Path, cfg: ExperimentConfig, cells: list[tuple[str, str, int]], prep: Prepared | None,
@@ -547,22 +566,17 @@ def _inversions(out: Path, cfg: ExperimentConfig, cells: list[tuple[str, str, in
         cell_path = out / "cells" / f"{name}.json"
         if name not in done or not cell_path.is_file():
             continue
-        path, key = out / "inversion" / f"{name}.json", _inversion_key(cfg, cell_path, "inversion", generator=g,
-                                                                          system=s, seed=seed)
-        res = _read_cell(path, key, log)
-        if res is None and compute and prep is not None:
-            lock = out / "inversion" / f"{name}.lock"
-            if not _claim(lock):
-                continue
-            try:
-                log(f"inversion {name}: captioning the held-out synthetic latents")
-                res = _write_cell(path, inversion_cell(prep, cfg, g, s, seed, out / "work" / name, done[name], log=log,
-                                                       force=force), key)
-            finally:
-                lock.unlink(missing_ok=True)
+
+        def run(g=g, s=s, seed=seed, name=name):
+            log(f"inversion {name}: captioning the held-out synthetic latents")
+            res = inversion_cell(prep, cfg, g, s, seed, out / "work" / name, done[name], log=log, force=force)
             d = res["difference"]["CIDEr"]
             log(f"inversion {name}: CIDEr synthetic {res['synthetic']['CIDEr']['score']:.3f} real "
                 f"{res['real']['CIDEr']['score']:.3f} (difference {d['difference']:+.3f})")
+            return res
+
+        key = _inversion_key(cfg, cell_path, "inversion", generator=g, system=s, seed=seed)
+        res = _inversion_file(out, name, key, run if compute and prep is not None else None, log, lock=True)
         if res is not None:
             found.append(res)
     return found
@@ -577,13 +591,14 @@ def _chance_inversions(out: Path, cfg: ExperimentConfig, prep: Prepared | None, 
         cell_path = out / "cells" / f"chance-s{seed}.json"
         if not cell_path.is_file():
             continue
-        path, key = out / "inversion" / f"chance-s{seed}.json", _inversion_key(cfg, cell_path, "chance_inversion",
-                                                                                seed=seed)
-        res = _read_cell(path, key, log)
-        if res is None and compute and prep is not None:
-            chance = json.loads(cell_path.read_text())
-            res = _write_cell(path, inversion_result(prep, cfg, "none", "chance", seed, chance["predictions"],
-                                                     chance["predictions"]), key)
+
+        def run(seed=seed, cell_path=cell_path):
+            pred = json.loads(cell_path.read_text())["predictions"]
+            return inversion_result(prep, cfg, "none", "chance", seed, pred, pred)
+
+        key = _inversion_key(cfg, cell_path, "chance_inversion", seed=seed)
+        res = _inversion_file(out, f"chance-s{seed}", key, run if compute and prep is not None else None, log,
+                              lock=False)
         if res is not None:
             found.append(res)
     return found
@@ -796,36 +811,40 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
     return row
 
 
+def _over_seeds(vals: list[float], **per_seed: list[Any]) -> dict[str, Any]:
+    """{mean, t_ci, per_seed} of one number's per-seed values, plus per-seed extras (intervals, p-values)."""
+    return {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals, **per_seed}
+
+
 def _inversion_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
     """One row of the inversion table: per side (synthetic, real) CIDEr and the mean attribute accuracy, and
-    their paired difference, each as mean [t-interval over seeds] with the per-seed item-bootstrap
-    intervals."""
+    their paired difference, each as mean [t-interval over seeds] with the per-seed intervals (item bootstrap
+    for a side; for the difference: CIDEr's paired bootstrap, the attribute accuracy's inverted sign-flip
+    test)."""
     mine = sorted(mine, key=lambda c: c["seed"])
     row: dict[str, Any] = {"generator": g, "system": s, "label": system_label(s), "n_seeds": len(mine),
                            "seeds": [c["seed"] for c in mine], "n_items": mine[0]["n"]}
-    for side in ("synthetic", "real"):
-        vals = [c[side]["CIDEr"]["score"] for c in mine]
-        row[side] = {"CIDEr": {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
-                               "item_bootstrap_ci_per_seed": [c[side]["CIDEr"].get("ci") for c in mine]}}
+
+    def side_scores(side: str, with_ci: bool) -> dict[str, Any]:
+        cider = [c[side]["CIDEr"] for c in mine]
+        out = {"CIDEr": _over_seeds([x["score"] for x in cider],
+                                    **({"item_bootstrap_ci_per_seed": [x.get("ci") for x in cider]} if with_ci else {}))}
         if all("attributes" in c[side] for c in mine):
-            vals = [c[side]["attributes"]["mean"]["accuracy"] for c in mine]
-            row[side]["attributes"] = {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
-                                       "item_bootstrap_ci_per_seed": [c[side]["attributes"]["mean"]["ci"]
-                                                                      for c in mine]}
+            att = [c[side]["attributes"]["mean"] for c in mine]
+            out["attributes"] = _over_seeds([x["accuracy"] for x in att],
+                                            **({"item_bootstrap_ci_per_seed": [x["ci"] for x in att]} if with_ci else {}))
+        return out
+
+    for side in ("synthetic", "real"):
+        row[side] = side_scores(side, with_ci=True)
     if all("synthetic_polished" in c for c in mine):
-        vals = [c["synthetic_polished"]["CIDEr"]["score"] for c in mine]
-        row["synthetic_polished"] = {"CIDEr": {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals}}
-        if all("attributes" in c["synthetic_polished"] for c in mine):
-            vals = [c["synthetic_polished"]["attributes"]["mean"]["accuracy"] for c in mine]
-            row["synthetic_polished"]["attributes"] = {**dict(zip(("mean", "t_ci"), t_interval(vals))),
-                                                       "per_seed": vals}
+        row["synthetic_polished"] = side_scores("synthetic_polished", with_ci=False)
     row["difference"] = {}
     for m in ("CIDEr", "attributes"):
         if all(m in c["difference"] for c in mine):
-            vals = [c["difference"][m]["difference"] for c in mine]
-            row["difference"][m] = {**dict(zip(("mean", "t_ci"), t_interval(vals))), "per_seed": vals,
-                                    "paired_bootstrap_ci_per_seed": [c["difference"][m]["ci"] for c in mine],
-                                    "p_value_per_seed": [c["difference"][m]["p_value"] for c in mine]}
+            d = [c["difference"][m] for c in mine]
+            row["difference"][m] = _over_seeds([x["difference"] for x in d], ci_per_seed=[x["ci"] for x in d],
+                                               p_value_per_seed=[x["p_value"] for x in d])
     return row
 
 
@@ -988,11 +1007,12 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                           "(captions no system trained on) vs its captions of the real-style videos, both scored "
                           "against the held-out caption (one reference per scene: CIDEr here is not the scores "
                           "table's ten-reference CIDEr); attribute accuracy against what each video shows; "
-                          "synthetic - real paired over scenes: mean [t-interval over seeds] {paired-bootstrap "
-                          "interval per seed}; the polisher is bypassed on both inputs, as at inference; the last "
-                          "column: the polished synthetic latents the captioner trained on. High on synthetic, low "
-                          "on real: the system inverts its generator and the synthetic-to-real gap is the "
-                          "bottleneck; low on both: the captioner is weak",
+                          "synthetic - real paired over scenes: mean [t-interval over seeds] {each seed's paired "
+                          "interval: CIDEr paired bootstrap, attribute accuracy inverted sign-flip test}; the "
+                          "polisher is bypassed on both inputs, as at inference; the last column: the polished "
+                          "synthetic latents the captioner trained on. High on synthetic, low on real: the system "
+                          "inverts its generator and the synthetic-to-real gap is the bottleneck; low on both: the "
+                          "captioner is weak",
                  "header": ["latents captioned", "system", "seeds", "CIDEr, synthetic", "CIDEr, real",
                             "CIDEr, synthetic - real", "attribute accuracy, synthetic", "attribute accuracy, real",
                             "attribute accuracy, synthetic - real",
@@ -1000,7 +1020,8 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                  "rows": []}
 
     def per_seed(d):
-        cis = [c for c in d["paired_bootstrap_ci_per_seed"] if c]
+        # summaries written before the attribute difference became a sign-flip inversion name the key differently
+        cis = [c for c in d.get("ci_per_seed", d.get("paired_bootstrap_ci_per_seed", [])) if c]
         return _ci(d) + (" {" + "; ".join(f"[{c[0]:.3f}, {c[1]:.3f}]" for c in cis) + "}" if cis else "")
 
     for r in list(inv.get("rows") or []) + ([inv["chance"]] if inv.get("chance") else []):
