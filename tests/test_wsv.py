@@ -169,7 +169,7 @@ def manifest_and_model(tmp_path_factory):
     emb = np.random.default_rng(0).normal(size=(len(caps), 12)).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     train(TrainData(caps, z, emb), WSVConfig(system="wsv", **{**TINY, "checkpoint_every": 10}), root / "model",
-          extra={"generator": ShapesT2V().record()})
+          extra={"generator": ShapesT2V().record(), "latent_encoder": enc.record()})
     return root / "m.jsonl", root / "model" / "model.pt", root
 
 
