@@ -60,6 +60,32 @@ def pixel_encoder(grid):
     return encode
 
 
+def make_reader(channels: int, n_labels: int, width: int = 64):
+    """The reader: the prompter's 3D-CNN stem + mean/max pooling + a linear layer. Returns (fwd, step):
+    fwd(latents) -> logits; step(x, y, generator) draws a batch of 32, takes one AdamW step, returns the loss."""
+    from vlgap.wsv.models import _groups
+
+    net = nn.Sequential(nn.GroupNorm(_groups(channels), channels), nn.Conv3d(channels, width, 3, padding=1),
+                        nn.GELU(), nn.Conv3d(width, width, 3, padding=1), nn.GELU())
+    head = nn.Linear(2 * width, n_labels)
+
+    def fwd(x):
+        h = net(torch.from_numpy(x))
+        return head(torch.cat([h.mean(dim=(2, 3, 4)), h.amax(dim=(2, 3, 4))], 1))
+
+    opt = torch.optim.AdamW([*net.parameters(), *head.parameters()], lr=1e-3, weight_decay=0.01)
+
+    def step(x, y, generator):
+        idx = torch.randperm(len(x), generator=generator)[:32].numpy()
+        loss = nn.functional.binary_cross_entropy_with_logits(fwd(x[idx]), torch.from_numpy(y[idx]))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return fwd, step
+
+
 def paired_videos(cfg, prep, train_specs):
     """The oracle's paired videos as `prepare` renders them: each corpus caption's scene (`train_specs` by
     scene id), real style, its own style seed."""
@@ -88,8 +114,6 @@ def parse_grid(arg):
 def main() -> None:
     from vlgap.data.shapes import item_rng, sample_spec
     from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
-    from vlgap.wsv.models import _groups
-
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
@@ -120,24 +144,10 @@ def main() -> None:
             xtr, xev = z["paired"], z["eval"]
     else:
         xtr, xev = prep.paired["real"], prep.real
-    c = xtr.shape[1]
-    d = 64
-    net = nn.Sequential(nn.GroupNorm(_groups(c), c), nn.Conv3d(c, d, 3, padding=1), nn.GELU(),
-                        nn.Conv3d(d, d, 3, padding=1), nn.GELU())
-    head = nn.Linear(2 * d, ytr.shape[1])
-
-    def fwd(x):
-        h = net(torch.from_numpy(x))
-        return head(torch.cat([h.mean(dim=(2, 3, 4)), h.amax(dim=(2, 3, 4))], 1))
-
-    opt = torch.optim.AdamW([*net.parameters(), *head.parameters()], lr=1e-3, weight_decay=0.01)
+    fwd, step = make_reader(xtr.shape[1], ytr.shape[1])
     g = torch.Generator().manual_seed(0)
-    for step in range(400):
-        idx = torch.randperm(len(xtr), generator=g)[:32].numpy()
-        loss = nn.functional.binary_cross_entropy_with_logits(fwd(xtr[idx]), torch.from_numpy(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    for _ in range(400):
+        loss = step(xtr, ytr, g)
     with torch.no_grad():
         ptr, pev = fwd(xtr).numpy(), fwd(xev).numpy()
     n_sh = 8

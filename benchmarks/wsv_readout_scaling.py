@@ -19,8 +19,7 @@ import time
 
 import numpy as np
 import torch
-from torch import nn
-from wsv_attribute_readout import balanced, labels, pixel_encoder
+from wsv_attribute_readout import balanced, labels, make_reader, pixel_encoder
 
 
 def main() -> None:
@@ -28,7 +27,6 @@ def main() -> None:
     from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
     from vlgap.wsv.generate import render_styled
     from vlgap.wsv.latents import MobileNetLatents
-    from vlgap.wsv.models import _groups
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -54,23 +52,10 @@ def main() -> None:
         raise SystemExit(f"LATENT must start with mnet: or pix:, got {latent!r}")
     t_enc = time.time() - t0
     ytr, yev = labels(specs), labels(prep.eval_specs)
-    c, d = xtr.shape[1], 64
-    net = nn.Sequential(nn.GroupNorm(_groups(c), c), nn.Conv3d(c, d, 3, padding=1), nn.GELU(),
-                        nn.Conv3d(d, d, 3, padding=1), nn.GELU())
-    head = nn.Linear(2 * d, ytr.shape[1])
-
-    def fwd(x):
-        h = net(torch.from_numpy(x))
-        return head(torch.cat([h.mean(dim=(2, 3, 4)), h.amax(dim=(2, 3, 4))], 1))
-
-    opt = torch.optim.AdamW([*net.parameters(), *head.parameters()], lr=1e-3, weight_decay=0.01)
+    fwd, train_step = make_reader(xtr.shape[1], ytr.shape[1])
     g = torch.Generator().manual_seed(0)
     for step in range(1, steps + 1):
-        idx = torch.randperm(len(xtr), generator=g)[:32].numpy()
-        loss = nn.functional.binary_cross_entropy_with_logits(fwd(xtr[idx]), torch.from_numpy(ytr[idx]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        train_step(xtr, ytr, g)
         if step % 250 == 0:
             with torch.no_grad():
                 pev, ptr = fwd(xev).numpy(), fwd(xtr[:300]).numpy()
