@@ -72,3 +72,37 @@ def test_models_recorded_without_a_grid_rebuild_the_grid_they_were_trained_with(
     old = parts_of_model({"generator": {"style": "synthetic"}, "latent_encoder": {"image_size": 64}})
     assert old["latents"]["grid"] == list(LEGACY_MOBILENET_GRID)
     assert np.prod(MOBILENET_GRID) > np.prod(LEGACY_MOBILENET_GRID)
+
+
+def test_cli_passes_lr_grid_and_corpus_to_the_experiment_and_keeps_the_default_lr_out_of_the_keys(monkeypatch, tmp_path):
+    import vlgap.wsv.experiment as xp
+    from vlgap.cli import app
+
+    seen = []
+
+    def fake_run(out, cfg, **kw):
+        seen.append(cfg)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(xp, "run_experiment", fake_run)
+    runner = CliRunner()
+    runner.invoke(app, ["wsv", "experiment", "--out", str(tmp_path / "a"), "--lr", "0.002", "--latent-grid", "4x8x8",
+                        "--captions-per-scene", "2", "--n-train", "40"])
+    runner.invoke(app, ["wsv", "experiment", "--out", str(tmp_path / "b")])
+    given, default = seen
+    assert given.train["lr"] == 0.002 and given.latent_grid == (4, 8, 8) and given.captions_per_scene == 2
+    assert given.n_train == 40
+    assert ("lr" in default.train) == ("lr" in EXPERIMENT_DEFAULTS["train"])
+    assert default.record() == ExperimentConfig(**EXPERIMENT_DEFAULTS).record()  # the CLI's defaults = the documented run
+
+
+def test_a_rows_own_settings_are_in_its_cells_key(monkeypatch):
+    import vlgap.wsv.experiment as xp
+
+    cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
+    plain = xp._row_cell_key(cfg, "synthetic", "wsv", 0)
+    assert plain == xp._cell_key(cfg, "cell", generator="synthetic", system="wsv", seed=0)  # earlier keys kept
+    smol = xp._row_cell_key(cfg, "synthetic", "wsv+smollm2", 0)
+    assert smol["row_settings"] == {"lm": "smollm2", **xp.SMOLLM2_TRAIN}
+    monkeypatch.setitem(xp.SMOLLM2_TRAIN, "caption_steps", xp.SMOLLM2_TRAIN["caption_steps"] + 1)
+    assert xp._row_cell_key(cfg, "synthetic", "wsv+smollm2", 0) != smol  # a changed row setting recomputes the row

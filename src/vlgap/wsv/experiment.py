@@ -671,6 +671,13 @@ def _cell_key(cfg: ExperimentConfig, what: str, **names: Any) -> dict[str, Any]:
     return {"format": CELL_FORMAT, "what": what, **names, "experiment": cfg.record()}
 
 
+def _row_cell_key(cfg: ExperimentConfig, g: str, s: str, seed: int) -> dict[str, Any]:
+    """A cell's key; a row with its own settings (wsv+smollm2: SMOLLM2_TRAIN) carries them, so changing
+    them recomputes that row's cells instead of reading stale ones (rows without keep their keys)."""
+    over = split_system(s)[1]
+    return _cell_key(cfg, "cell", generator=g, system=s, seed=seed, **({"row_settings": over} if over else {}))
+
+
 def _read_cell(path: Path, key: dict[str, Any], log: Callable[[str], None]) -> dict[str, Any] | None:
     from vlgap.reuse import read_verified
 
@@ -731,7 +738,7 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     for j, (g, s, seed) in enumerate(cells):
         name = f"{g}-{s}-s{seed}"
         path = out / "cells" / f"{name}.json"
-        key = _cell_key(cfg, "cell", generator=g, system=s, seed=seed)
+        key = _row_cell_key(cfg, g, s, seed)
         res = _read_cell(path, key, log)
         if res is not None:
             done[name] = res
@@ -754,7 +761,7 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     for g, s, seed in cells:
         name = f"{g}-{s}-s{seed}"
         if name not in done:
-            res = _read_cell(out / "cells" / f"{name}.json", _cell_key(cfg, "cell", generator=g, system=s, seed=seed),
+            res = _read_cell(out / "cells" / f"{name}.json", _row_cell_key(cfg, g, s, seed),
                              log)
             if res is not None:
                 done[name] = res
@@ -903,7 +910,7 @@ def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap
         chance_inversion = _chance_inversions(out, cfg, None, _log_default, compute=False)
     if cells is None:
         cells = [c for c in (_read_cell(out / "cells" / f"{g}-{s}-s{seed}.json",
-                                        _cell_key(cfg, "cell", generator=g, system=s, seed=seed), _log_default)
+                                        _row_cell_key(cfg, g, s, seed), _log_default)
                              for g, s, seed in cfg.cells()) if c is not None]
     if chance is None:
         chance = [c for c in (_read_cell(out / "cells" / f"chance-s{seed}.json", _cell_key(cfg, "chance", seed=seed),

@@ -30,6 +30,8 @@ LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
 #: shapes world's 9-18 px objects are 1-2 cells wide (docs/results/wsv-latent-diagnosis.md: a reader trained on
 #: 3,000 scenes names shape 0.83 / colour 0.86 from it, 0.68 / 0.76 from the 4 x 4 grid used before)
 MOBILENET_GRID = (8, 8, 8)
+#: WSVConfig.lr (caption stage, LM pretraining), here so the CLI reads it without importing torch
+CAPTION_LR = 1e-3
 #: the grid of models and results made before MOBILENET_GRID (records without a grid had it)
 LEGACY_MOBILENET_GRID = (8, 4, 4)
 VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"

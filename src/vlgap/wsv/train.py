@@ -39,7 +39,7 @@ import torch
 
 from vlgap.counts import check_count
 from vlgap.errors import VlgapError
-from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
+from vlgap.wsv.parts import CAPTION_LR, PART_DEFAULTS, SETTING_DEFAULTS
 
 #: version of checkpoint.pt / model.pt keys: a change makes older checkpoints start over
 WSV_FORMAT = 2
@@ -61,7 +61,7 @@ class WSVConfig:
     lm_pretrain_steps: int = 400
     caption_steps: int = 800
     batch_size: int = 32
-    lr: float = 1e-3
+    lr: float = CAPTION_LR
     head_lr: float = 1e-3
     polisher_lr: float = 5e-4
     n_prompts: int = 8
