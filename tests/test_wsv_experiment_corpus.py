@@ -1,6 +1,5 @@
 """The experiment's corpus (captions per training scene) and latent grid: what they select, how they enter the
 keys of results, and their errors."""
-import json
 
 import numpy as np
 import pytest
@@ -20,9 +19,8 @@ def test_settings_added_later_stay_out_of_the_keys_at_their_old_values():
     new = ExperimentConfig(captions_per_scene=1, latent_grid=(8, 8, 8)).record()
     assert new["captions_per_scene"] == 1 and new["latent_grid"] == [8, 8, 8]
     assert ExperimentConfig().latent_grid == MOBILENET_GRID
-    # the documented experiment's record round-trips through JSON as its summary holds it
-    rec = ExperimentConfig(**EXPERIMENT_DEFAULTS).record()
-    assert json.loads(json.dumps(rec)) == json.loads(json.dumps(ExperimentConfig(**EXPERIMENT_DEFAULTS).record()))
+    # the two settings add their own entries and change nothing else in the key
+    assert {k: v for k, v in new.items() if k not in ("captions_per_scene", "latent_grid")} == old
 
 
 def test_captions_per_scene_draws_that_many_distinct_captions_of_every_scene(tmp_path):

@@ -21,8 +21,8 @@ import torch
 import torch.nn.functional as F
 
 from vlgap.errors import VlgapError
-from vlgap.wsv.latent_grid import MOBILENET_GRID
 from vlgap.io_utils import atomic_write_json, cache_root
+from vlgap.wsv.latent_grid import MOBILENET_GRID
 
 #: version of the latent cache files and keys: a change recomputes every older file
 LATENTS_FORMAT = 2
