@@ -81,6 +81,26 @@ def test_round_trip_every_writer_caption():
     assert not failures, f"{len(failures)} captions misread, e.g. {failures[:5]}"
 
 
+def test_two_stated_shrinks_imply_the_unstated_grow_before_them():
+    """Scene 745 of the experiment's world grows, shrinks, shrinks its diamond; its "two consecutive events"
+    caption names only the shrinks, which alone exceed the one net size step a scene allows. The reader
+    puts the implied grow first (reported as unread) and keeps the stated order and facts."""
+    from vlgap.data.shapes import item_rng
+
+    rng = item_rng(0, 745)
+    spec = sample_spec(rng)
+    text = write_captions(spec, int(rng.integers(2**31 - 1)))[5]
+    assert text == "The red diamond becomes smaller and then gets smaller."
+    r = read_caption(text, rng=0)
+    assert [e.kind for e in r.spec.events] == ["grow", "shrink", "shrink"]
+    assert [e["kind"] for e in r.stated["events"]] == ["shrink", "shrink"]  # the grounded score sees the stated
+    assert any("earlier grow of the diamond" in u for u in r.unread)
+    assert [e.kind for e in read_caption("The red diamond grows and then gets bigger.", rng=0).spec.events] == [
+        "shrink", "grow", "grow"]
+    with pytest.raises(VlgapError, match="impossible scene"):  # three shrinks: no single unstated step fixes it
+        read_caption("The red diamond shrinks, then shrinks, then shrinks.", rng=0)
+
+
 def test_round_trip_captions_of_moving_cameras():
     """Every scene's camera moves: the captions that say how (0 and 9) are read back with every fact,
     the camera included; the others leave it open and the reader says it assumed a static one."""

@@ -392,6 +392,7 @@ def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera) -
         unread.append("events")
     else:
         read.extend(f"event {j + 1}: {e.kind} of the {e.shape}" for j, e in enumerate(ev_list))
+    ev_list = _implied_size_steps(ev_list, unread)
     events = _timeline(ev_list, index, rng)
     if any(e.third is not None for e in ev_list):
         read.append("timing")
@@ -410,6 +411,28 @@ def _build(text, t, bg, objs, evs, count, nothing_left, rng, mentions, camera) -
     ignored = sorted({w for w in re.findall(r"[a-z-]+", t)
                       if w not in _FILLER and w not in used and w not in _VOCAB_WORDS})
     return Reading(text=text, spec=spec, read=read, unread=unread, ignored=ignored, stated=stated)
+
+
+def _implied_size_steps(evs: list[_Ev], unread: list[str]) -> list[_Ev]:
+    """A true caption may name two shrinks (or grows) of a shape and leave out the opposite step before
+    them ("becomes smaller and then gets smaller" of a diamond that grew, shrank, shrank), which alone is
+    more than the one net size step a scene allows. The unstated opposite step is put before the shape's
+    first stated size change (and reported in `unread`), the one offset of -1 / +1 that keeps every size
+    level within one step of the start; a sequence no single step can fix is left to validate_spec."""
+    out = list(evs)
+    for shape in dict.fromkeys(e.shape for e in evs):
+        levels = np.cumsum([1 if e.kind == "grow" else -1 for e in out if e.shape == shape
+                            and e.kind in ("grow", "shrink")])
+        if len(levels) == 0 or (levels.max() <= 1 and levels.min() >= -1):
+            continue
+        offset = next((o for o in (1, -1) if (levels + o).max() <= 1 and (levels + o).min() >= -1), None)
+        if offset is None:
+            continue
+        first = next(j for j, e in enumerate(out) if e.shape == shape and e.kind in ("grow", "shrink"))
+        kind = "grow" if offset == 1 else "shrink"
+        out.insert(first, _Ev(kind, shape, pos=out[first].pos, third=out[first].third, rank=out[first].rank))
+        unread.append(f"an earlier {kind} of the {shape} (implied by the size changes stated)")
+    return out
 
 
 def _valid_start_cell(mine: list[_Ev], taken, rng) -> tuple[int, int]:
