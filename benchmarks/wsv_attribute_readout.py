@@ -89,17 +89,16 @@ def make_reader(channels: int, n_labels: int, width: int = 64):
 def paired_videos(cfg, prep, train_specs):
     """The oracle's paired videos as `prepare` renders them: each corpus caption's scene (`train_specs` by
     scene id), real style, its own style seed."""
-    from vlgap.wsv.generate import render_styled
+    from vlgap.wsv.experiment import render_video_set
 
-    return (render_styled(train_specs[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style, 3 * 10**6 + k)
-            for k, cid in enumerate(prep.corpus_ids))
+    return render_video_set(cfg, "paired", [train_specs[c.rsplit("_c", 1)[0]] for c in prep.corpus_ids])
 
 
 def eval_videos(cfg, prep):
     """The evaluation videos as `prepare` renders them."""
-    from vlgap.wsv.generate import render_styled
+    from vlgap.wsv.experiment import render_video_set
 
-    return (render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j) for j, s in enumerate(prep.eval_specs))
+    return render_video_set(cfg, "eval", prep.eval_specs)
 
 
 def pixel_latents(videos, grid) -> np.ndarray:
@@ -113,12 +112,12 @@ def parse_grid(arg):
 
 def main() -> None:
     from vlgap.data.shapes import item_rng, sample_spec
-    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
+    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, experiment_scenes, prepare
     torch.set_num_threads(1)
     torch.manual_seed(0)
     cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
     prep = prepare(cfg, log=lambda m: None)
-    train_specs = {f"train_{i:05d}": sample_spec(item_rng(cfg.world_seed * 1000, i)) for i in range(cfg.n_train)}
+    train_specs = {i: spec for i, spec, _ in experiment_scenes(cfg, "train")}
     ytr = labels([train_specs[c.rsplit("_c", 1)[0]] for c in prep.corpus_ids])
     yev = labels(prep.eval_specs)
     if len(sys.argv) > 1 and sys.argv[1].isdigit():

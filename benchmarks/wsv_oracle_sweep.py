@@ -21,7 +21,7 @@ import torch
 
 
 def variant_latents(prep, cfg, block: int, grid: tuple, image_size: int, folder: Path, pooling: str = "avg"):
-    from vlgap.wsv.generate import render_styled
+    from vlgap.wsv.experiment import experiment_scenes, render_video_set
     from vlgap.wsv.latents import MobileNetLatents
 
     path = folder / (f"oracle-latents-b{block}-g{'x'.join(map(str, grid))}-s{image_size}-{pooling}"
@@ -29,32 +29,18 @@ def variant_latents(prep, cfg, block: int, grid: tuple, image_size: int, folder:
     if path.exists():
         with np.load(path) as z:
             return z["paired"], z["eval"], z["val"]
-    from vlgap.data.shapes import item_rng, sample_spec, write_captions
-
     enc = MobileNetLatents(block=block, grid=grid, image_size=image_size, pooling=pooling)
-    train = {}
-    for i in range(cfg.n_train):
-        rng = item_rng(cfg.world_seed * 1000 + 0, i)
-        spec = sample_spec(rng)
-        write_captions(spec, int(rng.integers(2**31 - 1)))
-        train[f"train_{i:05d}"] = spec
+    train = {i: spec for i, spec, _ in experiment_scenes(cfg, "train")}
     t0 = time.perf_counter()
-    paired = enc.encode([render_styled(train[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style,
-                                       3 * 10**6 + k) for k, cid in enumerate(prep.corpus_ids)])
-    ev = enc.encode([render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
-                     for j, s in enumerate(prep.eval_specs)])
+    paired = enc.encode(list(render_video_set(cfg, "paired", [train[c.rsplit("_c", 1)[0]] for c in prep.corpus_ids])))
+    ev = enc.encode(list(render_video_set(cfg, "eval", prep.eval_specs)))
     # the validation pairs exactly as prepare() makes them (its validation scenes, captions and style seeds)
     eval_text = {c for caps in prep.eval_refs.values() for c in caps}
     corpus = set(prep.corpus)
-    vals = []
-    for i in range(cfg.n_val):
-        rng = item_rng(cfg.world_seed * 1000 + 3, i)
-        spec = sample_spec(rng)
-        vals += [(spec, c) for c in write_captions(spec, int(rng.integers(2**31 - 1)))
-                 if c not in eval_text and c not in corpus]
+    vals = [(spec, c) for _, spec, caps in experiment_scenes(cfg, "val") for c in caps
+            if c not in eval_text and c not in corpus]
     assert [c for _, c in vals] == prep.val_captions
-    val = enc.encode([render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 4 * 10**6 + k)
-                      for k, (s, _) in enumerate(vals)])
+    val = enc.encode(list(render_video_set(cfg, "val_paired", [s for s, _ in vals])))
     print(f"latents b{block} {grid} {image_size}px: {paired.shape} in {time.perf_counter() - t0:.0f} s", flush=True)
     np.savez(path, paired=paired, eval=ev, val=val)
     return paired, ev, val

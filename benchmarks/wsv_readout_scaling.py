@@ -24,7 +24,7 @@ from wsv_attribute_readout import balanced, labels, make_reader, pixel_encoder
 
 def main() -> None:
     from vlgap.data.shapes import item_rng, sample_spec
-    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, prepare
+    from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS, ExperimentConfig, experiment_scenes, render_video_set
     from vlgap.wsv.generate import render_styled
     from vlgap.wsv.latents import MobileNetLatents
 
@@ -32,14 +32,13 @@ def main() -> None:
     torch.manual_seed(0)
     n, latent, steps = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
-    prep = prepare(cfg, log=lambda m: None)
+    eval_specs = [spec for _, spec, _ in experiment_scenes(cfg, "eval")]
     parts = latent.split(":")
     render_size = int(parts[1])
     specs = [sample_spec(item_rng(777, i)) for i in range(n)]
     t0 = time.time()
     train_videos = [render_styled(s, cfg.n_frames, render_size, "real", 8 * 10**6 + i) for i, s in enumerate(specs)]
-    eval_videos = [render_styled(s, cfg.n_frames, render_size, cfg.eval_style, 10**6 + j)
-                   for j, s in enumerate(prep.eval_specs)]
+    eval_videos = list(render_video_set(cfg, "eval", eval_specs, size=render_size))
     if parts[0] == "mnet":
         enc = MobileNetLatents(block=int(parts[3]), grid=tuple(int(v) for v in parts[4].split("x")),
                                image_size=int(parts[2]), pooling=parts[5])
@@ -51,7 +50,7 @@ def main() -> None:
     else:
         raise SystemExit(f"LATENT must start with mnet: or pix:, got {latent!r}")
     t_enc = time.time() - t0
-    ytr, yev = labels(specs), labels(prep.eval_specs)
+    ytr, yev = labels(specs), labels(eval_specs)
     fwd, train_step = make_reader(xtr.shape[1], ytr.shape[1])
     g = torch.Generator().manual_seed(0)
     for step in range(1, steps + 1):

@@ -37,7 +37,7 @@ def test_experiment_defaults_are_the_documented_experiment_and_the_part_defaults
     for name in ("n_train", "captions_per_scene", "n_eval", "n_unlabelled", "n_val"):
         assert cli[name] == EXPERIMENT_DEFAULTS[name], name
     assert cli["latent_grid"] == "x".join(map(str, EXPERIMENT_DEFAULTS["latent_grid"]))
-    assert cli["lr"] == EXPERIMENT_DEFAULTS["train"].get("lr", WSVConfig.lr)
+    assert cli["lr"] == EXPERIMENT_DEFAULTS["train"]["lr"]
     assert (cli["bootstrap"], cli["permutations"]) == (EXPERIMENT_DEFAULTS["n_bootstrap"],
                                                        EXPERIMENT_DEFAULTS["n_permutations"])
     for name in ("caption_steps", "head_steps", "polisher_steps", "lm_pretrain_steps", "lm_dim", "lm_layers",

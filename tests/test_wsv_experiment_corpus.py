@@ -72,7 +72,7 @@ def test_models_recorded_without_a_grid_rebuild_the_grid_they_were_trained_with(
     assert np.prod(MOBILENET_GRID) > np.prod(LEGACY_MOBILENET_GRID)
 
 
-def test_cli_passes_lr_grid_and_corpus_to_the_experiment_and_keeps_the_default_lr_out_of_the_keys(monkeypatch, tmp_path):
+def test_cli_passes_lr_grid_and_corpus_to_the_experiment_and_defaults_to_the_documented_run(monkeypatch, tmp_path):
     import vlgap.wsv.experiment as xp
     from vlgap.cli import app
 
@@ -84,13 +84,13 @@ def test_cli_passes_lr_grid_and_corpus_to_the_experiment_and_keeps_the_default_l
 
     monkeypatch.setattr(xp, "run_experiment", fake_run)
     runner = CliRunner()
-    runner.invoke(app, ["wsv", "experiment", "--out", str(tmp_path / "a"), "--lr", "0.002", "--latent-grid", "4x8x8",
+    runner.invoke(app, ["wsv", "experiment", "--out", str(tmp_path / "a"), "--lr", "0.003", "--latent-grid", "4x8x8",
                         "--captions-per-scene", "2", "--n-train", "40"])
     runner.invoke(app, ["wsv", "experiment", "--out", str(tmp_path / "b")])
     given, default = seen
-    assert given.train["lr"] == 0.002 and given.latent_grid == (4, 8, 8) and given.captions_per_scene == 2
+    assert given.train["lr"] == 0.003 and given.latent_grid == (4, 8, 8) and given.captions_per_scene == 2
     assert given.n_train == 40
-    assert ("lr" in default.train) == ("lr" in EXPERIMENT_DEFAULTS["train"])
+    assert default.train["lr"] == EXPERIMENT_DEFAULTS["train"]["lr"] != 0.003
     assert default.record() == ExperimentConfig(**EXPERIMENT_DEFAULTS).record()  # the CLI's defaults = the documented run
 
 

@@ -331,7 +331,6 @@ def _seeds(text: str) -> list[int]:
 
 
 from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS as _XD  # noqa: E402  (the documented experiment)
-from vlgap.wsv.parts import CAPTION_LR as _WSV_LR  # noqa: E402
 
 _XT = _XD["train"]
 
@@ -355,8 +354,8 @@ def experiment_cmd(
     lm_pretrain_steps: int = typer.Option(_XT["lm_pretrain_steps"]),
     lm_dim: int = typer.Option(_XT["lm_dim"]), lm_layers: int = typer.Option(_XT["lm_layers"]),
     prompter_dim: int = typer.Option(_XT["prompter_dim"]),
-    lr: float = typer.Option(_XT.get("lr", _WSV_LR), "--lr", help="Learning rate of the caption stage (and of the "
-                                                                 "frozen-LM row's LM pretraining)."),
+    lr: float = typer.Option(_XT["lr"], "--lr", help="Learning rate of the caption stage (and of the frozen-LM row's "
+                                                   "LM pretraining)."),
     bootstrap: int = typer.Option(_XD["n_bootstrap"], "--bootstrap"),
     permutations: int = typer.Option(_XD["n_permutations"], "--permutations"),
     systems: str = typer.Option(",".join(_XD["systems"]),
@@ -410,9 +409,8 @@ def experiment_cmd(
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
-                                      prompter_dim=prompter_dim, checkpoint_every=_XT["checkpoint_every"], **lm_options,
-                                      # the training default stays out of the keys unless the defaults name it
-                                      **({"lr": lr} if "lr" in _XT or lr != _WSV_LR else {})))
+                                      prompter_dim=prompter_dim, checkpoint_every=_XT["checkpoint_every"], lr=lr,
+                                      **lm_options))
     from vlgap.counts import check_count
 
     check_count("ray_workers", ray_workers, 1, flag="--ray-workers", example=2, allow_none=True)

@@ -23,7 +23,7 @@ import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -234,12 +234,43 @@ def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
     return minilm_embeddings(captions, batch_size)
 
 
+#: the scene sets of an experiment: prefix -> offset of their scene seeds (cfg.world_seed * 1000 + offset)
+SCENE_SETS = {"train": 0, "eval": 1, "unl": 2, "val": 3}
+_SCENE_COUNTS = {"train": "n_train", "eval": "n_eval", "unl": "n_unlabelled", "val": "n_val"}
+
+
+def experiment_scenes(cfg: ExperimentConfig, prefix: str) -> list[tuple[str, Any, list[str]]]:
+    """One of the experiment's scene sets (`SCENE_SETS`) as `prepare` draws it: (scene id, spec, its ten
+    captions) per scene. Benchmarks that need, say, the evaluation scenes call this instead of `prepare`."""
+    from vlgap.data.shapes import item_rng, sample_spec, write_captions
+
+    out = []
+    for i in range(getattr(cfg, _SCENE_COUNTS[prefix])):
+        rng = item_rng(cfg.world_seed * 1000 + SCENE_SETS[prefix], i)
+        spec = sample_spec(rng)
+        out.append((f"{prefix}_{i:05d}", spec, write_captions(spec, int(rng.integers(2**31 - 1)))))
+    return out
+
+
+#: first style seed of each video set `prepare` renders in the evaluation style; the k-th video of a set gets
+#: first + k, so no two videos of a run share a style seed (api._paired_latents renders "paired" too)
+VIDEO_SET_STYLE_SEEDS = {"eval": 10**6, "unlabelled": 2 * 10**6, "paired": 3 * 10**6, "val_paired": 4 * 10**6}
+
+
+def render_video_set(cfg: ExperimentConfig, video_set: str, specs, size: int | None = None) -> Iterator[np.ndarray]:
+    """The videos of `specs` exactly as `prepare` renders the set `video_set` (`VIDEO_SET_STYLE_SEEDS`), one
+    at a time; `size` renders them at another resolution (same scenes, same style seeds)."""
+    from vlgap.wsv.generate import render_styled
+
+    first = VIDEO_SET_STYLE_SEEDS[video_set]
+    return (render_styled(s, cfg.n_frames, size or cfg.size, cfg.eval_style, first + k) for k, s in enumerate(specs))
+
+
 def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default,
             device: str = "cpu", ray: str | bool | None = None, ray_workers: int | None = None) -> Prepared:
     """Scenes, corpus, latents (cached atomically under <cache>/wsv/latents, keyed by everything that
     makes them; a diffusers generator's on Ray actors with `ray`) and the disjointness report."""
-    from vlgap.data.shapes import item_rng, sample_spec, write_captions
-    from vlgap.wsv.generate import available_styles, render_styled
+    from vlgap.wsv.generate import available_styles
     from vlgap.wsv.latents import cached_latents
     from vlgap.wsv.parts import ShapesGenerator, build_parts, generated_latents, text_embeddings
 
@@ -251,16 +282,8 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     if cfg.n_train < 1:
         raise VlgapError("the training corpus is empty: n_train must be at least 1")
 
-    def scenes(offset: int, n: int, prefix: str):
-        out = []
-        for i in range(n):
-            rng = item_rng(cfg.world_seed * 1000 + offset, i)
-            spec = sample_spec(rng)
-            out.append((f"{prefix}_{i:05d}", spec, write_captions(spec, int(rng.integers(2**31 - 1)))))
-        return out
-
-    train, evals, unl = scenes(0, cfg.n_train, "train"), scenes(1, cfg.n_eval, "eval"), scenes(2, cfg.n_unlabelled, "unl")
-    vals = scenes(3, cfg.n_val, "val")
+    train, evals = experiment_scenes(cfg, "train"), experiment_scenes(cfg, "eval")
+    unl, vals = experiment_scenes(cfg, "unl"), experiment_scenes(cfg, "val")
     eval_specs = {json.dumps(s.to_dict(), sort_keys=True) for _, s, _ in evals}
     eval_text = {c for _, _, caps in evals for c in caps}
     dup_specs = [i for i, s, _ in train if json.dumps(s.to_dict(), sort_keys=True) in eval_specs]
@@ -351,12 +374,10 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
                                       {"what": "val", "generator": t2v.record(), "captions": _hash(val_captions)},
                                       lambda t2v=t2v: t2v.generate(val_captions, seed=cfg.world_seed + 2))
     real = latents_of("evaluation videos (real style)", {"what": "eval", "style": cfg.eval_style, "n": cfg.n_eval},
-                      lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
-                               for j, (_, s, _) in enumerate(evals)])
+                      lambda: list(render_video_set(cfg, "eval", [s for _, s, _ in evals])))
     unlabelled = latents_of("unlabelled real-style videos", {"what": "unlabelled", "style": cfg.eval_style,
                                                             "n": cfg.n_unlabelled},
-                            lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 2 * 10**6 + j)
-                                     for j, (_, s, _) in enumerate(unl)])
+                            lambda: list(render_video_set(cfg, "unlabelled", [s for _, s, _ in unl])))
     spec_of = {i: s for i, s, _ in train}
     paired = _Lazy()
     # the oracle's supervision: each corpus caption with its own scene rendered in the evaluation style (a
@@ -364,15 +385,13 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
     paired["real"] = lambda: latents_of(
         "paired real-style videos of the corpus scenes (oracle only)",
         {"what": "paired", "style": cfg.eval_style, "n_train": cfg.n_train, "captions": _hash(corpus)},
-        lambda: [render_styled(spec_of[cid.rsplit("_c", 1)[0]], cfg.n_frames, cfg.size, cfg.eval_style, 3 * 10**6 + k)
-                 for k, cid in enumerate(corpus_ids)])
+        lambda: list(render_video_set(cfg, "paired", [spec_of[cid.rsplit("_c", 1)[0]] for cid in corpus_ids])))
     val_paired = _Lazy()
     if val_captions:  # the oracle's validation pairs: each validation caption with its own scene, real style
         val_paired["real"] = lambda: latents_of(
             "paired real-style videos of the validation scenes (oracle only)",
             {"what": "val_paired", "style": cfg.eval_style, "captions": _hash(val_captions)},
-            lambda: [render_styled(s, cfg.n_frames, cfg.size, cfg.eval_style, 4 * 10**6 + k)
-                     for k, (s, _) in enumerate(val_pairs)])
+            lambda: list(render_video_set(cfg, "val_paired", [s for s, _ in val_pairs])))
     text_emb = text_embeddings(parts.video_text, corpus, cache_dir=cache_dir, log=log)
     val_text_emb = text_embeddings(parts.video_text, val_captions, cache_dir=cache_dir, log=log) \
         if val_captions else None

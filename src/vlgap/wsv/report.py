@@ -105,9 +105,9 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
     workers: processes training the demo's cells side by side (as `vlgap wsv experiment` workers sharing
     one folder; each with this process's torch thread count); the cells are the same whatever the number."""
     from vlgap.probe.report import write_section
-    from vlgap.wsv.experiment import (_cell_key, _log_default, _read_cell, prepare, run_experiment, summary_html,
-                                      system_label)
-    from vlgap.wsv.generate import available_styles, render_styled
+    from vlgap.wsv.experiment import (_cell_key, _log_default, _read_cell, prepare, render_video_set, run_experiment,
+                                      summary_html, system_label)
+    from vlgap.wsv.generate import available_styles
 
     log = log or _log_default
     run_dir = Path(run_dir)
@@ -149,8 +149,7 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
         raise VlgapError(f"{run_dir / 'wsv' / 'cells'}: a demo cell is missing; rerun `vlgap wsv demo`")
     n_show = min(n_show, len(prep.eval_ids))
     show = prep.eval_ids[:n_show]
-    videos = [render_styled(spec, cfg.n_frames, cfg.size, cfg.eval_style, 10**6 + j)
-              for j, spec in enumerate(prep.eval_specs[:n_show])]
+    videos = list(render_video_set(cfg, "eval", prep.eval_specs[:n_show]))
     rel, rel_loss = "wsv/thumbnails.png", "wsv/loss_curves.png"
     _thumbs(videos, run_dir / rel)
     loss_curve_figure(summary, run_dir / rel_loss)
