@@ -110,7 +110,7 @@ def test_bad_inputs_name_the_items():
 
 TRAIN = dict(head_steps=3, polisher_steps=3, lm_pretrain_steps=3, caption_steps=6, batch_size=8, lm_dim=16,
              lm_layers=1, lm_heads=2, prompter_dim=8, prompter_layers=1, polisher_hidden=4, n_prompts=2,
-             checkpoint_every=2, max_len=24)
+             checkpoint_every=2, max_len=24, val_every=1)
 TINY = dict(n_train=3, n_eval=5, n_unlabelled=5, n_frames=4, size=32, n_bootstrap=20, n_permutations=10,
             c2st_permutations=2, train=TRAIN, metrics=("bleu", "rouge", "cider"), seeds=(0,),
             systems=("wsv", "oracle"), generators=("synthetic",))
@@ -293,3 +293,30 @@ def test_invert_bad_inputs_are_one_line_errors(model_and_manifest, monkeypatch, 
     code, _, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, root / "unreadable.txt",
                            "--cache-dir", root / "cache")
     assert code == 2 and "hello world" in err, err
+
+
+def test_late_fall_is_the_relative_fall_over_the_last_fifth_of_steps():
+    from vlgap.wsv.experiment import late_fall
+
+    steps = range(100, 1001, 100)
+    line = [[t, 1.0 - 0.5 * (t - 100) / 900] for t in steps]  # 1.0 at step 100 down to 0.5 at step 1000
+    at_800 = 1.0 - 0.5 * 700 / 900
+    assert late_fall(line) == pytest.approx((at_800 - 0.5) / at_800)
+    assert late_fall([[t, 0.7] for t in steps]) == 0.0
+    assert late_fall([[t, 0.5 + (t > 800) * 0.1] for t in steps]) == pytest.approx(-0.2)  # turned up: below 0
+    assert late_fall([[50, 1.0]]) is None and late_fall([]) is None
+
+
+def test_loss_table_says_per_seed_whether_the_validation_loss_was_still_falling(tiny_experiment):
+    from vlgap.wsv.experiment import STILL_FALLING, late_fall, summary_tables
+
+    root, _, summary, _ = tiny_experiment
+    loss = next(t for t in summary_tables(summary) if t["title"].startswith("Training and validation loss"))
+    column = loss["header"].index("validation loss fall over the last fifth of steps, per seed")
+    rows = {r["system"]: r for r in summary["rows"]}
+    for s in ("wsv", "oracle"):
+        cell = json.loads((root / "exp" / "cells" / f"synthetic-{s}-s0.json").read_text())
+        fall = late_fall(cell["loss_curves"]["val"])
+        assert rows[s]["val_late_fall"] == [fall]
+        shown = next(r[column] for r in loss["rows"] if r[1] == rows[s]["label"])
+        assert shown.startswith(f"{max(fall, 0.0):.1%}") and ("still falling" in shown) == (fall > STILL_FALLING)

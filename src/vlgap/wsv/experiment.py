@@ -663,6 +663,24 @@ def loss_curves(history: list, n_points: int = 20) -> dict[str, list[list[float]
     return out
 
 
+#: a validation loss that still falls by more than this share over the last fifth of the caption steps is
+#: reported as "still falling" (not converged) in the loss table
+STILL_FALLING = 0.01
+
+
+def late_fall(curve: list[list[float]], fraction: float = 0.2) -> float | None:
+    """How much a loss curve ([[step, loss], ...]) still fell over its last `fraction` of steps: (the loss at
+    the last point before that stretch - the lowest loss within it) / the former; None when the curve has no
+    point on one side. 0 (or below) when the stretch never went lower: the curve had flattened or turned up."""
+    if not curve:
+        return None
+    start = curve[-1][0] * (1 - fraction)
+    before, within = [v for t, v in curve if t <= start], [v for t, v in curve if t > start]
+    if not before or not within:
+        return None
+    return (before[-1] - min(within)) / before[-1]
+
+
 def bundle_history(cell_dir: Path) -> list:
     import io
 
@@ -856,6 +874,8 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
         row["train_seconds"] = float(np.mean([c["train_seconds"] for c in mine]))
     if any(c.get("selected") for c in mine):  # the caption step kept per seed (lowest validation loss)
         row["selected"] = [c.get("selected") for c in mine]
+    if all("val" in c.get("loss_curves", {}) for c in mine):
+        row["val_late_fall"] = [late_fall(c["loss_curves"]["val"]) for c in mine]
     if all("loss_curves" in c for c in mine):
         stages = list(mine[0]["loss_curves"])
         row["loss"] = {st: {"final": t_interval([c["loss_curves"][st][-1][1] for c in mine]),
@@ -1026,10 +1046,18 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
     loss = {"title": "Training and validation loss (mean over seeds of each stage's loss averaged over 20 equal "
                      "windows of its steps; validation: the caption loss on the validation scenes' captions, never "
                      "trained on, every 50 steps): the caption stage's curves, the step whose weights were kept "
-                     "(lowest validation loss) per seed, and each stage's final window (mean [t-interval])",
+                     "(lowest validation loss) per seed, how much the validation loss still fell over the last fifth "
+                     f"of the steps per seed (above {STILL_FALLING:.0%}: still falling, the row had not converged "
+                     "when training stopped), and each stage's final window (mean [t-interval])",
             "header": ["generator", "system", "caption-stage training loss at step (curve)",
                        "validation loss at step (curve)", "kept caption step per seed (its validation loss)",
-                       "final loss per stage"], "rows": []}
+                       "validation loss fall over the last fifth of steps, per seed", "final loss per stage"],
+            "rows": []}
+
+    def _fall(v):
+        if v is None:
+            return "n/a (too few validation points)"
+        return f"{max(v, 0.0):.1%}" + (" (still falling)" if v > STILL_FALLING else "")
 
     def _picks(curve):
         picks = sorted({0, len(curve) // 4, len(curve) // 2, (3 * len(curve)) // 4, len(curve) - 1}) if curve else []
@@ -1043,7 +1071,8 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
         loss["rows"].append([_generator_label(r), r.get("label") or system_label(r["system"]),
                              _picks(r["loss"].get("caption", {}).get("curve_mean_over_seeds", [])),
                              _picks(r["loss"].get("val", {}).get("curve_mean_over_seeds", [])) or "n/a (no validation set)",
-                             kept,
+                             kept, ", ".join(_fall(v) for v in r["val_late_fall"]) if "val_late_fall" in r
+                             else "n/a (no validation set)",
                              "; ".join(f"{st} {_ci(v['final'], 2)}" for st, v in r["loss"].items() if st != "val")])
     fals = {"title": "The falsifier: real latents vs synthetic latents of held-out captions",
             "header": ["generator", "latents vs real", "MMD² (mean [t-CI])", "permutation p per seed",
