@@ -88,7 +88,7 @@ def tiny_runs(tmp_path_factory):
     summary = run_experiment(root / "exp", ExperimentConfig(**{**TINY, "seeds": (0, 1), "systems": DEMO_SYSTEMS,
                                                                "generators": ("synthetic",)}),
                              cache_dir=root / "cache", log=quiet)
-    page = run_demo(root / "demo", cache_dir=root / "cache", log=quiet, workers=1, **TINY)
+    page = run_demo(root / "demo", cache_dir=root / "cache", log=quiet, workers=2, **TINY)  # a helper process, as by default
     torch.set_num_threads(before)
     return root, summary, page
 
