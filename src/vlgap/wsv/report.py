@@ -88,17 +88,13 @@ def _hygiene_words(h: dict) -> str:
             "scene")
 
 
-def _demo_worker(out: str, cfg, cache_dir, threads: int, paired_first: bool = False) -> None:
-    """A second process training the demo's cells (the experiment's workers share a folder by cell locks).
-    paired_first: first encode the oracle's paired videos, while the first process encodes the synthetic
-    corpus (the two largest latent sets, made side by side instead of one after the other)."""
+def _demo_worker(out: str, cfg, cache_dir, threads: int) -> None:
+    """A second process training the demo's cells (the experiment's workers share a folder by cell locks)."""
     import torch
 
-    from vlgap.wsv.experiment import prepare, run_experiment
+    from vlgap.wsv.experiment import run_experiment
 
     torch.set_num_threads(threads)
-    if paired_first:
-        prepare(cfg, cache_dir=cache_dir, log=lambda m: None).paired["real"]
     run_experiment(out, cfg, cache_dir=cache_dir, log=lambda m: None)
 
 
@@ -129,17 +125,15 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
 
         import torch
 
-        # every latent set the cells read is made once: the paired videos by the first helper, the synthetic
-        # corpus here meanwhile (prepare has cached the rest, the caption embeddings included), so no two
-        # processes encode the same set and the cells that need only the synthetic corpus start first
+        for g in cfg.generators:  # every latent the cells read is made once, here, before the helpers start
+            prep.synth[g]
+        if "oracle" in cfg.systems:
+            prep.paired["real"]
         ctx = multiprocessing.get_context("spawn")
-        helpers = [ctx.Process(target=_demo_worker, args=(str(run_dir / "wsv"), cfg, cache_dir, torch.get_num_threads(),
-                                                          k == 0 and "oracle" in cfg.systems))
-                   for k in range(workers - 1)]
+        helpers = [ctx.Process(target=_demo_worker, args=(str(run_dir / "wsv"), cfg, cache_dir,
+                                                          torch.get_num_threads())) for _ in range(workers - 1)]
         for p in helpers:
             p.start()
-        for g in cfg.generators:
-            prep.synth[g]
     summary = run_experiment(run_dir / "wsv", cfg, cache_dir=cache_dir, log=log)
     if helpers:
         for p in helpers:
