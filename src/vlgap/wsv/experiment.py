@@ -193,7 +193,9 @@ class ExperimentConfig:
 class Prepared:
     corpus: list[str]
     corpus_ids: list[str]
-    text_emb: np.ndarray
+    # "corpus" (and "val" with validation captions): the captions' embeddings, computed on first use, so the
+    # demo can encode videos in one process while another embeds the captions
+    caption_embeddings: dict[str, np.ndarray]
     synth: dict[str, np.ndarray]  # generator style -> corpus latents
     heldout_captions: list[str]
     heldout_synth: dict[str, np.ndarray]  # generator style -> latents of held-out captions
@@ -210,9 +212,16 @@ class Prepared:
     # validation pairs (never trained on): captions of the validation scenes, their caption embeddings, their
     # latents through each generator, and (the oracle's) their own scenes rendered in the evaluation style
     val_captions: list[str] = field(default_factory=list)
-    val_text_emb: np.ndarray | None = None
     val_synth: dict[str, np.ndarray] = field(default_factory=dict)
     val_paired: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def text_emb(self) -> np.ndarray:
+        return self.caption_embeddings["corpus"]
+
+    @property
+    def val_text_emb(self) -> np.ndarray | None:
+        return self.caption_embeddings["val"] if "val" in self.caption_embeddings else None
 
     def val_pairs(self, system: str, generator: str) -> dict[str, Any]:
         """TrainData's validation fields for a cell: the latents of the kind the system trains on."""
@@ -394,16 +403,17 @@ def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = 
             "paired real-style videos of the validation scenes (oracle only)",
             {"what": "val_paired", "style": cfg.eval_style, "captions": _hash(val_captions)},
             lambda: list(render_video_set(cfg, "val_paired", [s for s, _ in val_pairs])))
-    text_emb = text_embeddings(parts.video_text, corpus, cache_dir=cache_dir, log=log)
-    val_text_emb = text_embeddings(parts.video_text, val_captions, cache_dir=cache_dir, log=log) \
-        if val_captions else None
-    return Prepared(corpus=corpus, corpus_ids=corpus_ids, text_emb=text_emb, synth=synth, heldout_captions=heldout,
+    embeddings = _Lazy(corpus=lambda: text_embeddings(parts.video_text, corpus, cache_dir=cache_dir, log=log))
+    if val_captions:
+        embeddings["val"] = lambda: text_embeddings(parts.video_text, val_captions, cache_dir=cache_dir, log=log)
+    return Prepared(corpus=corpus, corpus_ids=corpus_ids, caption_embeddings=embeddings, synth=synth,
+                    heldout_captions=heldout,
                     heldout_synth=heldout_synth, eval_ids=[i for i, _, _ in evals],
                     eval_refs={i: list(caps) for i, _, caps in evals}, eval_specs=[s for _, s, _ in evals],
                     real=real, unlabelled=unlabelled, hygiene=hygiene,
                     video_text=None if parts.video_text.kind == "latent-tower" else parts.video_text,
                     parts=parts.record() if cfg.parts else None, device=parts.encoder.device,
-                    paired=paired, val_captions=val_captions, val_text_emb=val_text_emb, val_synth=val_synth,
+                    paired=paired, val_captions=val_captions, val_synth=val_synth,
                     val_paired=val_paired)
 
 

@@ -98,6 +98,17 @@ def _demo_worker(out: str, cfg, cache_dir, threads: int) -> None:
     run_experiment(out, cfg, cache_dir=cache_dir, log=lambda m: None)
 
 
+def _demo_paired_latents(cfg, cache_dir, threads: int) -> None:
+    """A helper process encoding the oracle's paired videos into the latent cache, while the demo's first
+    process embeds the captions and encodes the synthetic corpus (the three largest inputs of the cells)."""
+    import torch
+
+    from vlgap.wsv.experiment import prepare
+
+    torch.set_num_threads(threads)
+    prepare(cfg, cache_dir=cache_dir, log=lambda m: None).paired["real"]
+
+
 def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: int = 6, workers: int = 2,
              log: Callable[[str], None] | None = None, **overrides) -> Path:
     """Run the demo experiment and write RUN_DIR/sections/wsv.json plus RUN_DIR/wsv/index.html.
@@ -125,11 +136,22 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
 
         import torch
 
-        for g in cfg.generators:  # every latent the cells read is made once, here, before the helpers start
-            prep.synth[g]
-        if "oracle" in cfg.systems:
-            prep.paired["real"]
         ctx = multiprocessing.get_context("spawn")
+        # every input the cells read is made once before the cell helpers start: the oracle's paired videos
+        # in a helper of their own, the caption embeddings and the synthetic corpus here meanwhile
+        paired = ctx.Process(target=_demo_paired_latents, args=(cfg, cache_dir, torch.get_num_threads())) \
+            if "oracle" in cfg.systems else None
+        if paired is not None:
+            paired.start()
+        _ = prep.text_emb, prep.val_text_emb  # embedded (and cached) here
+        for g in cfg.generators:
+            prep.synth[g]
+        if paired is not None:
+            paired.join()
+            if paired.exitcode != 0:
+                raise VlgapError(f"the demo process encoding the paired videos failed (exit code {paired.exitcode}); "
+                                 "rerun `vlgap wsv demo` or use --workers 1 to see its error")
+            prep.paired["real"]  # now read from the cache
         helpers = [ctx.Process(target=_demo_worker, args=(str(run_dir / "wsv"), cfg, cache_dir,
                                                           torch.get_num_threads())) for _ in range(workers - 1)]
         for p in helpers:
