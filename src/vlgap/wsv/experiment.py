@@ -245,9 +245,9 @@ def embed_captions(captions: list[str], batch_size: int = 128) -> np.ndarray:
     return minilm_embeddings(captions, batch_size)
 
 
-#: the scene sets of an experiment: prefix -> offset of their scene seeds (cfg.world_seed * 1000 + offset)
-SCENE_SETS = {"train": 0, "eval": 1, "unl": 2, "val": 3}
-_SCENE_COUNTS = {"train": "n_train", "eval": "n_eval", "unl": "n_unlabelled", "val": "n_val"}
+#: the scene sets of an experiment: prefix -> (offset of their scene seeds, cfg.world_seed * 1000 + offset;
+#: the ExperimentConfig field giving their number)
+SCENE_SETS = {"train": (0, "n_train"), "eval": (1, "n_eval"), "unl": (2, "n_unlabelled"), "val": (3, "n_val")}
 
 
 def experiment_scenes(cfg: ExperimentConfig, prefix: str) -> list[tuple[str, Any, list[str]]]:
@@ -255,9 +255,10 @@ def experiment_scenes(cfg: ExperimentConfig, prefix: str) -> list[tuple[str, Any
     captions) per scene. Benchmarks that need, say, the evaluation scenes call this instead of `prepare`."""
     from vlgap.data.shapes import item_rng, sample_spec, write_captions
 
+    offset, count = SCENE_SETS[prefix]
     out = []
-    for i in range(getattr(cfg, _SCENE_COUNTS[prefix])):
-        rng = item_rng(cfg.world_seed * 1000 + SCENE_SETS[prefix], i)
+    for i in range(getattr(cfg, count)):
+        rng = item_rng(cfg.world_seed * 1000 + offset, i)
         spec = sample_spec(rng)
         out.append((f"{prefix}_{i:05d}", spec, write_captions(spec, int(rng.integers(2**31 - 1)))))
     return out

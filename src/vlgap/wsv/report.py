@@ -151,7 +151,6 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
             if paired.exitcode != 0:
                 raise VlgapError(f"the demo process encoding the paired videos failed (exit code {paired.exitcode}); "
                                  "rerun `vlgap wsv demo` or use --workers 1 to see its error")
-            prep.paired["real"]  # now read from the cache
         helpers = [ctx.Process(target=_demo_worker, args=(str(run_dir / "wsv"), cfg, cache_dir,
                                                           torch.get_num_threads())) for _ in range(workers - 1)]
         for p in helpers:
