@@ -274,3 +274,81 @@ def test_mobilenet_latent_max_pooling_is_the_max_of_the_frame_features_and_keys_
     assert "max pool" in mx.record()["pooling"] and "average pool" in avg.record()["pooling"]
     with pytest.raises(VlgapError, match="pooling 'mean' is not valid; valid: avg, max"):
         MobileNetLatents(pooling="mean")
+
+
+@pytest.mark.parametrize("system", ["wsv", "frozen_lm"])
+def test_polishing_the_corpus_once_trains_as_polishing_each_batch(tmp_path, monkeypatch, system):
+    """The caption stage reads the frozen polisher's output computed once for the whole corpus; with the
+    size limit at 0 it polishes each batch instead: the same losses and weights, bit for bit (the
+    polisher treats each latent on its own, whatever its batch)."""
+    import vlgap.wsv.train as wsv_train
+
+    data = tiny_data()
+    cfg = WSVConfig(system=system, **{**TINY, "polisher_steps": 4, "caption_steps": 6})
+    once = train(data, cfg, tmp_path / "once")
+    monkeypatch.setattr(wsv_train, "POLISH_ONCE_BYTES", 0)
+    each = train(data, cfg, tmp_path / "each")
+    assert load_model(tmp_path / "once" / "model.pt").history == load_model(tmp_path / "each" / "model.pt").history
+    for k, v in once.state_dict().items():
+        assert torch.equal(v, each.state_dict()[k]), k
+    assert once.polisher.blocks[0].conv2.weight.abs().sum() > 0  # the polisher trained: not the identity
+
+
+def _first_converged_step(val, start, threshold):
+    """Naive reference: the first validation step >= start whose curve so far fell by at most `threshold`
+    over its last fifth ((loss at the last point at or before 0.8 * step - lowest loss after it) / the former)."""
+    for k, (step, _) in enumerate(val):
+        if step < start:
+            continue
+        before = [v for t, v in val[:k + 1] if t <= 0.8 * step]
+        within = [v for t, v in val[:k + 1] if t > 0.8 * step]
+        if before and within and (before[-1] - min(within)) / before[-1] <= threshold:
+            return step
+    return None
+
+
+@pytest.mark.parametrize("lr", [0.01, 0.05])  # the validation loss turns up after 14 and 7 steps
+def test_training_until_converged_stops_at_the_first_flat_validation_and_resumes_bit_exact(tmp_path, lr):
+    from vlgap.wsv.convergence import STILL_FALLING
+
+    data = with_val(tiny_data())
+    cfg = WSVConfig(system="no_polisher", **{**TINY, "caption_steps": 5, "max_caption_steps": 60, "val_every": 1,
+                                             "checkpoint_every": 3, "lr": lr})
+    full = train(data, cfg, tmp_path / "a")
+    hist = load_model(tmp_path / "a" / "model.pt").history
+    val = [(step, loss) for stage, step, loss in hist if stage == "val"]
+    ran = max(step for stage, step, _ in hist if stage == "caption")
+    expected = _first_converged_step(val, 5, STILL_FALLING)
+    assert ran == (expected if expected is not None else 60)
+    assert [s for s, _ in val] == list(range(1, ran + 1))
+    assert 5 < ran < 60  # it went on past caption_steps, and stopped before the limit
+    # killed while past caption_steps, resumed: the same stopping step, history and weights
+    train(data, cfg, tmp_path / "b", stop_after=ran - 1)
+    resumed = train(data, cfg, tmp_path / "b")
+    assert load_model(tmp_path / "b" / "model.pt").history == hist
+    for k, v in full.state_dict().items():
+        assert torch.equal(v, resumed.state_dict()[k]), k
+
+
+def test_training_until_converged_stops_at_the_step_limit_when_never_flat(tmp_path, monkeypatch):
+    import vlgap.wsv.convergence as convergence
+
+    monkeypatch.setattr(convergence, "STILL_FALLING", -1.0)  # no curve ever counts as converged
+    cfg = WSVConfig(system="text_only", **{**TINY, "caption_steps": 3, "max_caption_steps": 9, "val_every": 2})
+    train(with_val(tiny_data()), cfg, tmp_path)
+    hist = load_model(tmp_path / "model.pt").history
+    assert max(step for stage, step, _ in hist if stage == "caption") == 9
+    assert [step for stage, step, _ in hist if stage == "val"] == [2, 3, 4, 6, 8, 9]  # every 2nd, the minimum, the limit
+    # without a step limit, exactly caption_steps (the validation at its last step included)
+    fixed = WSVConfig(system="text_only", **{**TINY, "caption_steps": 3, "val_every": 2})
+    train(with_val(tiny_data()), fixed, tmp_path / "fixed")
+    assert max(s for st, s, _ in load_model(tmp_path / "fixed" / "model.pt").history if st == "caption") == 3
+
+
+def test_training_until_converged_needs_validation_pairs_and_a_limit_above_the_minimum(tmp_path):
+    with pytest.raises(VlgapError, match="max_caption_steps 4 is below caption_steps 5"):
+        WSVConfig(system="wsv", **{**TINY, "caption_steps": 5, "max_caption_steps": 4})
+    with pytest.raises(VlgapError, match="max_caption_steps needs val_every > 0"):
+        WSVConfig(system="wsv", **{**TINY, "max_caption_steps": 40, "val_every": 0})
+    with pytest.raises(VlgapError, match="needs validation pairs"):
+        train(tiny_data(), WSVConfig(system="wsv", **{**TINY, "max_caption_steps": 40}), tmp_path)

@@ -349,7 +349,12 @@ def experiment_cmd(
     n_unlabelled: int = typer.Option(_XD["n_unlabelled"], help="Unlabelled real-style scenes (wsv_mmd only)."),
     n_val: int = typer.Option(_XD["n_val"], help="Validation scenes: their captions give the held-out caption loss "
                                                  "(0: none)."),
-    caption_steps: int = typer.Option(_XT["caption_steps"]), head_steps: int = typer.Option(_XT["head_steps"]),
+    caption_steps: int = typer.Option(_XT["caption_steps"], help="Caption-stage steps before convergence is judged."),
+    max_caption_steps: int = typer.Option(_XT.get("max_caption_steps", 0), "--max-caption-steps",
+                                          help="Go on past --caption-steps until the held-out caption loss has "
+                                               "converged (fell at most 1% over the last fifth of the steps), at "
+                                               "most this many steps; 0: exactly --caption-steps."),
+    head_steps: int = typer.Option(_XT["head_steps"]),
     polisher_steps: int = typer.Option(_XT["polisher_steps"]),
     lm_pretrain_steps: int = typer.Option(_XT["lm_pretrain_steps"]),
     lm_dim: int = typer.Option(_XT["lm_dim"]), lm_layers: int = typer.Option(_XT["lm_layers"]),
@@ -407,7 +412,8 @@ def experiment_cmd(
                            n_permutations=permutations, c2st_permutations=_XD["c2st_permutations"],
                            seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
-                           train=dict(caption_steps=caption_steps, head_steps=head_steps, polisher_steps=polisher_steps,
+                           train=dict(caption_steps=caption_steps, max_caption_steps=max_caption_steps,
+                                      head_steps=head_steps, polisher_steps=polisher_steps,
                                       lm_pretrain_steps=lm_pretrain_steps, lm_dim=lm_dim, lm_layers=lm_layers,
                                       prompter_dim=prompter_dim, checkpoint_every=_XT["checkpoint_every"], lr=lr,
                                       **lm_options))

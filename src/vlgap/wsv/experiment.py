@@ -29,6 +29,7 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
+from vlgap.wsv.convergence import STILL_FALLING, late_fall, validation_curve
 from vlgap.wsv.parts import LEGACY_MOBILENET_GRID, MOBILENET_GRID, PART_DEFAULTS, SETTING_DEFAULTS
 
 DEFAULT_SYSTEMS = ("wsv", "wsv_mmd", "no_polisher", "frozen_lm", "text_only", "oracle", "wsv+smollm2")
@@ -155,7 +156,10 @@ class ExperimentConfig:
                              f"with --generator {self.part('generator')} give one name (e.g. diffusers)")
         for s in self.systems:  # every training setting checked now, not after hours of other cells
             base, over = split_system(s)
-            WSVConfig(system=base, **{**self.wsv_overrides(), **over})
+            w = WSVConfig(system=base, **{**self.wsv_overrides(), **over})
+            if w.max_caption_steps and not self.n_val:
+                raise VlgapError(f"--n-val 0 leaves no held-out caption loss, which {s}'s training until converged "
+                                 "(--max-caption-steps) is judged on: give --n-val 10, or --max-caption-steps 0")
 
     def part(self, name: str):
         return self.parts.get(name, PART_DEFAULTS[name])
@@ -173,6 +177,8 @@ class ExperimentConfig:
         # settings added later, left out at the value results were computed with before, so those keep their keys
         if d["captions_per_scene"] == 10:
             del d["captions_per_scene"]
+        if d["train"].get("max_caption_steps") == 0:  # exactly caption_steps, as before the setting existed
+            d["train"] = {k: v for k, v in d["train"].items() if k != "max_caption_steps"}
         d["latent_grid"] = list(d["latent_grid"])
         if d["latent_grid"] == list(LEGACY_MOBILENET_GRID):
             del d["latent_grid"]
@@ -452,6 +458,10 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
                            "loss_curves": loss_curves(history),
                            # the caption step whose weights were kept (lowest validation loss), if any
                            "selected": getattr(bundle, "selected", None),
+                           # how long the caption stage ran (with max_caption_steps: until the held-out loss
+                           # converged) and how much that loss still fell over its last fifth (every validation)
+                           "caption_steps_run": max((h[1] for h in history if h[0] == "caption"), default=0),
+                           "val_late_fall": late_fall(validation_curve(history)),
                            "scores": score_captions(pred, prep.eval_refs, n_bootstrap=cfg.n_bootstrap, seed=seed,
                                                     keep_empty=True, metrics=cfg.metrics)}
     res["scores"]["attributes"] = _grounded(pred, prep, cfg, seed)
@@ -676,24 +686,6 @@ def loss_curves(history: list, n_points: int = 20) -> dict[str, list[list[float]
     return out
 
 
-#: a validation loss that still falls by more than this share over the last fifth of the caption steps is
-#: reported as "still falling" (not converged) in the loss table
-STILL_FALLING = 0.01
-
-
-def late_fall(curve: list[list[float]], fraction: float = 0.2) -> float | None:
-    """How much a loss curve ([[step, loss], ...]) still fell over its last `fraction` of steps: (the loss at
-    the last point before that stretch - the lowest loss within it) / the former; None when the curve has no
-    point on one side. 0 (or below) when the stretch never went lower: the curve had flattened or turned up."""
-    if not curve:
-        return None
-    start = curve[-1][0] * (1 - fraction)
-    before, within = [v for t, v in curve if t <= start], [v for t, v in curve if t > start]
-    if not before or not within:
-        return None
-    return (before[-1] - min(within)) / before[-1]
-
-
 def bundle_history(cell_dir: Path) -> list:
     import io
 
@@ -887,8 +879,12 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
         row["train_seconds"] = float(np.mean([c["train_seconds"] for c in mine]))
     if any(c.get("selected") for c in mine):  # the caption step kept per seed (lowest validation loss)
         row["selected"] = [c.get("selected") for c in mine]
-    if all("val" in c.get("loss_curves", {}) for c in mine):
-        row["val_late_fall"] = [late_fall(c["loss_curves"]["val"]) for c in mine]
+    if all("val" in c.get("loss_curves", {}) for c in mine):  # cells before caption_steps_run: their curve
+        row["val_late_fall"] = [c["val_late_fall"] if "caption_steps_run" in c else late_fall(c["loss_curves"]["val"])
+                                for c in mine]
+    if all("caption_steps_run" in c for c in mine):
+        row["caption_steps_run"] = [c["caption_steps_run"] for c in mine]
+        row["max_caption_steps"] = mine[0]["config"].get("max_caption_steps", 0)
     if all("loss_curves" in c for c in mine):
         stages = list(mine[0]["loss_curves"])
         row["loss"] = {st: {"final": t_interval([c["loss_curves"][st][-1][1] for c in mine]),
@@ -1058,12 +1054,15 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                                   + [f"{_ci(a[k])} (unread {a[k]['unread_share']:.2f})" for k in ATTRIBUTES])
     loss = {"title": "Training and validation loss (mean over seeds of each stage's loss averaged over 20 equal "
                      "windows of its steps; validation: the caption loss on the validation scenes' captions, never "
-                     "trained on, every 50 steps): the caption stage's curves, the step whose weights were kept "
-                     "(lowest validation loss) per seed, how much the validation loss still fell over the last fifth "
-                     f"of the steps per seed (above {STILL_FALLING:.0%}: still falling, the row had not converged "
-                     "when training stopped), and each stage's final window (mean [t-interval])",
+                     "trained on, every 50 steps): the caption stage's curves, the caption steps run per seed (with "
+                     "a step limit: training went on until the validation loss converged, or stopped at the limit), "
+                     "the step whose weights were kept (lowest validation loss) per seed, how much the validation "
+                     f"loss still fell over the last fifth of the steps per seed (above {STILL_FALLING:.0%}: still "
+                     "falling, the row had not converged when training stopped), and each stage's final window "
+                     "(mean [t-interval])",
             "header": ["generator", "system", "caption-stage training loss at step (curve)",
-                       "validation loss at step (curve)", "kept caption step per seed (its validation loss)",
+                       "validation loss at step (curve)", "caption steps run per seed",
+                       "kept caption step per seed (its validation loss)",
                        "validation loss fall over the last fifth of steps, per seed", "final loss per stage"],
             "rows": []}
 
@@ -1071,6 +1070,13 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
         if v is None:
             return "n/a (too few validation points)"
         return f"{max(v, 0.0):.1%}" + (" (still falling)" if v > STILL_FALLING else "")
+
+    def _run(r):
+        if "caption_steps_run" not in r:
+            return "n/a (not recorded)"
+        limit = r.get("max_caption_steps") or 0
+        return ", ".join(f"{n} (step limit)" if limit and n >= limit else str(n) for n in r["caption_steps_run"]) + (
+            f" (until converged, at most {limit})" if limit else " (fixed)")
 
     def _picks(curve):
         picks = sorted({0, len(curve) // 4, len(curve) // 2, (3 * len(curve)) // 4, len(curve) - 1}) if curve else []
@@ -1084,7 +1090,7 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
         loss["rows"].append([_generator_label(r), r.get("label") or system_label(r["system"]),
                              _picks(r["loss"].get("caption", {}).get("curve_mean_over_seeds", [])),
                              _picks(r["loss"].get("val", {}).get("curve_mean_over_seeds", [])) or "n/a (no validation set)",
-                             kept, ", ".join(_fall(v) for v in r["val_late_fall"]) if "val_late_fall" in r
+                             _run(r), kept, ", ".join(_fall(v) for v in r["val_late_fall"]) if "val_late_fall" in r
                              else "n/a (no validation set)",
                              "; ".join(f"{st} {_ci(v['final'], 2)}" for st, v in r["loss"].items() if st != "val")])
     fals = {"title": "The falsifier: real latents vs synthetic latents of held-out captions",

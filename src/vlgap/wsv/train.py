@@ -39,6 +39,7 @@ import torch
 
 from vlgap.counts import check_count
 from vlgap.errors import VlgapError
+from vlgap.wsv.convergence import converged
 from vlgap.wsv.parts import CAPTION_LR, PART_DEFAULTS, SETTING_DEFAULTS
 
 #: version of checkpoint.pt / model.pt keys: a change makes older checkpoints start over
@@ -88,6 +89,10 @@ class WSVConfig:
     # with validation pairs: the caption stage ends with the weights of its validation step of lowest loss
     # (early stopping by the best checkpoint; the history keeps every step)
     keep_best: bool = True
+    # caption stage, with validation pairs: above caption_steps, train on past caption_steps until the held-out
+    # loss has converged (it fell by at most STILL_FALLING over the last fifth of the steps so far, checked
+    # at each validation), at most this many steps; 0: exactly caption_steps
+    max_caption_steps: int = 0
 
     def __post_init__(self):
         if self.system not in SYSTEMS:
@@ -111,9 +116,14 @@ class WSVConfig:
                                        ("prompter_dim", 1, 64), ("prompter_layers", 1, 2),
                                        ("polisher_hidden", 1, 32), ("polisher_blocks", 0, 2), ("lm_layers", 1, 3),
                                        ("lm_dim", 1, 128), ("lm_heads", 1, 4), ("lora_r", 0, 8), ("max_len", 4, 48),
-                                       ("val_every", 0, 50)):
+                                       ("val_every", 0, 50), ("max_caption_steps", 0, 6000)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--" + name.replace("_", "-"), example=example))
+        if self.max_caption_steps and self.max_caption_steps < self.caption_steps:
+            raise VlgapError(f"max_caption_steps {self.max_caption_steps} is below caption_steps {self.caption_steps}: "
+                             "give at least caption_steps (training goes on past it until converged), or 0")
+        if self.max_caption_steps and not self.val_every:
+            raise VlgapError("max_caption_steps needs val_every > 0: convergence is judged on the held-out loss")
         if self.system == "wsv_mmd" and self.mmd_weight <= 0:
             self.mmd_weight = 1.0
 
@@ -359,7 +369,10 @@ def load_stored_state(bundle: Bundle, obj: dict[str, Any], where: str) -> None:
 def run_key(cfg: WSVConfig, fingerprint: str, parts: dict[str, Any] | None = None) -> dict[str, Any]:
     """Everything that determines a training run's checkpoints and model (the parts: their specs and
     weight fingerprints, so a run with another generator, latent space or video-text model is refused)."""
-    key = {"format": WSV_FORMAT, "config": asdict(cfg), "data": fingerprint}
+    config = asdict(cfg)
+    if not config["max_caption_steps"]:  # added later: runs without it keep their keys
+        del config["max_caption_steps"]
+    key = {"format": WSV_FORMAT, "config": config, "data": fingerprint}
     if parts is not None:
         key["parts"] = parts
     return key
@@ -381,11 +394,39 @@ def _lr(cfg: WSVConfig, stage: str) -> float:
     return {"head": cfg.head_lr, "polisher": cfg.polisher_lr}.get(stage, cfg.lr)
 
 
-def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, tok: tuple, gen: torch.Generator):
+#: the caption stage polishes the whole corpus once up front (the polisher is frozen there) when the
+#: latents take at most this many bytes; bigger corpora (VAE latents of 10^4+ clips) polish each batch
+POLISH_ONCE_BYTES = 2 * 1024 ** 3
+
+
+@torch.no_grad()
+def polished_latents(bundle: Bundle, latents: np.ndarray, batch_size: int = 64) -> np.ndarray:
+    """The frozen polisher applied to every latent (eval mode, the bundle's dtype), as float32."""
+    dev = bundle.device
+    was = bundle.polisher.training
+    bundle.polisher.eval()
+    out = np.empty(latents.shape, np.float32)
+    for i in range(0, len(latents), batch_size):
+        z = torch.from_numpy(np.ascontiguousarray(latents[i:i + batch_size], np.float32)).to(dev)
+        with bundle.autocast():
+            out[i:i + batch_size] = bundle.polisher(z).float().cpu().numpy()
+    bundle.polisher.train(was)
+    return out
+
+
+def _step_loss(bundle: Bundle, stage: str, data: TrainData, idx: torch.Tensor, tok: tuple, gen: torch.Generator,
+               polished: np.ndarray | None = None):
+    """One batch's loss. `polished`: the caption stage's latents already through the frozen polisher
+    (polished_latents), read instead of polishing the batch."""
     from vlgap.wsv.models import mmd_rbf_loss, symmetric_infonce
 
     cfg = bundle.cfg
     dev = bundle.device
+    if polished is not None:
+        if stage != "caption":
+            raise VlgapError(f"pre-polished latents are for the caption stage only, not {stage!r}")
+        ids, mask = _caption_batch(tok, idx, dev)
+        return bundle.lm.loss(bundle.prompter(torch.from_numpy(polished[idx.numpy()]).to(dev)), ids, mask)
     z = torch.from_numpy(data.latents[idx.numpy()]).to(dev)
     t = torch.from_numpy(data.text_emb[idx.numpy()]).to(dev)
     if stage == "head":
@@ -493,6 +534,9 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     from vlgap.reuse import claim_run_folder, discard, read_verified, remove_stale_temporaries
 
     data.check()
+    if cfg.max_caption_steps and "caption" in cfg.stages() and data.val_captions is None:
+        raise VlgapError("max_caption_steps trains until the held-out loss converges: it needs validation pairs "
+                         "(TrainData val_captions, val_latents, val_text_emb)")
     if stop_after is not None:
         check_count("stop_after", stop_after, 1)
     out = Path(out_dir)
@@ -532,6 +576,8 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     while stage_i < len(stages):
         stage = stages[stage_i]
         total = cfg.steps_of(stage)
+        # the caption stage may go on past `total` (until converged), up to `limit`
+        limit = max(total, cfg.max_caption_steps) if stage == "caption" else total
         _freeze_for(bundle, stage)
         params = _params(bundle, stage)
         opt = torch.optim.AdamW(params, lr=_lr(cfg, stage), weight_decay=0.01)
@@ -544,12 +590,15 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
             np.random.seed(cfg.seed * 7919 + stage_i)
             random.seed(cfg.seed * 7919 + stage_i)
         state = None
+        # the frozen polisher's output does not change during the caption stage: polish the corpus once
+        polished = polished_latents(bundle, data.latents) if (
+            stage == "caption" and bundle.polisher is not None and data.latents.nbytes <= POLISH_ONCE_BYTES) else None
         t0, s0 = time.perf_counter(), step
         bs = min(cfg.batch_size, len(data.captions))
-        while step < total:
+        while step < limit:
             idx = torch.randperm(len(data.captions), generator=gen)[:bs]
             with bundle.autocast():
-                loss = _step_loss(bundle, stage, data, idx, tok, gen)
+                loss = _step_loss(bundle, stage, data, idx, tok, gen, polished)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -557,29 +606,34 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
             step += 1
             done_steps += 1
             history.append((stage, step, float(loss.detach())))
-            if val_tok is not None and stage == "caption" and cfg.val_every and (step % cfg.val_every == 0
-                                                                                  or step == total):
+            validated = val_tok is not None and stage == "caption" and cfg.val_every and (
+                step % cfg.val_every == 0 or step in (total, limit))
+            if validated:
                 v = validation_loss(bundle, data, val_tok)
                 history.append(("val", step, v))
                 if cfg.keep_best and (best is None or v < best["val_loss"]):
                     best = {"step": step, "val_loss": v, "params": {n: p.detach().clone() for n, p
                                                                     in bundle.named_parameters() if p.requires_grad}}
-            if step == total and stage == "caption" and best is not None:
+            # past `total`, the caption stage ends at the first validation that finds the held-out loss converged
+            finished = step >= limit or (step >= total and (limit == total or (validated and converged(history))))
+            if finished and stage == "caption" and best is not None:
                 bundle.load_state_dict(best["params"], strict=False)  # the trained parts only
-            if log and (step % max(1, total // 10) == 0 or step == total):
+            if log and (step % max(1, total // 10) == 0 or finished):
                 rate = (step - s0) / max(time.perf_counter() - t0, 1e-9)
                 recent = np.mean([h[2] for h in history[-20:] if h[0] == stage])
-                log(f"{cfg.system} seed {cfg.seed} {stage}: step {step}/{total} loss {recent:.3f} "
-                    f"({rate:.1f} steps/s, ETA {(total - step) / max(rate, 1e-9):.0f} s)")
+                goal = f"{total}" if limit == total else f"{total} (up to {limit} until converged)"
+                log(f"{cfg.system} seed {cfg.seed} {stage}: step {step}/{goal} loss {recent:.3f} "
+                    f"({rate:.1f} steps/s, ETA {max(total - step, 0) / max(rate, 1e-9):.0f} s)")
             stopping = stop_after is not None and done_steps >= stop_after
-            if step % cfg.checkpoint_every == 0 or step == total or stopping:
-                finished = step == total
+            if step % cfg.checkpoint_every == 0 or finished or stopping:
                 _save(ckpt_path, {"config": asdict(cfg), "data": fp, **stored_state(bundle),
                                   "stage_index": stage_i + 1 if finished else stage_i, "step": 0 if finished else step,
                                   "optimizer": None if finished else opt.state_dict(),
                                   "rng": _rng_state(gen), "history": history, "best": best}, key)
             if stopping:
                 return bundle
+            if finished:
+                break
         stage_i, step = stage_i + 1, 0
     bundle.selected = None if best is None else {"caption_step": best["step"], "val_loss": best["val_loss"]}
     save_model(bundle, out / "model.pt", history, {"captions_cut": int(n_cut), "selected": bundle.selected,
