@@ -33,6 +33,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/layer_search.py
 	$(BIN)/python benchmarks/mmd.py
 	$(BIN)/python benchmarks/wsv.py
+	$(BIN)/python benchmarks/wsv_polish_once.py --threads 1
 	$(BIN)/python benchmarks/caption_eval.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/malloc.py

@@ -120,19 +120,17 @@ def _paired_latents(encoder, caps: list[str], n_train: int, size: int, cache_dir
     The key is the one the documented experiment's oracle used (MobileNet latents at float32 keep it)."""
     import hashlib
 
-    from vlgap.wsv.experiment import VIDEO_SET_STYLE_SEEDS
-    from vlgap.wsv.generate import render_styled
+    from vlgap.wsv.experiment import render_set
     from vlgap.wsv.latents import cached_latents
 
     n_frames = encoder.n_frames or 16  # a video VAE's own frame count (k*m+1), else 16
-    first = VIDEO_SET_STYLE_SEEDS["paired"]  # the experiment's style seeds for these videos
     specs = [sp for _, sp in default_corpus_with_specs(n_train)]
     h = hashlib.sha256("\n".join(caps).encode()).hexdigest()[:16]
     video_source = {"generator": "none: paired videos of the captions' own scenes", "style": "real",
                     "n_frames": n_frames, "size": size}
     z = cached_latents({"what": "train_system_paired", **video_source, "encoder": encoder.record(), "captions": h},
-                       lambda: {"z": encoder.encode([render_styled(sp, n_frames, size, "real", first + k)
-                                                     for k, sp in enumerate(specs)])},
+                       # the experiment's paired set: its style seeds, in the "real" style
+                       lambda: {"z": encoder.encode(list(render_set("paired", specs, n_frames, size, "real")))},
                        cache_dir=cache_dir, log=log)["z"]
     return z, video_source
 

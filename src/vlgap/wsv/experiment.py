@@ -275,13 +275,19 @@ def experiment_scenes(cfg: ExperimentConfig, prefix: str) -> list[tuple[str, Any
 VIDEO_SET_STYLE_SEEDS = {"eval": 10**6, "unlabelled": 2 * 10**6, "paired": 3 * 10**6, "val_paired": 4 * 10**6}
 
 
-def render_video_set(cfg: ExperimentConfig, video_set: str, specs, size: int | None = None) -> Iterator[np.ndarray]:
-    """The videos of `specs` exactly as `prepare` renders the set `video_set` (`VIDEO_SET_STYLE_SEEDS`), one
-    at a time; `size` renders them at another resolution (same scenes, same style seeds)."""
+def render_set(video_set: str, specs, n_frames: int, size: int, style: str) -> Iterator[np.ndarray]:
+    """The videos of `specs` in the set `video_set`'s style seeds (`VIDEO_SET_STYLE_SEEDS`: video k gets seed
+    first + k), one at a time."""
     from vlgap.wsv.generate import render_styled
 
     first = VIDEO_SET_STYLE_SEEDS[video_set]
-    return (render_styled(s, cfg.n_frames, size or cfg.size, cfg.eval_style, first + k) for k, s in enumerate(specs))
+    return (render_styled(s, n_frames, size, style, first + k) for k, s in enumerate(specs))
+
+
+def render_video_set(cfg: ExperimentConfig, video_set: str, specs, size: int | None = None) -> Iterator[np.ndarray]:
+    """The videos of `specs` exactly as `prepare` renders the set `video_set`, one at a time; `size` renders
+    them at another resolution (same scenes, same style seeds)."""
+    return render_set(video_set, specs, cfg.n_frames, size or cfg.size, cfg.eval_style)
 
 
 def prepare(cfg: ExperimentConfig, cache_dir=None, log: Callable[[str], None] = _log_default,
