@@ -90,8 +90,9 @@ class WSVConfig:
     # (early stopping by the best checkpoint; the history keeps every step)
     keep_best: bool = True
     # caption stage, with validation pairs: above caption_steps, train on past caption_steps until the held-out
-    # loss has converged (it fell by at most STILL_FALLING over the last fifth of the steps so far, checked
-    # at each validation), at most this many steps; 0: exactly caption_steps
+    # loss has converged (its lowest point improved by at most STILL_FALLING over the last fifth of the steps
+    # so far, checked at each validation: vlgap.wsv.convergence), at most this many steps; 0: exactly
+    # caption_steps
     max_caption_steps: int = 0
 
     def __post_init__(self):
