@@ -354,3 +354,14 @@ def test_training_until_converged_needs_validation_pairs_and_a_limit_above_the_m
         WSVConfig(system="wsv", **{**TINY, "max_caption_steps": 40, "val_every": 0})
     with pytest.raises(VlgapError, match="needs validation pairs"):
         train(tiny_data(), WSVConfig(system="wsv", **{**TINY, "max_caption_steps": 40}), tmp_path)
+
+
+def test_experiment_training_until_converged_needs_validation_scenes():
+    from vlgap.wsv.experiment import ExperimentConfig
+
+    with pytest.raises(VlgapError, match=r"--n-val 0 leaves no held-out caption loss.*--max-caption-steps 0"):
+        ExperimentConfig(n_val=0, systems=("wsv",), train={"caption_steps": 50, "max_caption_steps": 100})
+    assert ExperimentConfig(n_val=0, systems=("wsv",), train={"caption_steps": 50}).n_val == 0  # fixed steps: fine
+    # a limit of 0 stays out of the record (the cells' keys), as before the setting existed
+    rec = ExperimentConfig(systems=("wsv",), train={"caption_steps": 50, "max_caption_steps": 0}).record()
+    assert rec["train"] == {"caption_steps": 50}
