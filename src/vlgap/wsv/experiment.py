@@ -1062,10 +1062,10 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                      "windows of its steps; validation: the caption loss on the validation scenes' captions, never "
                      "trained on, every 50 steps): the caption stage's curves, the caption steps run per seed (with "
                      "a step limit: training went on until the validation loss converged, or stopped at the limit), "
-                     "the step whose weights were kept (lowest validation loss) per seed, how much the validation "
-                     f"loss still fell over the last fifth of the steps per seed (above {STILL_FALLING:.0%}: still "
-                     "falling, the row had not converged when training stopped), and each stage's final window "
-                     "(mean [t-interval])",
+                     "the step whose weights were kept (lowest validation loss) per seed, how much the lowest "
+                     "validation loss still improved over the last fifth of the steps per seed (above "
+                     f"{STILL_FALLING:.0%}: still falling, the row had not converged when training stopped), and each "
+                     "stage's final window (mean [t-interval])",
             "header": ["generator", "system", "caption-stage training loss at step (curve)",
                        "validation loss at step (curve)", "caption steps run per seed",
                        "kept caption step per seed (its validation loss)",
