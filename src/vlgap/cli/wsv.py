@@ -352,7 +352,8 @@ def experiment_cmd(
     caption_steps: int = typer.Option(_XT["caption_steps"], help="Caption-stage steps before convergence is judged."),
     max_caption_steps: int = typer.Option(_XT.get("max_caption_steps", 0), "--max-caption-steps",
                                           help="Go on past --caption-steps until the held-out caption loss has "
-                                               "converged (fell at most 1% over the last fifth of the steps), at "
+                                               "converged (its lowest point improved at most 1% over the last fifth "
+                                               "of the steps), at "
                                                "most this many steps; 0: exactly --caption-steps."),
     head_steps: int = typer.Option(_XT["head_steps"]),
     polisher_steps: int = typer.Option(_XT["polisher_steps"]),

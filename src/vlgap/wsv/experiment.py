@@ -885,8 +885,8 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
         row["train_seconds"] = float(np.mean([c["train_seconds"] for c in mine]))
     if any(c.get("selected") for c in mine):  # the caption step kept per seed (lowest validation loss)
         row["selected"] = [c.get("selected") for c in mine]
-    if all("val" in c.get("loss_curves", {}) for c in mine):  # cells before caption_steps_run: their curve
-        row["val_late_fall"] = [c["val_late_fall"] if "caption_steps_run" in c else late_fall(c["loss_curves"]["val"])
+    if all("val" in c.get("loss_curves", {}) for c in mine):  # cells from before the record: their curve
+        row["val_late_fall"] = [c["val_late_fall"] if "val_late_fall" in c else late_fall(c["loss_curves"]["val"])
                                 for c in mine]
     if all("caption_steps_run" in c for c in mine):
         row["caption_steps_run"] = [c["caption_steps_run"] for c in mine]

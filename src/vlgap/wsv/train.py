@@ -616,7 +616,7 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
                     best = {"step": step, "val_loss": v, "params": {n: p.detach().clone() for n, p
                                                                     in bundle.named_parameters() if p.requires_grad}}
             # past `total`, the caption stage ends at the first validation that finds the held-out loss converged
-            finished = step >= limit or (step >= total and (limit == total or (validated and converged(history))))
+            finished = step >= limit or (step >= total and validated and converged(history))
             if finished and stage == "caption" and best is not None:
                 bundle.load_state_dict(best["params"], strict=False)  # the trained parts only
             if log and (step % max(1, total // 10) == 0 or finished):
