@@ -108,10 +108,12 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     # an actor killed the driver right after making its 3rd clip (before returning it), then itself
     assert proc.returncode == -signal.SIGKILL, (proc.stdout[-2000:], proc.stderr[-3000:])
     assert marker.is_file() and "DONE" not in proc.stdout
-    before = {p: p.stat().st_mtime_ns for p in _npy(cache)}
-    written = len(before)
-    # the clips the driver received before the kill are on disk, sealed (how many: a race with the kill)
-    assert written < len(CAPTIONS), written
+    # the clips the driver received before the kill are on disk, sealed (how many: a race with the kill).
+    # A kill between a clip's atomic write and its seal leaves an unsealed file, which the rerun must
+    # treat as missing and make again; only the sealed ones must survive untouched.
+    on_disk = _npy(cache)
+    before = {p: p.stat().st_mtime_ns for p in on_disk if (p.parent / f".{p.name}.seal.json").is_file()}
+    assert len(on_disk) < len(CAPTIONS), on_disk
     # the rerun, through the CLI: training on the corpus needs every caption's latent
     r = CliRunner().invoke(app, ["wsv", "train", "--out", str(tmp_path / "model"), "--corpus",
                                  str(tmp_path / "captions.txt"), "--generator", f"diffusers:{pipe}", "--n-frames", "9",
@@ -121,8 +123,9 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     assert r.exit_code == 0, (r.output[-3000:], r.exception)
     assert (tmp_path / "model" / "model.pt").is_file()
     after = {p: p.stat().st_mtime_ns for p in _npy(cache)}
-    # only the missing captions were generated: every file written before the kill is untouched
+    # only the missing captions were generated: every file sealed before the kill is untouched
     assert len(after) == len(CAPTIONS) and all(after[p] == t for p, t in before.items())
+    assert all((p.parent / f".{p.name}.seal.json").is_file() for p in after)
     lines: list[str] = []
     got = generated_latents(parts.generator, parts.encoder, CAPTIONS, seed=SEED, cache_dir=cache, log=lines.append)
     assert np.array_equal(got, want) and not any("generated" in ln for ln in lines), lines
