@@ -242,6 +242,39 @@ def model_and_manifest(tmp_path_factory):
     torch.set_num_threads(before)
 
 
+def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(tiny_experiment, tmp_path,
+                                                                             monkeypatch):
+    """Each cell's inversion is computed right after the cell: a run stopped in the next cell leaves the
+    finished one as small sealed files only, so its models (work/) may be lost and nothing is retrained."""
+    import vlgap.wsv.experiment as xp
+
+    root, cfg, _, _ = tiny_experiment
+    real_run_cell = xp.run_cell
+
+    def stop_at_the_oracle(prep, cfg, g, s, *args, **kw):
+        if s == "oracle":
+            raise KeyboardInterrupt("stopped in the second cell")
+        return real_run_cell(prep, cfg, g, s, *args, **kw)
+
+    monkeypatch.setattr(xp, "run_cell", stop_at_the_oracle)
+    exp = tmp_path / "exp"
+    with pytest.raises(KeyboardInterrupt):
+        xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lambda m: None)
+    name = "synthetic-wsv-s0"
+    want = json.loads((root / "exp" / "inversion" / f"{name}.json").read_text())
+    assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
+    assert not (exp / "inversion" / "synthetic-oracle-s0.json").exists()
+    shutil.rmtree(exp / "work")  # the models are not kept (e.g. a run folder carried to another machine)
+    monkeypatch.setattr(xp, "run_cell", real_run_cell)
+    (exp / "cells" / "synthetic-oracle-s0.lock").unlink(missing_ok=True)  # the stopped worker's claim
+    lines: list[str] = []
+    summary = xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
+    assert [ln for ln in lines if "training" in ln] == [ln for ln in lines if "synthetic-oracle-s0: training" in ln]
+    assert len([ln for ln in lines if "training" in ln]) == 1 and not any("no saved model" in ln for ln in lines)
+    assert summary["inversion"]["n_cells"] == 2
+    assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
+
+
 def test_invert_command_scores_synthetic_and_real_against_the_first_captions(model_and_manifest, monkeypatch,
                                                                              capsys):
     from vlgap.data.manifest import read_manifest

@@ -1,4 +1,4 @@
-"""`vlgap wsv demo`: seed 0 of the documented experiment's WSV-offline, text-only and oracle cells and the
+"""`vlgap wsv demo`: seed 0 of the documented short run's WSV-offline, text-only and oracle cells and the
 chance floor, written as a report section and a standalone HTML page (a paragraph in words, sample
 captions with their attribute scores next to video thumbnails, the summary's tables as HTML tables, the
 loss-curve figure) under a run dir."""
@@ -202,7 +202,11 @@ def run_demo(run_dir: str | Path = "runs/wsv-demo", *, cache_dir=None, n_show: i
     head = "<tr><th>video (row of the figure)</th><th>a reference</th>" + "".join(
         f"<th>{html.escape(system_label(s))}</th>" for s in cfg.systems) + "</tr>"
     names = ", ".join(system_label(s) for s in cfg.systems)
-    body = (f"<p>Seed {s0} of the documented experiment's cells for {html.escape(names)}, and the chance floor "
+    steps = cfg.train.get("caption_steps")
+    length = (f"{steps:,} caption steps, fixed: the documented short run; the README's experiment trains until "
+              "converged" if steps and not cfg.train.get("max_caption_steps") else "trained until converged")
+    body = (f"<p>Seed {s0} of the documented experiment's cells ({length}) for {html.escape(names)}, and the "
+            f"chance floor "
             f"(each video gets a random training caption). The text-only systems learn from {len(prep.corpus)} "
             f"captions of {cfg.n_train} shapes scenes and never see a video of them; the oracle ceiling learns from "
             f"the same captions paired with their own scenes rendered in the '{html.escape(cfg.eval_style)}' style. "
