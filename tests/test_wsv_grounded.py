@@ -105,6 +105,12 @@ def test_demo_seed0_cells_equal_the_experiments_seed0_cells(tiny_runs):
             assert demo["scores"][m] == exp["scores"][m], (s, m)
         assert demo["scores"]["attributes"] == exp["scores"]["attributes"], s
         assert demo["loss_curves"] == exp["loss_curves"], s
+        assert demo["platform"] == exp["platform"], s  # made here, both
+    import torch
+
+    from vlgap.platform_info import cpu_model
+    assert exp["platform"]["torch_cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    assert exp["platform"]["cpu"] == cpu_model() and exp["platform"]["torch"] == str(torch.__version__)
     assert (json.loads((root / "demo" / "wsv" / "cells" / "chance-s0.json").read_text())["predictions"]
             == json.loads((root / "exp" / "cells" / "chance-s0.json").read_text())["predictions"])
 
@@ -204,19 +210,45 @@ def test_documented_short_run_is_the_demos_settings_over_every_seed():
         {k: v for k, v in summary["config"].items() if k not in ("seeds", "systems", "generators")}
 
 
+def _same_float_kernels(demo: dict, doc: dict) -> bool:
+    """Whether this machine computes the documented cell's numbers bit for bit. The first logged loss of the
+    WSV cell's video tower (mean of its first 8 steps) tells: equal, the same kernels; different only in
+    rounding (float32 kernels of another CPU, e.g. AVX-512 against AVX2 blocking), another machine; more
+    than rounding, the code changed, which fails here."""
+    x, y = demo["loss_curves"]["head"][0], doc["loss_curves"]["head"][0]
+    assert x[0] == y[0] and abs(x[1] - y[1]) <= 1e-5 * abs(y[1]), (x, y)
+    return x == y
+
+
 @pytest.mark.slow
 def test_demo_reproduces_the_documented_seed0_cells(tmp_path, one_thread):
     """The real defaults (minutes): the demo's seed-0 cells equal docs/wsv-experiment-1500-steps' seed-0
-    cells (the experiment ran with one torch thread per worker; so does this)."""
+    cells (the experiment ran with one torch thread per worker; so does this) on a machine whose float32
+    kernels round as the documenting machine's did. Elsewhere training drifts from the first steps, as a
+    new seed would: each score must then lie within the documented seeds' range widened by the seed-0
+    cell's bootstrap half-width (the evaluation's sampling error)."""
     from vlgap.wsv.report import DEMO_SYSTEMS, run_demo
 
     run_demo(tmp_path / "demo", log=lambda m: None)
+    cells = tmp_path / "demo" / "wsv" / "cells"
+    same = _same_float_kernels(json.loads((cells / "synthetic-wsv-s0.json").read_text()),
+                               json.loads((DEMO_DOCS / "cells" / "synthetic-wsv-s0.json").read_text()))
+    rows = {r["system"]: r for r in json.loads((DEMO_DOCS / "summary.json").read_text())["rows"]
+            if r["generator"] == "synthetic"}
     for s in DEMO_SYSTEMS:
         doc = json.loads((DEMO_DOCS / "cells" / f"synthetic-{s}-s0.json").read_text())
-        demo = json.loads((tmp_path / "demo" / "wsv" / "cells" / f"synthetic-{s}-s0.json").read_text())
-        assert demo["predictions"] == doc["predictions"], s
-        assert demo["scores"]["CIDEr"]["score"] == doc["scores"]["CIDEr"]["score"], s
-        assert demo["scores"]["attributes"]["mean"] == doc["scores"]["attributes"]["mean"], s
+        demo = json.loads((cells / f"synthetic-{s}-s0.json").read_text())
+        if same:
+            assert demo["predictions"] == doc["predictions"], s
+            assert demo["scores"]["CIDEr"]["score"] == doc["scores"]["CIDEr"]["score"], s
+            assert demo["scores"]["attributes"]["mean"] == doc["scores"]["attributes"]["mean"], s
+            continue
+        for score, per_seed in ((lambda c: c["scores"]["CIDEr"], rows[s]["CIDEr"]["per_seed"]),
+                                (lambda c: c["scores"]["attributes"]["mean"], rows[s]["attributes"]["mean"]["per_seed"])):
+            lo, hi = score(doc)["ci"]
+            half = (hi - lo) / 2
+            got = score(demo).get("score", score(demo).get("accuracy"))
+            assert min(per_seed) - half <= got <= max(per_seed) + half, (s, got, per_seed, half)
 
 
 def test_wsv_eval_reports_attribute_accuracy_for_manifests_with_specs(tmp_path):

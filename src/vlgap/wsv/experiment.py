@@ -454,6 +454,7 @@ def _hash(texts: list[str]) -> str:
 def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str, seed: int, cell_dir: Path,
              log: Callable[[str], None] = _log_default, force: bool = False) -> dict[str, Any]:
     """Train one (generator, system, seed) and score it on the held-out real-style videos."""
+    from vlgap.platform_info import numeric_platform
     from vlgap.wsv.evaluate import score_captions, two_sample
 
     t0 = time.perf_counter()
@@ -464,6 +465,8 @@ def run_cell(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
     history = bundle_history(cell_dir)
     res: dict[str, Any] = {"generator": generator, "system": system, "seed": seed, "config": asdict(wcfg),
                            "train_seconds": round(t_train, 1), "predictions": pred,
+                           # float32 cells are bit-exact on one machine kind only (vlgap.platform_info)
+                           "platform": numeric_platform(),
                            "final_loss": float(np.mean([h[2] for h in history if h[0] != "val"][-50:])),
                            "loss_curves": loss_curves(history),
                            # the caption step whose weights were kept (lowest validation loss), if any
