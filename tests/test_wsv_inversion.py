@@ -358,3 +358,17 @@ def test_loss_table_says_per_seed_whether_the_validation_loss_was_still_falling(
         assert rows[s]["val_late_fall"] == [fall]
         shown = next(r[column] for r in loss["rows"] if r[1] == rows[s]["label"])
         assert shown.startswith(f"{max(fall, 0.0):.1%}") and ("still falling" in shown) == (fall > STILL_FALLING)
+
+
+def test_mean_loss_curve_over_seeds_that_trained_different_numbers_of_steps():
+    from vlgap.wsv.experiment import mean_curve
+
+    a = [[100, 3.0], [200, 2.0], [300, 1.0]]
+    b = [[100, 5.0], [200, 4.0], [300, 3.0]]
+    assert mean_curve([a, b]) == [[100, 4.0], [200, 3.0], [300, 2.0]]  # one grid: the plain mean
+    # a seed that went on to step 400 (windows ending elsewhere): interpolated onto the shorter run's steps
+    longer = [[120, 6.0], [240, 4.0], [360, 2.0], [400, 1.5]]
+    got = mean_curve([a, longer])
+    want_longer = [6.0, 6.0 - 2.0 * 80 / 120, 4.0 - 2.0 * 60 / 120]  # 100: clamped to its first window
+    assert [p[0] for p in got] == [100, 200, 300]
+    assert [p[1] for p in got] == pytest.approx([(x + y) / 2 for x, y in zip([3.0, 2.0, 1.0], want_longer)])

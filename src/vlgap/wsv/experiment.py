@@ -699,6 +699,18 @@ def loss_curves(history: list, n_points: int = 20) -> dict[str, list[list[float]
     return out
 
 
+def mean_curve(curves: list[list[list[float]]]) -> list[list[float]]:
+    """The mean over seeds of [[step, loss], ...] curves. Seeds trained until converged stop at different
+    steps, so their windows end at different steps: each curve is then interpolated linearly onto the steps
+    of the one that ended first, and the mean covers only steps every seed reached."""
+    grid = min(curves, key=lambda c: c[-1][0])
+    if all([p[0] for p in c] == [p[0] for p in grid] for c in curves):
+        return [[p[0], float(np.mean([c[k][1] for c in curves]))] for k, p in enumerate(grid)]
+    steps = np.array([p[0] for p in grid], dtype=float)
+    vals = [np.interp(steps, [p[0] for p in c], [p[1] for p in c]) for c in curves]
+    return [[p[0], float(np.mean([v[k] for v in vals]))] for k, p in enumerate(grid)]
+
+
 def bundle_history(cell_dir: Path) -> list:
     import io
 
@@ -904,8 +916,7 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
     if all("loss_curves" in c for c in mine):
         stages = list(mine[0]["loss_curves"])
         row["loss"] = {st: {"final": t_interval([c["loss_curves"][st][-1][1] for c in mine]),
-                            "curve_mean_over_seeds": [[p[0], float(np.mean([c["loss_curves"][st][k][1] for c in mine]))]
-                                                      for k, p in enumerate(mine[0]["loss_curves"][st])]}
+                            "curve_mean_over_seeds": mean_curve([c["loss_curves"][st] for c in mine])}
                        for st in stages}
     return row
 
@@ -1069,7 +1080,8 @@ def summary_tables(summary: dict[str, Any]) -> list[dict[str, Any]]:
                                    str(a["mean"]["n"])]
                                   + [f"{_ci(a[k])} (unread {a[k]['unread_share']:.2f})" for k in ATTRIBUTES])
     loss = {"title": "Training and validation loss (mean over seeds of each stage's loss averaged over 20 equal "
-                     "windows of its steps; validation: the caption loss on the validation scenes' captions, never "
+                     "windows of its steps, up to the step every seed reached, interpolated between windows where seeds ran "
+                     "different numbers of steps; validation: the caption loss on the validation scenes' captions, never "
                      "trained on, every 50 steps): the caption stage's curves, the caption steps run per seed (with "
                      "a step limit: training went on until the validation loss converged, or stopped at the limit), "
                      "the step whose weights were kept (lowest validation loss) per seed, how much the lowest "
