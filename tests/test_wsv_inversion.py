@@ -372,3 +372,28 @@ def test_mean_loss_curve_over_seeds_that_trained_different_numbers_of_steps():
     want_longer = [6.0, 6.0 - 2.0 * 80 / 120, 4.0 - 2.0 * 60 / 120]  # 100: clamped to its first window
     assert [p[0] for p in got] == [100, 200, 300]
     assert [p[1] for p in got] == pytest.approx([(x + y) / 2 for x, y in zip([3.0, 2.0, 1.0], want_longer)])
+
+
+def test_workers_asking_for_more_threads_than_cores_are_warned(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from vlgap.wsv.experiment import oversubscription_warning
+
+    (tmp_path / "cells").mkdir()
+    assert oversubscription_warning(tmp_path, 2, 2) is None  # this worker alone
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "cells" / "synthetic-wsv-s0.lock").write_text(str(other.pid))  # another live worker's cell
+        (tmp_path / "cells" / "synthetic-oracle-s0.lock").write_text("999999999")  # a dead one's: not counted
+        (tmp_path / "cells" / "synthetic-frozen_lm-s0.lock").write_text(str(os.getpid()))  # this one's
+        msg = oversubscription_warning(tmp_path, 2, 2)
+        assert msg is not None and msg.startswith("2 experiment workers") and "2 torch threads each on 2 cores" in msg
+        assert msg.endswith("--threads 1")
+        assert oversubscription_warning(tmp_path, 1, 2) is None
+        assert oversubscription_warning(tmp_path, 2, 4) is None
+    finally:
+        other.kill()
+        other.wait()
+    assert oversubscription_warning(tmp_path, 2, 2) is None  # it is gone
