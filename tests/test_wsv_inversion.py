@@ -387,6 +387,7 @@ def test_workers_asking_for_more_threads_than_cores_are_warned(tmp_path):
     try:
         (tmp_path / "cells" / "synthetic-wsv-s0.lock").write_text(str(other.pid))  # another live worker's cell
         (tmp_path / "cells" / "synthetic-oracle-s0.lock").write_text("999999999")  # a dead one's: not counted
+        (tmp_path / "cells" / "text_only-s0.lock").write_text("")  # being written (no pid yet): not counted
         (tmp_path / "cells" / "synthetic-frozen_lm-s0.lock").write_text(str(os.getpid()))  # this one's
         msg = oversubscription_warning(tmp_path, 2, 2)
         assert msg is not None and msg.startswith("2 experiment workers") and "2 torch threads each on 2 cores" in msg

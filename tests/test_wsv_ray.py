@@ -22,6 +22,7 @@ pytest.importorskip("diffusers", reason="the tiny CogVideoX twin needs diffusers
 from tiny_wsv_parts import make_tiny_cogvideox  # noqa: E402
 from vlgap.cli import app  # noqa: E402
 from vlgap.errors import VlgapError  # noqa: E402
+from vlgap.reuse import seal_path  # noqa: E402
 
 HELPERS = Path(__file__).parent / "helpers"
 CAPTIONS = ["a red circle moves left", "a blue square grows", "a green star on a black background",
@@ -112,7 +113,7 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     # A kill between a clip's atomic write and its seal leaves an unsealed file, which the rerun must
     # treat as missing and make again; only the sealed ones must survive untouched.
     on_disk = _npy(cache)
-    before = {p: p.stat().st_mtime_ns for p in on_disk if (p.parent / f".{p.name}.seal.json").is_file()}
+    before = {p: p.stat().st_mtime_ns for p in on_disk if seal_path(p).is_file()}
     assert len(on_disk) < len(CAPTIONS), on_disk
     # the rerun, through the CLI: training on the corpus needs every caption's latent
     r = CliRunner().invoke(app, ["wsv", "train", "--out", str(tmp_path / "model"), "--corpus",
@@ -125,7 +126,7 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     after = {p: p.stat().st_mtime_ns for p in _npy(cache)}
     # only the missing captions were generated: every file sealed before the kill is untouched
     assert len(after) == len(CAPTIONS) and all(after[p] == t for p, t in before.items())
-    assert all((p.parent / f".{p.name}.seal.json").is_file() for p in after)
+    assert all(seal_path(p).is_file() for p in after)
     lines: list[str] = []
     got = generated_latents(parts.generator, parts.encoder, CAPTIONS, seed=SEED, cache_dir=cache, log=lines.append)
     assert np.array_equal(got, want) and not any("generated" in ln for ln in lines), lines

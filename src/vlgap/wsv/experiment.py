@@ -874,12 +874,8 @@ def oversubscription_warning(out: Path, threads: int, cores: int) -> str | None:
 
     pids = {os.getpid()}
     for lock in [*Path(out).glob("cells/*.lock"), *Path(out).glob("inversion/*.lock")]:
-        try:
-            pid = int(lock.read_text() or "0")
-            os.kill(pid, 0)
+        if pid := _lock_holder(lock):  # 0: its pid not written yet; None: gone
             pids.add(pid)
-        except (ValueError, OSError):
-            continue  # gone, unreadable or not ours to signal: not counted
     if len(pids) * threads <= cores:
         return None
     return (f"{len(pids)} experiment workers train in {out} with {threads} torch threads each on {cores} cores: "
@@ -900,15 +896,27 @@ def _claim(lock: Path) -> bool:
             os.close(fd)
             return True
         except FileExistsError:
-            try:
-                pid = int(lock.read_text() or "0")
-                os.kill(pid, 0)
+            if _lock_holder(lock) is not None:
                 return False  # alive: its cell
-            except (ValueError, ProcessLookupError, FileNotFoundError):
-                lock.unlink(missing_ok=True)  # stale: the worker died; take over (the cell resumes)
-            except PermissionError:
-                return False
+            lock.unlink(missing_ok=True)  # stale: the worker died; take over (the cell resumes)
     return False
+
+
+def _lock_holder(lock: Path) -> int | None:
+    """The live process holding a lock file of `_claim`: its pid; 0 while the file is still empty (its creator
+    has not written its pid yet, so it counts as held); None when that process is gone, the file vanished or
+    does not hold a pid."""
+    import os
+
+    try:
+        pid = int(lock.read_text() or "0")
+        if pid:
+            os.kill(pid, 0)
+        return pid
+    except (ValueError, ProcessLookupError, FileNotFoundError):
+        return None
+    except PermissionError:  # alive, another user's
+        return pid
 
 
 def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
