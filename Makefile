@@ -28,6 +28,9 @@ test: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# benchmarks/ holds benchmarks only: each runs its baseline in the same process and prints ratios
+# (docs/benchmarks.md). These are the CPU ones; cape_gpu.py, wsv_gpu.py and `extract.py --device cuda`
+# need a GPU. Research scripts are in experiments/ (experiments/README.md).
 bench: $(STAMP)
 	$(BIN)/python benchmarks/extract.py
 	$(BIN)/python benchmarks/layer_search.py
@@ -37,6 +40,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/caption_eval.py
 	$(BIN)/python benchmarks/scale.py
 	$(BIN)/python benchmarks/malloc.py
+	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/cape.py --prompts 8 --batch 8 --steps 1
 
 clean-venv:
 	rm -rf $(VENV)

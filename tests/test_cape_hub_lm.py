@@ -353,7 +353,7 @@ def test_experiment_takes_device_dtype_and_sft_options_and_keeps_older_run_keys(
     older = {**{k: v for k, v in asdict(cfg).items() if k not in E.ADDED_LATER}, "decode_dtype": None}
     assert cfg.record() == older
     assert cfg.key() == hashlib.sha256(json.dumps(older, sort_keys=True).encode()).hexdigest()[:12]
-    assert cfg.key() == "720b0ae16f4f"  # the key of the full run in docs/results/cape-experiment.md
+    assert cfg.key() == "720b0ae16f4f"  # the key the published full run recorded (commit ba2f074; results/cape/)
     assert E.CapeConfig(dtype="bfloat16").record()["dtype"] == "bfloat16"
     with pytest.raises(VlgapError, match="--lora-layers"):
         E.CapeConfig(lora_layers="top:0")

@@ -477,7 +477,7 @@ def test_readme_links_resolve_and_results_pages_say_what_made_them():
         body = page.read_text(encoding="utf-8")
         assert re.search(r"\bcommit\W{1,6}[0-9a-f]{7,40}\b", body), f"{page.name} does not name the commit that produced it"
         assert re.search(r"\b20\d\d-\d\d-\d\d\b", body), f"{page.name} does not give the date its results were made"
-        assert re.search(r"`vlgap [a-z]|`make demo`|`python benchmarks/", body), f"{page.name} gives no command"
+        assert re.search(r"`vlgap [a-z]|`make demo`|`python (benchmarks|experiments)/", body), f"{page.name} gives no command"
 
 
 def _mkdocs_command() -> list[str] | None:

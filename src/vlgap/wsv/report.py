@@ -23,7 +23,7 @@ DEMO_SYSTEMS = ("wsv", "text_only", "oracle")
 #: The demo's caption stage: 1,500 fixed steps. The documented experiment trains until converged (3,000 / 3,400 /
 #: 3,000 steps for the demo's rows at seed 0): its three demo cells would take about 12 min on 2 cores of the
 #: machine that ran it (23 on the slower one of the short run), over the demo's 10 minutes. The short run with
-#: these settings is documented beside it (docs/wsv-experiment-1500-steps).
+#: these settings is documented beside it (results/wsv-demo-1500-steps).
 DEMO_CAPTION_STEPS = 1500
 
 
