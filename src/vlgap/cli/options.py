@@ -152,19 +152,25 @@ def ci_method_option(command: str):
     allowed = COMMAND_CI_METHODS[command]
     help = " | ".join(allowed) + (": " + "; ".join(f"{m}: {CI_METHODS[m]}" for m in allowed))
     return typer.Option(allowed[0], "--ci-method", help=help,
-                        callback=lambda value: check_ci_method(command, value))
+                        callback=lambda ctx, value: check_ci_method(command, value, typed=_typed(ctx, command)))
 
 
-def check_ci_method(command: str, value: str) -> str:
-    """`value` when `command` offers that interval method, else a VlgapError naming what it offers."""
+def check_ci_method(command: str, value: str, typed: Optional[str] = None) -> str:
+    """`value` when `command` offers that interval method, else a VlgapError naming what it offers (and
+    the command as `typed`: align's methods are layer-search's too)."""
     allowed = COMMAND_CI_METHODS[command]
     if value in allowed:
         return value
-    use = " | ".join(allowed)
+    use, typed = " | ".join(allowed), typed or command
     if value in CI_METHODS:
-        raise VlgapError(f"--ci-method {value} does not apply to {command}; use {use}")
+        raise VlgapError(f"--ci-method {value} does not apply to {typed}; use {use}")
     raise VlgapError(f"--ci-method {value!r} is not an interval method ({' | '.join(CI_METHODS)}); "
-                     f"{command} takes {use}")
+                     f"{typed} takes {use}")
+
+
+def _typed(ctx, default: str) -> str:
+    """The command's path as typed ("cape experiment"), from its click context."""
+    return " ".join(_command_path(ctx)) or default
 
 
 #: commands with --bootstrap whose API computes its intervals at one level (it takes no `confidence` yet):
@@ -180,16 +186,17 @@ def confidence_option(command: str, default: float = 0.95):
     fixed = FIXED_LEVEL.get(command)
     help = CONFIDENCE_HELP if fixed is None else f"level of the intervals printed: {fixed:g} only (the API's)"
     return typer.Option(default if fixed is None else fixed, "--confidence", help=help,
-                        callback=lambda value: check_confidence(command, value))
+                        callback=lambda ctx, value: check_confidence(command, value, typed=_typed(ctx, command)))
 
 
-def check_confidence(command: str, value: Optional[float]) -> Optional[float]:
+def check_confidence(command: str, value: Optional[float], typed: Optional[str] = None) -> Optional[float]:
     """`value` when it is a level `command` computes, else a one-line VlgapError."""
     if value is not None and not 0 < value < 1:
         raise VlgapError(f"--confidence {value!r}: an interval level in (0, 1), e.g. 0.95")
     fixed = FIXED_LEVEL.get(command)
     if value is not None and fixed is not None and value != fixed:
-        raise VlgapError(f"--confidence {value:g} does not apply to {command}: its intervals are at {fixed:g} only")
+        raise VlgapError(f"--confidence {value:g} does not apply to {typed or command}: its intervals are at "
+                         f"{fixed:g} only")
     return value
 
 
