@@ -196,7 +196,7 @@ def experiment_command(
     n_train: Optional[int] = typer.Option(None, "--train-captions", help="Generator training captions."),
     sft_steps: Optional[int] = typer.Option(None, "--sft-steps"),
     seeds: Optional[str] = typer.Option(None, "--seeds", help="Generator-training seeds of each cell, a comma list "
-                                                              "(default 0 in the demo, 0,1,2 in the full design)."),
+                                                              "(default 0,1,2)."),
     rewriter_model: Optional[str] = typer.Option(None, "--rewriter-lm", help="LM of the prompted rewriter: "
                                                                              "smollm2 | gemma3_270m | HF id."),
     bootstrap: Optional[int] = typer.Option(None, "--bootstrap"),
