@@ -228,6 +228,7 @@ def _capture(monkeypatch, module: str, name: str, result=None):
     (["caption-diversity", "m.jsonl", "--vision", "a", "--text", "b"], "vlgap.probe.caption_diversity",
      "caption_diversity", None),
     (["gap", "a.npy", "b.npy"], "vlgap.stats.gap", "gap", None),
+    (["wsv", "eval", "p.json", "m.jsonl"], "vlgap.wsv.api", "evaluate_predictions", None),
 ])
 def test_confidence_reaches_the_api(monkeypatch, args, module, name, result):
     seen = _capture(monkeypatch, module, name, result)

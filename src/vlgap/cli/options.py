@@ -176,7 +176,7 @@ def _typed(ctx, default: str) -> str:
 #: commands with --bootstrap whose API computes its intervals at one level (it takes no `confidence` yet):
 #: --confidence is offered there and refuses any other level by name
 FIXED_LEVEL: dict[str, float] = {
-    "sweep": 0.95, "wsv eval": 0.95, "wsv gap": 0.95, "wsv invert": 0.95, "wsv experiment": 0.95,
+    "sweep": 0.95, "wsv gap": 0.95, "wsv invert": 0.95, "wsv experiment": 0.95,
     "cape experiment": 0.95, "cape scores": 0.95, "cape controls": 0.95,
 }
 

@@ -192,7 +192,7 @@ def eval_cmd(
     back into scene specs (shape, colour, background, events; unstated = wrong)."""
     from vlgap.wsv.api import evaluate_predictions
 
-    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed,
+    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed, confidence=confidence,
                                metrics=metrics.split(",") if metrics else None)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
