@@ -33,7 +33,7 @@ Old spellings (RENAMES) are refused with their new name before a command parses 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import typer
 from typer.core import TyperGroup
