@@ -313,5 +313,5 @@ def controls_command(
     from vlgap.cape.controls import controls_from_run
     from vlgap.io_utils import to_json
 
-    res = controls_from_run(run, n_permutations=permutations, n_bootstrap=bootstrap)
+    res = controls_from_run(run, n_permutations=permutations, n_bootstrap=bootstrap, confidence=confidence)
     print(to_json(res) if as_json else (run / "controls.md").read_text())

@@ -177,7 +177,7 @@ def _typed(ctx, default: str) -> str:
 #: --confidence is offered there and refuses any other level by name
 FIXED_LEVEL: dict[str, float] = {
     "sweep": 0.95, "wsv gap": 0.95, "wsv invert": 0.95, "wsv experiment": 0.95,
-    "cape experiment": 0.95, "cape scores": 0.95, "cape controls": 0.95,
+    "cape experiment": 0.95, "cape scores": 0.95,
 }
 
 
