@@ -118,7 +118,7 @@ def test_bad_device_dtype_and_missing_parameters_are_one_line_errors(qwen_folder
     prompts.write_text("a red ball\n")
     for flag, value in (("--device", "gpu"), ("--dtype", "float8")):
         code, _, err = run_cli(monkeypatch, capsys, "cape", "rewrite", prompts, "--operator", "rewriter",
-                               "--rewriter-model", folder, flag, value)
+                               "--rewriter-lm", folder, flag, value)
         assert code == 2 and len([x for x in err.splitlines() if x.strip()]) == 1, err
         assert flag in err and "Traceback" not in err
     # a checkpoint that lacks a layer's weights is refused, naming them (never random weights)
@@ -213,7 +213,7 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     folder = qwen_folder["folder"]
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("\n".join(PROMPTS[:2]) + "\n")
-    common = ["--base", f"hf:{folder}", "--videos", 4, "--steps", 2, "--batch-size", 4, "--lr", 0.05]
+    common = ["--lm", f"hf:{folder}", "--videos", 4, "--steps", 2, "--batch-size", 4, "--lr", 0.05]
     # stdout is the record cape train writes, as JSON alone: the Trainer's own log dicts go to library.log
     printed = _run_cli(monkeypatch, capsys, "cape", "train", "--out", tmp_path / "lora", *common, "--lora-r", 4,
                        "--lora-layers", "top:1", "--lora-modules", "q_proj,v_proj")
@@ -236,7 +236,7 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     # rewriting with each result: the train folder, or its adapter / model folder
     for adapter in (tmp_path / "lora", tmp_path / "full" / "model"):
         rows = json.loads(_run_cli(monkeypatch, capsys, "cape", "rewrite", prompts, "--operator", "pe", "--adapter",
-                                   adapter, "--base", f"hf:{folder}", "--json", "--device", "cpu"))
+                                   adapter, "--lm", f"hf:{folder}", "--json", "--device", "cpu"))
         assert len(rows) == 2
         _check_six(rows)
     # the adapter over another base (a wider model) is one line naming the base it was trained on
@@ -366,7 +366,7 @@ def test_experiment_takes_device_dtype_and_sft_options_and_keeps_older_run_keys(
         return {}
 
     monkeypatch.setattr(E, "run_experiment", fake_run)
-    _run_cli(monkeypatch, capsys, "cape", "experiment", "--out", tmp_path / "run", "--base", "hf:org/model", "--device",
+    _run_cli(monkeypatch, capsys, "cape", "experiment", "--out", tmp_path / "run", "--lm", "hf:org/model", "--device",
              "cpu", "--dtype", "bfloat16", "--full", "--lora-alpha", 8, "--lora-layers", "0,1", "--lora-modules",
              "q_proj")
     c = seen["config"]

@@ -344,6 +344,8 @@ def test_witness_regression_recovers_a_planted_slope():
     r = witness_regression(y, w, n_bootstrap=400)
     lo, hi = r["within_prompt"]["ci"]
     assert lo < -2.0 < hi and hi < -1.8 and abs(r["within_prompt"]["slope"] + 2) < 0.1
+    half = witness_regression(y, w, n_bootstrap=400, confidence=0.5)["within_prompt"]["ci"]  # the same resamples
+    assert lo < half[0] < half[1] < hi
     assert witness_regression(y[:, :3], w[:, :3])["within_prompt"]["ci"] is None  # n too small: no interval
     # a rewrite that sits among the captions has a lower witness than one far from them
     caps = rng.normal(0, 1, (30, 4))
@@ -400,6 +402,10 @@ def test_controls_from_an_existing_run_folder(tmp_path):
     assert c["caption_set_permutation"]["n_permutations"] == 200 and c["caption_set_permutation"]["p_value"] < 0.05
     assert c["witness_regression"]["cells"] == ["pe/pe", "pe/rewriter", "rewriter/pe", "rewriter/rewriter", "third/pe"]
     assert (run / "controls.md").read_text().startswith("### Controls")
+    # --confidence reaches the regression's intervals and the page
+    half = json.loads(CliRunner().invoke(app, ["cape", "controls", str(run), "--json", "--confidence", "0.5"]).output)
+    assert c["witness_regression"]["confidence"] == 0.95 and half["witness_regression"]["confidence"] == 0.5
+    assert "50% bootstrap over prompts" in (run / "controls.md").read_text()
     # a stage file whose bytes changed is refused with its name, not read
     cell = run / "cells" / "pe__pe__0.json"
     cell.write_text(cell.read_text().replace('"seed": 0', '"seed": 0 '))

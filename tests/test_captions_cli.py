@@ -45,7 +45,7 @@ def test_json_output_keys(files):
 def test_table_and_per_item_csv(files, tmp_path):
     path = tmp_path / "items.csv"
     res = CliRunner().invoke(app, ["caption-eval", "--pred", str(files / "pred.json"), "--refs", str(files / "refs.json"),
-                                   "--metrics", "bleu,cider", "--per-item", str(path)])
+                                   "--metrics", "bleu,cider", "--out", str(path)])
     assert res.exit_code == 0, res.output
     assert "CIDEr" in res.output and "N = 60" in res.output
     rows = list(csv.DictReader(path.open()))

@@ -362,7 +362,7 @@ def test_bertscore_baseline_build_and_rescale(tmp_path):
     out = tmp_path / "base.json"
     run = CliRunner().invoke(app, ["caption-eval", "--bertscore-baseline", "build", "--bertscore-model", "minilm",
                                    "--baseline-sentences", str(sentences), "--baseline-pairs", "40",
-                                   "--baseline-out", str(out)])
+                                   "--out", str(out)])
     assert run.exit_code == 0, run.output
     model = load_text_token_model("minilm")
     base = read_baseline(out, model, 4)

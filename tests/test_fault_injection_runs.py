@@ -485,7 +485,7 @@ def test_cape_bad_counts_are_one_line_errors(tmp_path, monkeypatch, capsys):
     p.write_text("a red ball\n")
     for args, flag in ((["cape", "rewrite", p, "--batch-size", 0], "--batch-size"),
                        (["cape", "rewrite", p, "--max-input-tokens", -1], "--max-input-tokens"),
-                       (["cape", "experiment", "--out", tmp_path / "c", "--generator-seeds", 0], "--generator-seeds"),
+                       (["cape", "experiment", "--out", tmp_path / "c", "--seeds", "x"], "--seeds"),
                        (["cape", "experiment", "--out", tmp_path / "c", "--sft-steps", -3], "--sft-steps"),
                        (["cape", "train", "--out", tmp_path / "t", "--steps", 0], "--steps")):
         line = one_line_error(*run_cli(monkeypatch, capsys, *args)[::2])

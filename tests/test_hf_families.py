@@ -386,7 +386,7 @@ def test_extract_by_hub_id_in_a_fresh_process_records_and_prints_what_it_used(tw
     env.pop("HF_HUB_CACHE", None)
     res = subprocess.run([sys.executable, "-c", "from vlgap.cli import main; main()", "extract", str(tiny_dataset),
                           "-e", "hf:facebook/timesformer-base-finetuned-k400", "--n-frames", "4", "--cache-dir",
-                          str(cache), "--workers", "1"], env=env, capture_output=True, text=True, timeout=300)
+                          str(cache), "--decode-threads", "1"], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     out = " ".join(res.stdout.split())  # rich may wrap long lines
     assert "pooling: cls" in out and "n0: 4" in out and "preprocessing: processor=" in out
@@ -403,7 +403,7 @@ def test_extract_on_a_folder_prints_weights_files(twins, tmp_path, tiny_dataset)
     from vlgap.cli import app
 
     res = CliRunner().invoke(app, ["extract", str(tiny_dataset), "-e", f"hf:{twins['twins']['DINOv2']['folder']}",
-                                   "--n-frames", "2", "--cache-dir", str(tmp_path / "c"), "--workers", "1"])
+                                   "--n-frames", "2", "--cache-dir", str(tmp_path / "c"), "--decode-threads", "1"])
     assert res.exit_code == 0, res.output
     out = " ".join(res.output.split())
     assert "weights: pretrained, from the folder's weight files" in out and "model.safetensors (sha256" in out

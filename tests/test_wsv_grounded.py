@@ -41,6 +41,10 @@ def test_grounded_score_equals_hand_worked_accuracies():
     assert res["unreadable"] == 1 and res["n"] == 5 and res["shape"]["n"] == 5
     lo, hi = res["shape"]["ci"]
     assert 0.0 <= lo <= 0.4 <= hi <= 1.0
+    # the same resamples at a lower level: the interval lies inside, and is narrower (`vlgap wsv eval --confidence`)
+    half = grounded_score(pred, {k: SPEC for k in pred}, n_bootstrap=200, seed=0, confidence=0.5)
+    assert lo <= half["shape"]["ci"][0] <= half["shape"]["ci"][1] <= hi
+    assert half["mean"]["ci"][1] - half["mean"]["ci"][0] < res["mean"]["ci"][1] - res["mean"]["ci"][0]
 
 
 def test_attribute_details_extra_shapes_moves_and_end_state():

@@ -228,7 +228,7 @@ def witness_table(scores: Mapping[tuple[str, str, int], Sequence[float]],
 def controls(scores: Mapping[tuple[str, str, int], Sequence[float]], *,
              prompt_rewrites: Mapping[str, np.ndarray] | None = None, captions: Mapping[str, np.ndarray] | None = None,
              overlap: dict[str, Any] | None = None, n_permutations: int = 2000, n_bootstrap: int = 2000,
-             seed: int = 0) -> dict[str, Any]:
+             seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """The randomization check (and the regression when embeddings are given) for one score set."""
     out: dict[str, Any] = {"surface_overlap": overlap,
                            "caption_set_permutation": caption_set_permutation_test(
@@ -236,7 +236,8 @@ def controls(scores: Mapping[tuple[str, str, int], Sequence[float]], *,
     out["witness_regression"] = None
     if prompt_rewrites and captions:
         y, w, names = witness_table(scores, prompt_rewrites, captions, seed=seed)
-        out["witness_regression"] = witness_regression(y, w, cells=names, n_bootstrap=n_bootstrap, seed=seed)
+        out["witness_regression"] = witness_regression(y, w, cells=names, n_bootstrap=n_bootstrap, seed=seed,
+                                                       confidence=confidence)
     return out
 
 
@@ -349,7 +350,8 @@ def run_embeddings(run_dir: str | Path) -> Callable[[Sequence[str]], np.ndarray]
 
 def experiment_controls(train_sources: Sequence[str], rewrites: Mapping[str, Mapping[str, Any]],
                         scores: Mapping[tuple[str, str, int], Sequence[float]], emb: Callable[[Sequence[str]], np.ndarray],
-                        *, n_permutations: int = 2000, n_bootstrap: int = 2000, seed: int = 0) -> dict[str, Any]:
+                        *, n_permutations: int = 2000, n_bootstrap: int = 2000, seed: int = 0,
+                        confidence: float = 0.95) -> dict[str, Any]:
     """`rewrites`: {operator: {"train": {"text": [...], "dense": [...]}, "test": {...}}}."""
     train_ops = {op: rw["train"] for op, rw in rewrites.items() if "train" in rw}
     overlap = surface_overlap({op: v["text"] for op, v in train_ops.items()}, train_sources,
@@ -358,11 +360,11 @@ def experiment_controls(train_sources: Sequence[str], rewrites: Mapping[str, Map
     prompt_emb = {op: emb(rw["test"]["text"]) for op, rw in rewrites.items() if "test" in rw and op != "template"}
     cap_emb = {op: emb(v["text"]) for op, v in train_ops.items() if op != "template"}
     return controls(analysed, prompt_rewrites=prompt_emb, captions=cap_emb, overlap=overlap,
-                    n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed)
+                    n_permutations=n_permutations, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
 
 
 def controls_from_run(run_dir: str | Path, *, n_permutations: int | None = None, n_bootstrap: int | None = None,
-                      write: bool = True) -> dict[str, Any]:
+                      write: bool = True, confidence: float = 0.95) -> dict[str, Any]:
     """Controls of an existing experiment run folder (no model is loaded or trained); writes
     controls.json and controls.md into it when `write`."""
     from vlgap.io_utils import atomic_write_json, atomic_write_text
@@ -372,7 +374,8 @@ def controls_from_run(run_dir: str | Path, *, n_permutations: int | None = None,
     texts = run_texts(run)
     res = experiment_controls(texts["train_captions"], texts["rewrites"], run_scores(run), run_embeddings(run),
                               n_permutations=n_permutations or cfg.get("n_permutations", 2000),
-                              n_bootstrap=n_bootstrap or cfg.get("n_bootstrap", 2000), seed=cfg.get("seed", 0))
+                              n_bootstrap=n_bootstrap or cfg.get("n_bootstrap", 2000), seed=cfg.get("seed", 0),
+                              confidence=confidence)
     if write:
         atomic_write_json(run / "controls.json", res)
         atomic_write_text(run / "controls.md", controls_markdown(res, "Controls (Table 3 overlap, randomization check)"))

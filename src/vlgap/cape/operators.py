@@ -288,7 +288,7 @@ class PrecomputedOperator(Operator):
 
 
 class OpenAICompatibleOperator(Operator):
-    """A chat-completions endpoint the user runs (`--endpoint http://127.0.0.1:8000/v1 --model NAME`):
+    """A chat-completions endpoint the user runs (`--endpoint http://127.0.0.1:8000/v1 --endpoint-lm NAME`):
     the six-part instruction and few-shot pairs as the system message, the prompt as the user message;
     the reply is parsed into the schema, an invalid reply is retried (temperature 0.7, seeded) up to
     `max_retries` times. Standard library only (urllib)."""
@@ -303,7 +303,7 @@ class OpenAICompatibleOperator(Operator):
         if not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://")):
             raise VlgapError(f"--endpoint {endpoint!r}: give the server's base URL, e.g. http://127.0.0.1:8000/v1")
         if not model:
-            raise VlgapError("--model: name the model the endpoint serves (as in its /v1/models)")
+            raise VlgapError("--endpoint-lm: name the LM the endpoint serves (as in its /v1/models)")
         self.endpoint, self.model, self.name = endpoint.rstrip("/"), model, name
         self.max_retries = check_count("max_retries", max_retries, 0, example=2)
         self.seed, self.timeout, self.max_tokens, self.api_key = seed, timeout, max_tokens, api_key
@@ -336,7 +336,7 @@ class OpenAICompatibleOperator(Operator):
                 data = json.loads(resp.read().decode("utf-8"))
         except urllib.error.HTTPError as err:
             detail = err.read().decode("utf-8", "replace")[:200]
-            raise VlgapError(f"endpoint {url} answered HTTP {err.code} ({detail}); check --model {self.model!r}") from None
+            raise VlgapError(f"endpoint {url} answered HTTP {err.code} ({detail}); check --endpoint-lm {self.model!r}") from None
         except (urllib.error.URLError, TimeoutError, OSError) as err:
             reason = getattr(err, "reason", err)
             raise VlgapError(f"endpoint {url} cannot be reached ({reason}); is the server running?") from None
@@ -379,7 +379,7 @@ def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: s
         return PrecomputedOperator(rewrites)
     if name == "openai-compatible":
         if endpoint is None or model is None:
-            raise VlgapError("operator 'openai-compatible' needs --endpoint http://HOST:PORT/v1 and --model NAME")
+            raise VlgapError("operator 'openai-compatible' needs --endpoint http://HOST:PORT/v1 and --endpoint-lm NAME")
         return OpenAICompatibleOperator(endpoint, model, **{k: v for k, v in kw.items()
                                                             if k in ("max_retries", "seed")})
     if name in ("pe", "third"):

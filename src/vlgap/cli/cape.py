@@ -8,15 +8,16 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import VocabGroup, confidence_option, seed_list
 
 ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
                 "(out/model) or the `vlgap cape train --out` folder itself.")
-BASE_HELP = "Base LM: smollm2, gemma3_270m, hf:<hub id or folder>, a local folder or a hub id (any causal LM)."
+LM_HELP = "The causal LM: smollm2, gemma3_270m, hf:<hub id or folder>, a local folder or a hub id (any causal LM)."
 DEVICE_HELP = "cpu | cuda | cuda:N | auto (spread a model larger than one GPU over every GPU)."
 DTYPE_HELP = "float32 | bfloat16 | float16: the LM's weights for SFT and rewriting."
 
 cape_app = typer.Typer(help="CAPE-T2V prompt enhancer: six-part rewrites, anchored PE, the 2x2 experiment.",
-                       no_args_is_help=True)
+                       no_args_is_help=True, cls=VocabGroup)
 app.add_typer(cape_app, name="cape")
 
 
@@ -30,13 +31,14 @@ def rewrite_command(
                                                                      "precomputed): input, output, model."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (operator "
                                                                     "openai-compatible), e.g. http://127.0.0.1:8000/v1."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
-    base: str = typer.Option("smollm2", "--base", help=BASE_HELP + " (operators pe, third with a LoRA adapter)"),
-    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter (same forms "
-                                                                           "as --base)."),
+    model: Optional[str] = typer.Option(None, "--endpoint-lm", help="The LM the endpoint serves, by the name it "
+                                                                    "serves it under."),
+    base: str = typer.Option("smollm2", "--lm", help=LM_HELP + " (operators pe, third with a LoRA adapter)"),
+    rewriter_model: str = typer.Option("smollm2", "--rewriter-lm", help="LM of the prompted rewriter (same forms "
+                                                                        "as --lm)."),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
-    cache: Optional[Path] = typer.Option(None, "--cache", help="Folder for the resumable rewrite cache."),
+    cache: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder for the resumable rewrite cache."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts per generate() call."),
     max_input_tokens: int = typer.Option(192, "--max-input-tokens", help="Longer prompts are an error..."),
     truncate: bool = typer.Option(False, "--truncate", help="...unless this flag cuts them (reported per prompt)."),
@@ -71,9 +73,9 @@ def rewrite_command(
 
 @cape_app.command("train")
 def train_command(
-    out: Path = typer.Option(..., "--out", help="Folder for checkpoints and the result (out/adapter, or out/model "
-                                               "with --full)."),
-    base: str = typer.Option("smollm2", "--base", help=BASE_HELP),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for checkpoints and the result (out/adapter, or "
+                                                     "out/model with --full)."),
+    base: str = typer.Option("smollm2", "--lm", help=LM_HELP),
     targets: Optional[Path] = typer.Option(None, "--targets", help="JSONL of captioner targets with inputs "
                                                                     "(default: the shapes world)."),
     n_videos: int = typer.Option(48, "--videos", help="Shapes videos (x4 input kinds: concise, detailed, user "
@@ -175,7 +177,7 @@ def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, device
 
 @cape_app.command("demo")
 def demo_command(
-    out: Path = typer.Option(Path("runs/cape_demo"), "--out", help="Run folder (resumable)."),
+    out: Path = typer.Option(Path("runs/cape_demo"), "--out", "-o", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default bfloat16 (the demo preset)."),
@@ -188,16 +190,19 @@ def demo_command(
 
 @cape_app.command("experiment")
 def experiment_command(
-    out: Path = typer.Option(Path("runs/cape"), "--out", help="Run folder (resumable stage by stage)."),
+    out: Path = typer.Option(Path("runs/cape"), "--out", "-o", help="Run folder (resumable stage by stage)."),
     seed: int = typer.Option(0, "--seed"),
     n_test: Optional[int] = typer.Option(None, "--prompts", help="Held-out user prompts."),
     n_train: Optional[int] = typer.Option(None, "--train-captions", help="Generator training captions."),
     sft_steps: Optional[int] = typer.Option(None, "--sft-steps"),
-    seeds: Optional[int] = typer.Option(None, "--generator-seeds", help="Generator-training seeds per cell."),
-    rewriter_model: Optional[str] = typer.Option(None, "--rewriter-model", help="smollm2 | gemma3_270m | HF id."),
+    seeds: Optional[str] = typer.Option(None, "--seeds", help="Generator-training seeds of each cell, a comma list "
+                                                              "(default 0,1,2)."),
+    rewriter_model: Optional[str] = typer.Option(None, "--rewriter-lm", help="LM of the prompted rewriter: "
+                                                                             "smollm2 | gemma3_270m | HF id."),
     bootstrap: Optional[int] = typer.Option(None, "--bootstrap"),
+    confidence: float = confidence_option("cape experiment"),
     permutations: Optional[int] = typer.Option(None, "--permutations"),
-    base: Optional[str] = typer.Option(None, "--base", help=BASE_HELP + " Default smollm2."),
+    base: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default smollm2."),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default float32."),
     full: bool = typer.Option(False, "--full", help="Full-parameter SFT of the PE and third operator instead of "
@@ -214,7 +219,7 @@ def experiment_command(
 ) -> None:
     """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
     _run("full", out, as_json, force=force, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
-         generator_seeds=tuple(range(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
+         generator_seeds=tuple(seed_list(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
          n_bootstrap=bootstrap, n_permutations=permutations, base=base, device=device, dtype=dtype,
          sft_full=full or None,
          lora_r=lora_r, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
@@ -223,17 +228,19 @@ def experiment_command(
 @cape_app.command("export")
 def export_command(
     captions: Path = typer.Argument(..., help="JSONL of fine-tuning captions (keys id/video and caption)."),
-    out: Path = typer.Option(..., "--out", help="JSONL to write: the same records with the six-part caption."),
+    out: Path = typer.Option(..., "--out", "-o", help="File: the JSONL to write, the same records with the "
+                                                     "six-part caption."),
     operator: str = typer.Option("pe", "--operator"),
     adapter: Optional[Path] = typer.Option(None, "--adapter", help=ADAPTER_HELP),
-    base: str = typer.Option("smollm2", "--base", help=BASE_HELP + " (operators pe, third with a LoRA adapter)"),
-    rewriter_model: str = typer.Option("smollm2", "--rewriter-model", help="LM of the prompted rewriter."),
+    base: str = typer.Option("smollm2", "--lm", help=LM_HELP + " (operators pe, third with a LoRA adapter)"),
+    rewriter_model: str = typer.Option("smollm2", "--rewriter-lm", help="LM of the prompted rewriter."),
     device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
     dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
     rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (precomputed)."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (openai-compatible)."),
-    model: Optional[str] = typer.Option(None, "--model", help="Model name the endpoint serves."),
-    cache: Optional[Path] = typer.Option(None, "--cache"),
+    model: Optional[str] = typer.Option(None, "--endpoint-lm", help="The LM the endpoint serves, by the name it "
+                                                                    "serves it under."),
+    cache: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder for the resumable rewrite cache."),
 ) -> None:
     """Rewrite a DiT fine-tuning caption file with an operator (for diffusers training scripts)."""
     from vlgap.cape.diffusion import export_captions
@@ -268,9 +275,11 @@ def scores_command(
                                                         "rewrites of the scored prompts (input/output/model JSONL)."),
     encoder: str = typer.Option("minilm", "--encoder", help="Text encoder for MMD^2 and the witness regression."),
     bootstrap: int = typer.Option(2000, "--bootstrap"),
+    confidence: float = confidence_option("cape scores"),
     permutations: int = typer.Option(2000, "--permutations"),
     seed: int = typer.Option(0, "--seed"),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for scores_results.json and scores_report.md."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for scores_results.json and "
+                                                                 "scores_report.md."),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """The 2x2, third-operator and control analyses from real benchmark scores (VBench, T2V-CompBench, a judge)."""
@@ -297,11 +306,12 @@ def controls_command(
     run: Path = typer.Argument(..., help="Run folder of `vlgap cape experiment` / `vlgap cape demo`."),
     permutations: Optional[int] = typer.Option(None, "--permutations", help="Default: the run's own setting."),
     bootstrap: Optional[int] = typer.Option(None, "--bootstrap", help="Default: the run's own setting."),
+    confidence: float = confidence_option("cape controls"),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Table 3's surface overlap and the randomization check from an existing run folder (no retraining)."""
     from vlgap.cape.controls import controls_from_run
     from vlgap.io_utils import to_json
 
-    res = controls_from_run(run, n_permutations=permutations, n_bootstrap=bootstrap)
+    res = controls_from_run(run, n_permutations=permutations, n_bootstrap=bootstrap, confidence=confidence)
     print(to_json(res) if as_json else (run / "controls.md").read_text())

@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, int_list, one_int
+from vlgap.cli.options import (RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option, confidence_option,
+                               int_list, one_int)
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -26,9 +27,11 @@ def caption_diversity_cmd(
     n_frames: str = typer.Option("8", "--n-frames", help="frames per video (n_f; one value)"),
     k: int = typer.Option(10, help="neighbours of the mutual k-NN"),
     bootstrap: int = typer.Option(1000, help="paired bootstrap resamples over items"),
+    confidence: float = confidence_option("caption-diversity"),
+    ci_method: str = ci_method_option("caption-diversity"),
     seed: int = typer.Option(0, help="bootstrap seed"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for caption_diversity.json and the "
-                                                               "report section"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for caption_diversity.json "
+                                                               "and the report section"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
@@ -46,7 +49,7 @@ def caption_diversity_cmd(
                          random_weights=random_weights)
     res = caption_diversity(manifest, _names(vision, "--vision"), _names(text, "--text"),
                             n_captions=int_list(n_captions, "--n-captions"), n_f=one_int(n_frames, "--n-frames"),
-                            k=k, n_bootstrap=bootstrap, seed=seed, features=features, out=out)
+                            k=k, n_bootstrap=bootstrap, confidence=confidence, seed=seed, features=features, out=out)
     if as_json:
         print(to_json(res))
         return
@@ -65,10 +68,12 @@ def caption_diversity_cmd(
 @app.command("split-captions")
 def split_captions_cmd(
     manifest: Path = typer.Argument(..., help="manifest whose items' detailed caption is split"),
-    out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL; report beside it)"),
+    out: Path = typer.Option(..., "--out", "-o", help="file: the manifest to write (JSONL; its split report is "
+                                                      "written beside it)"),
     parts: int = typer.Option(..., "--parts", help="parts per caption (the paper's PVD: 10)"),
-    splitter: str = typer.Option("rule", "--with", help="rule (sentences and clauses) | lm:<model> (App. A.3's "
-                                                      "prompt; lm:smollm2 offline, a folder or a hub id)"),
+    lm: Optional[str] = typer.Option(None, "--lm", help="split with this causal LM and App. A.3's prompt (smollm2 "
+                                     "offline, a folder or a hub id); without it, the rule splitter (sentences and "
+                                     "clauses)"),
     source: str = typer.Option("longest", help="which caption to split: longest | first | all (joined)"),
     tolerance: float = typer.Option(0.1, help="share of the caption's content words the parts may add"),
     on_invalid: str = typer.Option("fallback", "--on-invalid",
@@ -85,6 +90,7 @@ def split_captions_cmd(
 
     check_count("batch_size", batch_size, flag="--batch-size", example=8)
     check_count("max_new_tokens", max_new_tokens, flag="--max-new-tokens", allow_none=True, example=200)
+    splitter = f"lm:{lm}" if lm else "rule"
     report = split_captions(manifest, out, parts=parts, splitter=splitter, source=source, tolerance=tolerance,
                             on_invalid=on_invalid, device=device, batch_size=batch_size,
                             max_new_tokens=max_new_tokens, progress=not as_json)

@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from vlgap.cli._app import app  # noqa: F401
+from vlgap.cli.options import ci_method_option, confidence_option
 from vlgap.cli.tables import print_table
 
 
@@ -42,15 +43,14 @@ def caption_eval_command(
     bertscore_baseline: Optional[str] = typer.Option(None, "--bertscore-baseline", help="A baseline file (from `--bertscore-baseline build`) to rescale BERTScore; 'build' makes one for --bertscore-model from --baseline-sentences or --refs and exits."),
     baseline_sentences: Optional[Path] = typer.Option(None, "--baseline-sentences", help="With --bertscore-baseline build: a text file, one sentence per line (default: the --refs captions)."),
     baseline_pairs: int = typer.Option(10000, "--baseline-pairs", help="With --bertscore-baseline build: random sentence pairs averaged."),
-    baseline_out: Optional[Path] = typer.Option(None, "--baseline-out", help="With --bertscore-baseline build: where to write it (default bertscore-baseline-<model>.json)."),
     human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes)."),
     human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
     device: str = typer.Option("cpu", "--device", help="Device for the CLIP and BERTScore models (cpu, cuda, mps)."),
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
-    per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write per-item scores to this CSV file."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="File to write: the per-item scores (CSV; one system, no --compare), or with --bertscore-baseline build the baseline (default bertscore-baseline-<model>.json)."),
     seed: int = typer.Option(0, "--seed", help="Seed for bootstrap and permutations."),
-    confidence: float = typer.Option(0.95, "--confidence", help="Interval confidence level."),
-    ci_method: str = typer.Option("bca", "--ci-method", help="bca | percentile."),
+    confidence: float = confidence_option("caption-eval"),
+    ci_method: str = ci_method_option("caption-eval"),
     compare: Optional[Path] = typer.Option(None, "--compare", help="Second system's predictions: report --pred minus --compare, paired."),
     permutations: int = typer.Option(10000, "--permutations", help="With --compare: permutations for the p-value."),
     cider_df: Optional[Path] = typer.Option(None, "--cider-df", help="Freeze CIDEr document frequencies from this references file (default: the --refs set, as coco-caption)."),
@@ -69,8 +69,9 @@ def caption_eval_command(
     from vlgap.io_utils import atomic_write_text, to_json
 
     if bertscore_baseline == "build":
-        _build_baseline(bertscore_model, baseline_sentences, refs, baseline_pairs, seed, baseline_out, device, as_json)
+        _build_baseline(bertscore_model, baseline_sentences, refs, baseline_pairs, seed, out, device, as_json)
         return
+    per_item = out
     if pred is None:
         raise VlgapError("--pred is required (predictions to score)")
     model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
@@ -83,7 +84,8 @@ def caption_eval_command(
                   **model_options)
     if compare is not None:
         if per_item is not None:
-            raise VlgapError("--per-item is for a single system; run caption-eval without --compare to write it")
+            raise VlgapError("--out (the per-item scores) is for a single system; run caption-eval without "
+                             "--compare to write it")
         result = compare_captions(pred, compare, refs, metrics, n_bootstrap=bootstrap or 1000,
                                   n_permutations=permutations, names=(pred.stem, compare.stem), **common)
     else:

@@ -20,7 +20,7 @@ def import_cmd(
     dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd | kinetics | ssv2"),
     annotations: Path = typer.Argument(..., help="official annotation file (layouts: see docs/datasets.md)"),
     video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
-    out: Path = typer.Option(..., "--out", "-o", help="manifest to write (JSONL)"),
+    out: Path = typer.Option(..., "--out", "-o", help="file: the manifest to write (JSONL)"),
     limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
     seed: int = typer.Option(0, help="seed of the random subset"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="skip malformed entries and videos without a file "
@@ -34,14 +34,10 @@ def import_cmd(
     language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
     label_map: Optional[Path] = typer.Option(None, "--label-map", help="ssv2: labels.json (class name -> index), "
                                              "found automatically beside the annotations or videos"),
-    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
     """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations into a manifest, reporting every skip."""
     from vlgap.data.importers import import_dataset
 
-    if skip_missing:
-        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap extract`): it skips videos "
-                         "without a file and malformed entries, listing each in <out>.skipped_items.jsonl")
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
                             split=split, mapping=mapping, language=language, label_map=label_map)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
@@ -70,7 +66,7 @@ def extract_cmd(
                                   "--allow-repeated-frames"),
     allow_repeated_frames: bool = typer.Option(False, "--allow-repeated-frames", help=ALLOW_REPEATED_FRAMES_HELP),
     batch_size: int = typer.Option(32, help="frames or texts per forward pass"),
-    workers: int = typer.Option(2, help="background decoding threads"),
+    decode_threads: int = typer.Option(2, "--decode-threads", help="background video-decoding threads"),
     threads: Optional[int] = typer.Option(None, help="torch CPU threads"),
     ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
                                       "else a local one) or a cluster address"),
@@ -85,7 +81,7 @@ def extract_cmd(
     from vlgap.counts import check_count
 
     check_count("batch_size", batch_size, flag="--batch-size", example=32)
-    check_count("workers", workers, flag="--workers", example=2)
+    check_count("workers", decode_threads, flag="--decode-threads", example=2)
     check_count("threads", threads, flag="--threads", allow_none=True, example=2)
     check_count("ray_workers", ray_workers, flag="--ray-workers", allow_none=True, example=2)
     check_count("image_size", image_size, flag="--image-size", allow_none=True, example=160)
@@ -95,7 +91,7 @@ def extract_cmd(
         n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad,
-        allow_repeated_frames=allow_repeated_frames, batch_size=batch_size, workers=workers,
+        allow_repeated_frames=allow_repeated_frames, batch_size=batch_size, workers=decode_threads,
         threads=threads, ray=ray, ray_workers=ray_workers, trust_remote_code=trust_remote_code,
         random_weights=random_weights, frame_sampling=frame_sampling,
         caption_draw=None if caption_draw is None else (seed, caption_draw),
@@ -129,7 +125,7 @@ def encoder_facts(rec: dict) -> list[str]:
 @app.command("make-data")
 def make_data_cmd(
     kind: str = typer.Argument(..., help="shapes | test-of-time | real"),
-    out: Path = typer.Option(..., "--out", "-o", help="folder to write (videos + manifest.jsonl); real: a .jsonl or folder"),
+    out: Path = typer.Option(..., "--out", "-o", help="folder to write (videos + manifest.jsonl); real: a .jsonl file or a folder"),
     n: int = typer.Option(256, help="shapes: number of videos"),
     seed: int = typer.Option(0, help="generator seed (deterministic)"),
     n_frames: int = typer.Option(32, help="shapes: frames per video"),
@@ -144,15 +140,12 @@ def make_data_cmd(
                                           "paraphrase (ten paraphrases of one fact set) | both (diverse captions, "
                                           "both groups in meta.caption_groups, plus manifest_paraphrase.jsonl)"),
     skip_bad: bool = typer.Option(False, "--skip-bad", help="real: leave out (and list) media whose package is missing"),
-    skip_missing: bool = typer.Option(False, "--skip-missing", hidden=True),
 ):
     """Write an embedded dataset: procedural shapes videos, the Test of Time set, or the small real set."""
     from rich.progress import Progress
 
     from vlgap.data import real, shapes, test_of_time
 
-    if skip_missing:
-        raise VlgapError("--skip-missing is now --skip-bad (the same flag as `vlgap import` and `vlgap extract`)")
     key = kind.lower().replace("_", "-")
     if key != "shapes" and (camera_fraction or style != "synthetic"):
         raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app  # noqa: F401
+from vlgap.cli.options import ci_method_option, confidence_option
 from vlgap.cli.tables import print_table
 
 KERNELS = ("rbf", "linear", "poly", "cmmd")
@@ -36,7 +37,8 @@ def gap_command(
     bandwidth: Optional[float] = typer.Option(None, "--bandwidth", help="RBF sigma; default: median heuristic on the pooled sample."),
     permutations: int = typer.Option(1000, "--permutations", help="Permutations for the p-value (0: none)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for the interval (0: none)."),
-    ci_method: str = typer.Option("bca", "--ci-method", help="bca | percentile."),
+    confidence: float = confidence_option("gap"),
+    ci_method: str = ci_method_option("gap"),
     method: str = typer.Option("auto", "--method", help="auto | quadratic | block (block: for N too large for an N x N kernel)."),
     length_match: bool = typer.Option(False, "--length-match", help="Captions: subsample both sets to a common length histogram."),
     bin_width: str = typer.Option("auto", "--bin-width", help="Length-matching bin width in tokens, or auto."),
@@ -64,7 +66,7 @@ def gap_command(
         raise VlgapError(f"--kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
     width = bin_width if bin_width == "auto" else _int_option(bin_width, "--bin-width")
     result = gap(a, b, kernel=kernel, bandwidth=bandwidth, n_permutations=permutations, n_bootstrap=bootstrap,
-                 ci_method=ci_method, method=method, length_match=length_match, bin_width=width,
+                 confidence=confidence, ci_method=ci_method, method=method, length_match=length_match, bin_width=width,
                  length_unit=length_unit, c2st=c2st,
                  c2st_permutations=c2st_permutations, fd=fd, fd_bootstrap=fd_bootstrap, encoder=encoder, layer=layer, pooling=pooling, top_k=top_k,
                  device=device, seed=seed)
@@ -127,8 +129,8 @@ def compare_command(
     system_b: Optional[str] = typer.Option(None, "--b", help="System B (default: second in the file)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples for intervals."),
     permutations: int = typer.Option(10000, "--permutations", help="Sign-flip permutations for p-values."),
-    confidence: float = typer.Option(0.95, "--confidence", help="Interval confidence level."),
-    ci_method: str = typer.Option("bca", "--ci-method", help="bca | percentile."),
+    confidence: float = confidence_option("compare"),
+    ci_method: str = ci_method_option("compare"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:

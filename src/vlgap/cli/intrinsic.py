@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, ci_method_option, confidence_option
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -27,13 +27,14 @@ def intrinsic_dim_cmd(
     k2: int = typer.Option(20, "--k2", help="levina-bickel: largest neighbourhood"),
     sweep: Optional[Path] = typer.Option(None, "--sweep", help="sweep run folder: compare its fitted alpha with 2/d_v"),
     bootstrap: int = typer.Option(200, help="bootstrap resamples over points for the interval"),
-    confidence: float = typer.Option(0.95),
+    confidence: float = confidence_option("intrinsic-dim"),
+    ci_method: str = ci_method_option("intrinsic-dim"),
     seed: int = typer.Option(0),
     cache_dir: Optional[Path] = typer.Option(None, help="feature cache root"),
     device: str = typer.Option("cpu"),
     image_size: Optional[int] = typer.Option(None, help="vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Intrinsic dimension of every layer (TwoNN or Levina-Bickel MLE, bootstrap intervals); --sweep adds App. B's

@@ -9,8 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import ci_method_option, confidence_option
 from vlgap.cli.tables import print_table
-from vlgap.errors import VlgapError
 
 console = Console()
 
@@ -32,10 +32,8 @@ def align_cmd(
                                       "(with --preset: the preset's quantile)"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="bootstrap resamples over items for the best score's interval (0: none)"),
     permutations: int = typer.Option(0, "--permutations", help="permutations of the pairing for a p-value (0: none)"),
-    confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
-    ci_method: str = typer.Option("basic", "--ci-method",
-                                  help="basic | percentile | simultaneous (conservative under many near-tied pairs)"),
-    old_interval: Optional[str] = typer.Option(None, "--interval", hidden=True),
+    confidence: float = confidence_option("align"),
+    ci_method: str = ci_method_option("align"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
     device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
@@ -47,8 +45,6 @@ def align_cmd(
     from vlgap.io_utils import to_json
     from vlgap.metrics.layer_search import layer_search
 
-    if old_interval is not None:
-        raise VlgapError(f"--interval {old_interval} is now --ci-method {old_interval}")
     fx, fy = read_layers(x), read_layers(y)
     check_same_items(fx, fy)
     res = layer_search(fx.layers, fy.layers, k=k, metric=metric, q=q, preset=preset, n_bootstrap=bootstrap,
@@ -111,8 +107,8 @@ def fit_scaling_cmd(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="bootstrap refits for the parameter intervals"),
     bootstrap_method: str = typer.Option("residual", "--bootstrap-method",
                                          help="residual | case: what the bootstrap resamples (not an interval method)"),
-    old_method: Optional[str] = typer.Option(None, "--method", hidden=True),
-    confidence: float = typer.Option(0.95, "--confidence", help="interval level"),
+    confidence: float = confidence_option("fit-scaling"),
+    ci_method: str = ci_method_option("fit-scaling"),
     use_intervals: bool = typer.Option(True, "--use-intervals/--no-intervals",
                                        help="weight cells by their score_lo/score_hi intervals when present"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap"),
@@ -127,8 +123,6 @@ def fit_scaling_cmd(
     from vlgap.progress import counter
     from vlgap.scaling import fit_scaling, read_grid_csv, select_rows
 
-    if old_method is not None:
-        raise VlgapError(f"--method {old_method} is now --bootstrap-method {old_method}")
     bootstrap = check_count("n_bootstrap", bootstrap, 0, flag="--bootstrap", example=1000)
     cols = select_rows(read_grid_csv(grid), {"vision": vision, "text": text}, what=str(grid))
     with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:

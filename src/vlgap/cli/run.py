@@ -11,7 +11,7 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
-                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, int_list)
 from vlgap.cli.tables import print_table
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
@@ -52,7 +52,7 @@ def sweep_cmd(
     text: str = typer.Option(..., help="comma list of text encoders, e.g. minilm,smollm2"),
     n_frames: str = typer.Option("1,2,4,8", help="comma list of n_f"),
     n_captions: str = typer.Option("1,2,4,8", help="comma list of n_c"),
-    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="run folder (resumable; a folder holding "
+    out: Path = typer.Option(Path("runs/sweep"), "--out", "-o", help="folder: the run folder (resumable; a folder holding "
                              "another configuration or manifest is refused, see --force)"),
     force: bool = typer.Option(False, "--force", help="take over an --out folder that holds another "
                                "configuration (its cells are recomputed, never mixed)"),
@@ -60,6 +60,7 @@ def sweep_cmd(
     metric: str = typer.Option("mutual_knn"),
     preset: Optional[str] = typer.Option(None, help="platonic-rep: its feature preparation (one clamp over all layers)"),
     bootstrap: int = typer.Option(200, help="bootstrap resamples (best pair re-selected in each); 0 = none"),
+    confidence: float = confidence_option("sweep"),
     permutations: int = typer.Option(200, help="permutations of the pairing for the null; 0 = none"),
     seed: int = typer.Option(0),
     device: str = typer.Option("cpu"),
@@ -116,7 +117,7 @@ _DEMO_DEFAULT_VIDEOS = 192
 @app.command("demo")
 def demo_cmd(
     config: Optional[Path] = typer.Option(None, help="TOML file with DemoConfig keys (optionally under a \\[demo] table)"),
-    out: Optional[str] = typer.Option(None, help="run folder (default runs/demo)"),
+    out: Optional[str] = typer.Option(None, "--out", "-o", help="folder: the run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
     device: Optional[str] = typer.Option(None),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),

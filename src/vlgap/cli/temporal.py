@@ -12,7 +12,8 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.tables import print_table
-from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
+from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option,
+                               confidence_option, one_int)
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -90,7 +91,8 @@ def test_of_time_cmd(
     manifest: Optional[Path] = typer.Option(None, help="a Test of Time manifest (default: generate one in the cache)"),
     seed: int = typer.Option(0, help="generator seed (and bootstrap seed)"),
     bootstrap: int = typer.Option(2000, help="group-bootstrap resamples for the nearest-related fractions"),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    confidence: float = confidence_option("test-of-time"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
@@ -107,7 +109,8 @@ def test_of_time_cmd(
     features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling,
                          random_weights=random_weights)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
-                           seed=seed, manifest=manifest, n_bootstrap=bootstrap, out=out, features=features)
+                           seed=seed, manifest=manifest, n_bootstrap=bootstrap, confidence=confidence, out=out,
+                           features=features)
     if as_json:
         print(to_json(res))
         return
@@ -150,8 +153,10 @@ def temporal_cmd(
     video_template: str = typer.Option("{video_id}.mp4", help="VideoComp video file name (fields: key, video_id, type)"),
     types: str = typer.Option("reorder", help="VideoComp disruption types to keep (substrings, comma list)"),
     bootstrap: int = typer.Option(1000, help="paired bootstrap resamples"),
+    confidence: float = confidence_option("temporal"),
+    ci_method: str = ci_method_option("temporal"),
     seed: int = typer.Option(0),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report sections"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report sections"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
@@ -177,12 +182,14 @@ def temporal_cmd(
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
     result = {}
     if reorder:
-        result["reorder"] = run_reorder(source, vis, txt, n_f=n_f, k=reorder_k, n_bootstrap=bootstrap, seed=seed,
+        result["reorder"] = run_reorder(source, vis, txt, n_f=n_f, k=reorder_k, n_bootstrap=bootstrap,
+                                        confidence=confidence, seed=seed,
                                         video_dir=video_dir, video_template=video_template,
                                         types=[t for t in types.split(",") if t], out=out, features=src)
     if frame_order and not is_json:
         result["frame_order"] = run_frame_order(source, vis, txt, n_f=n_f, n_c=one_int(n_captions, "--n-captions"),
                                                 k=k, orders=[o for o in orders.split(",") if o], n_bootstrap=bootstrap,
+                                                confidence=confidence,
                                                 seed=seed, image_check_items=image_check, out=out, features=src)
     if as_json:
         print(to_json(result))
@@ -234,8 +241,10 @@ def cross_vision_cmd(
     n_captions: str = typer.Option("1", "--n-captions", help="captions per video for the text rows (n_c; one value)"),
     k: int = typer.Option(10),
     bootstrap: int = typer.Option(200, help="bootstrap resamples per pair (best pair re-selected in each)"),
+    confidence: float = confidence_option("cross-vision"),
+    ci_method: str = ci_method_option("cross-vision"),
     seed: int = typer.Option(0),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     device: str = typer.Option("cpu"),
     dtype: str = typer.Option("float32"),
     image_size: Optional[int] = typer.Option(None),
@@ -253,7 +262,7 @@ def cross_vision_cmd(
     texts = _names(text, "--text") if text else []
     res = run_cross_alignment(manifest, names, n_f=_n_frames_per_encoder(n_frames, n_frames_from, names),
                               text=texts, n_c=one_int(n_captions, "--n-captions"), k=k,
-                              n_bootstrap=bootstrap, seed=seed, out=out,
+                              n_bootstrap=bootstrap, confidence=confidence, seed=seed, out=out,
                               features=_features(cache_dir, device, dtype, image_size, text_pooling=text_pooling,
                                                  temporal_pooling=temporal_pooling, random_weights=random_weights))
     if as_json:
@@ -286,7 +295,7 @@ def cross_model_figures_cmd(
     n_c_high: Optional[int] = typer.Option(None, "--n-c-high", help="Fig 7 y axis and Fig 12 (default: the "
                                            "sweep's largest n_c)"),
     bootstrap: int = typer.Option(2000, help="bootstrap resamples over the models for the Fig 7 line"),
-    confidence: float = typer.Option(0.95),
+    confidence: float = confidence_option("cross-model-figures"),
     seed: int = typer.Option(0),
     encoder_matrix: bool = typer.Option(False, "--encoder-matrix", help="also Fig 10: every encoder x every "
                                         "encoder (vision at its n_f, text rows); needs the sweep's features"),
@@ -365,9 +374,10 @@ def downstream_cmd(
     image_size: Optional[int] = typer.Option(None, help="--task: vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     bootstrap: int = typer.Option(2000, help="bootstrap resamples for the Spearman interval"),
-    confidence: float = typer.Option(0.95),
+    confidence: float = confidence_option("downstream"),
+    ci_method: str = ci_method_option("downstream"),
     seed: int = typer.Option(0),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
 ):
     """Per task: Pearson (Fisher-z CI) and Spearman (bootstrap CI), leave-one-out prediction, Holm across tasks.

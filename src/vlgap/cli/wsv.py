@@ -9,11 +9,13 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import VocabGroup, confidence_option, seed_list
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
 wsv_app = typer.Typer(help="Text-only video captioning after WSV: captions -> synthetic videos -> polisher -> "
-                           "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True)
+                           "prompter -> LM, with the falsifier and baselines.", no_args_is_help=True,
+                      cls=VocabGroup)
 app.add_typer(wsv_app, name="wsv")
 console = Console()
 
@@ -109,7 +111,7 @@ def _threads(n: Optional[int]) -> None:
 
 @wsv_app.command("train")
 def train_cmd(
-    out: Path = typer.Option(..., "--out", help="Folder for checkpoint.pt (resumed if present) and model.pt."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for checkpoint.pt (resumed if present) and model.pt."),
     system: str = typer.Option("wsv", help="wsv | wsv_mmd | no_polisher | frozen_lm | text_only | oracle (the "
                                            "supervised ceiling: paired real-style videos of the default corpus)"),
     seed: int = typer.Option(0, help="Training seed."),
@@ -156,7 +158,7 @@ def train_cmd(
 def caption_cmd(
     model: Path = typer.Argument(..., help="model.pt from `vlgap wsv train`."),
     manifest: Path = typer.Argument(..., help="Manifest of videos (JSONL)."),
-    out: Path = typer.Option(..., "--out", help="Predictions, coco results JSON [{image_id, caption}]."),
+    out: Path = typer.Option(..., "--out", "-o", help="File: the predictions, coco results JSON [{image_id, caption}]."),
     polish: bool = typer.Option(False, help="Apply the polisher to the real latents (the falsifier's check)."),
     batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
     latents: Optional[str] = _recorded_option("--latents", RECORDED_LATENTS_HELP[:-1] + " (default: the spec it "
@@ -181,6 +183,7 @@ def eval_cmd(
     references: Path = typer.Argument(..., help="The manifest (its captions are the references) or a coco "
                                                 "annotations / JSONL references file."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    confidence: float = confidence_option("wsv eval"),
     metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
 ):
@@ -189,7 +192,7 @@ def eval_cmd(
     back into scene specs (shape, colour, background, events; unstated = wrong)."""
     from vlgap.wsv.api import evaluate_predictions
 
-    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed,
+    res = evaluate_predictions(predictions, references, n_bootstrap=bootstrap, seed=seed, confidence=confidence,
                                metrics=metrics.split(",") if metrics else None)
     if as_json:
         print(json.dumps(res, indent=2, default=str))
@@ -213,6 +216,7 @@ def gap_cmd(
     manifest: Path = typer.Argument(..., help="Real videos; their captions (first of each) are the held-out "
                                               "captions the generator turns into synthetic latents."),
     permutations: int = typer.Option(500, "--permutations"), bootstrap: int = typer.Option(500, "--bootstrap"),
+    confidence: float = confidence_option("wsv gap"),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
     generator: Optional[str] = _recorded_option("--generator", "Where the model's generator lives now (default: "
                                                 "the spec it recorded; its weights must be the same)."),
@@ -249,7 +253,8 @@ def invert_cmd(
     captions: Path = typer.Argument(..., help="Held-out captions: a text file (one per line), a coco annotations "
                                               "/ JSONL references file (first caption of each item) or a video "
                                               "manifest (first caption of each item; its videos are the real side)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Write the full result (scores, predictions) as JSON."),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="File: write the full result (scores, predictions) "
+                                                                 "as JSON."),
     generator: Optional[str] = _recorded_option("--generator", "Default: the generator the model was trained "
                                                 "with, as recorded (its weights must be the same); a model trained "
                                                 "without one (the oracle) needs it. " + GENERATOR_HELP),
@@ -257,6 +262,7 @@ def invert_cmd(
     synthetic_only: bool = typer.Option(False, "--synthetic-only", help="With a video manifest: skip the real "
                                                                         "videos (synthetic side only)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
+    confidence: float = confidence_option("wsv invert"),
     permutations: int = typer.Option(1000, "--permutations", help="Randomisation resamples of the paired "
                                                                    "differences."),
     metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
@@ -303,7 +309,7 @@ def invert_cmd(
 
 @wsv_app.command("demo")
 def demo_cmd(
-    run_dir: Path = typer.Option(Path("runs/wsv-demo"), "--run-dir"),
+    out: Path = typer.Option(Path("runs/wsv-demo"), "--out", "-o", help="Folder: the demo's run folder."),
     threads: Optional[int] = typer.Option(1, help="torch threads per worker."),
     workers: int = typer.Option(2, help="Processes training the demo's cells side by side."),
     cache_dir: Optional[Path] = typer.Option(None),
@@ -313,21 +319,8 @@ def demo_cmd(
     from vlgap.wsv.report import run_demo
 
     _threads(threads)
-    path = run_demo(run_dir, cache_dir=cache_dir, workers=workers, log=_log)
+    path = run_demo(out, cache_dir=cache_dir, workers=workers, log=_log)
     console.print(f"report: {path}")
-
-
-def _seeds(text: str) -> list[int]:
-    """"0,1,2" -> [0, 1, 2]: non-negative integers (0 is a seed)."""
-    from vlgap.errors import VlgapError
-
-    try:
-        vals = [int(x) for x in text.replace(" ", "").split(",") if x]
-    except ValueError:
-        raise VlgapError(f"--seeds must be a comma-separated list of integers >= 0, e.g. 0,1,2; got {text!r}") from None
-    if not vals or min(vals) < 0:
-        raise VlgapError(f"--seeds {text!r}: give at least one integer >= 0, e.g. 0,1,2")
-    return vals
 
 
 from vlgap.wsv.experiment import EXPERIMENT_DEFAULTS as _XD  # noqa: E402  (the documented experiment)
@@ -337,8 +330,9 @@ _XT = _XD["train"]
 
 @wsv_app.command("experiment")
 def experiment_cmd(
-    out: Path = typer.Option(Path("runs/wsv-experiment"), "--out"),
-    seeds: str = typer.Option(",".join(map(str, _XD["seeds"])), help="Training seeds."),
+    out: Path = typer.Option(Path("runs/wsv-experiment"), "--out", "-o", help="Folder: the experiment's run folder "
+                             "(resumable cell by cell)."),
+    seeds: str = typer.Option(",".join(map(str, _XD["seeds"])), help="Training seeds (comma list)."),
     n_train: int = typer.Option(_XD["n_train"], help="Training scenes (x --captions-per-scene captions)."),
     captions_per_scene: int = typer.Option(_XD["captions_per_scene"], "--captions-per-scene",
                                            help="Captions of each training scene in the corpus (1-10, drawn at "
@@ -363,6 +357,7 @@ def experiment_cmd(
     lr: float = typer.Option(_XT["lr"], "--lr", help="Learning rate of the caption stage (and of the frozen-LM row's "
                                                    "LM pretraining)."),
     bootstrap: int = typer.Option(_XD["n_bootstrap"], "--bootstrap"),
+    confidence: float = confidence_option("wsv experiment"),
     permutations: int = typer.Option(_XD["n_permutations"], "--permutations"),
     systems: str = typer.Option(",".join(_XD["systems"]),
                                 help="Systems (wsv, wsv_mmd, no_polisher, frozen_lm, text_only, oracle), each "
@@ -411,7 +406,7 @@ def experiment_cmd(
                            n_unlabelled=n_unlabelled, n_val=n_val, n_bootstrap=bootstrap,
                            n_frames=n_frames, size=size, parts=parts,
                            n_permutations=permutations, c2st_permutations=_XD["c2st_permutations"],
-                           seeds=tuple(_seeds(seeds)), systems=tuple(systems.split(",")),
+                           seeds=tuple(seed_list(seeds)), systems=tuple(systems.split(",")),
                            generators=tuple(generators.split(",")), second_generator_systems=tuple(second_systems.split(",")),
                            train=dict(caption_steps=caption_steps, max_caption_steps=max_caption_steps,
                                       head_steps=head_steps, polisher_steps=polisher_steps,
@@ -428,7 +423,7 @@ def experiment_cmd(
 
 @wsv_app.command("eval-set")
 def eval_set_cmd(
-    out: Path = typer.Option(..., "--out", help="Folder for videos/ and manifest.jsonl."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for videos/ and manifest.jsonl."),
     n: int = typer.Option(60, help="Scenes."),
     seed: int = typer.Option(1, help="Scene seed (the default corpus uses seed 0: disjoint scenes)."),
     style: str = typer.Option("real", help="Render style: real (camera shake, blur, noise, lighting, JPEG) or synthetic."),

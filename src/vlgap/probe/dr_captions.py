@@ -60,7 +60,7 @@ def split_captions_section(cfg, result, progress: bool = True, encoders: dict[st
     res["split_report"] = {k: report[k] for k in ("n_items", "n_written", "n_ok", "n_fallback", "n_skipped")}
     skipped = (f" {report['n_skipped']} of {report['n_items']} captions could not be split into {PRESET_PARTS} valid "
                "parts and are left out (listed in split_captions/*.split_report.json)." if report["n_skipped"] else "")
-    note = ("The preset uses the rule splitter (sentences, then clauses): the LM splitter (`--with lm:smollm2`) "
+    note = ("The preset uses the rule splitter (sentences, then clauses): the LM splitter (`--lm smollm2`) "
             "is minutes per few captions on a 2-core CPU, and SmolLM2-135M did not follow App. A.3's prompt in a "
             "trial (its splits failed validation and were replaced by the rule split). Rule parts keep the "
             "caption's words, so all parts together restate the original caption." + skipped)

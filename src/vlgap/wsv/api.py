@@ -228,7 +228,7 @@ def caption_manifest(model: str | Path, manifest: str | Path, out: str | Path | 
 
 
 def evaluate_predictions(predictions: str | Path | Any, references: str | Path | Any, *, n_bootstrap: int = 1000,
-                         seed: int = 0, metrics: list[str] | None = None) -> dict[str, Any]:
+                         seed: int = 0, metrics: list[str] | None = None, confidence: float = 0.95) -> dict[str, Any]:
     """Caption metrics with intervals (`metrics`: vlgap.captions names, default all coco-caption ones);
     references may be a manifest (its captions; with scene specs in meta.spec, as shapes-world manifests
     have, also the grounded per-attribute accuracy under "attributes")."""
@@ -254,11 +254,11 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
             specs = scene_specs(m)
         except VlgapError:
             refs = references  # a JSONL references file, read by the caption metrics
-    res = score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed, metrics=metrics)
+    res = score_captions(pred, refs, n_bootstrap=n_bootstrap, seed=seed, metrics=metrics, confidence=confidence)
     if specs is not None:  # shapes-world videos: also the grounded per-attribute accuracy
         from vlgap.wsv.evaluate import grounded_score
 
-        res["attributes"] = grounded_score(pred, specs, n_bootstrap=n_bootstrap, seed=seed)
+        res["attributes"] = grounded_score(pred, specs, n_bootstrap=n_bootstrap, seed=seed, confidence=confidence)
     return res
 
 

@@ -29,7 +29,8 @@ def distinct_share(captions: Sequence[str]) -> float:
 
 
 def score_captions(pred: dict[str, str], refs: dict[str, list[str]], *, n_bootstrap: int = 1000,
-                   seed: int = 0, metrics: Sequence[str] | None = None, keep_empty: bool = False) -> dict[str, Any]:
+                   seed: int = 0, metrics: Sequence[str] | None = None, keep_empty: bool = False,
+                   confidence: float = 0.95) -> dict[str, Any]:
     """{"BLEU-1".."BLEU-4", "METEOR", "ROUGE-L", "CIDEr": {"score", "ci"}, "n", "distinct": {...},
     "n_empty"}. keep_empty: score an empty caption as the empty string (a captioner that says nothing scores
     0 on it; the experiment's captioners may); otherwise an empty prediction is an error."""
@@ -38,7 +39,7 @@ def score_captions(pred: dict[str, str], refs: dict[str, list[str]], *, n_bootst
     kw = "n_bootstrap" if "n_bootstrap" in inspect.signature(caption_eval).parameters else "bootstrap"
     extra = {"on_empty": "keep"} if keep_empty else {}
     res = caption_eval(pred, refs, metrics=list(metrics) if metrics else None, seed=seed, **{kw: n_bootstrap},
-                       **extra)
+                       confidence=confidence, **extra)
     preds = list(pred.values())
     res["distinct"] = {"share": distinct_share(preds), "n_distinct": len(set(preds)), "n": len(preds)}
     res["n_empty"] = sum(not p.strip() for p in preds)
@@ -154,11 +155,11 @@ def _bootstrap_mean_ci(x: np.ndarray, n_bootstrap: int, rng: np.random.Generator
 
 
 def grounded_score(pred: dict[str, str], specs: dict[str, Any], *, n_bootstrap: int = 1000,
-                   seed: int = 0) -> dict[str, Any]:
+                   seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Per-attribute accuracy of captions against their videos' true scene specs (the shapes world).
 
     Each caption is read back by `wsv.reader.read_caption`; every attribute's accuracy is the mean over
-    videos of `attribute_scores` with N and a percentile bootstrap 95 % interval over videos, and
+    videos of `attribute_scores` with N and a percentile bootstrap interval over videos (at `confidence`, 95 %), and
     `unread_share` is the share of videos whose caption does not state that attribute (scored 0). "mean"
     averages the four attributes per video. Items of `pred` without a spec are an error."""
     from vlgap.wsv.reader import read_caption
@@ -181,10 +182,11 @@ def grounded_score(pred: dict[str, str], specs: dict[str, Any], *, n_bootstrap: 
     out: dict[str, Any] = {"n": len(ids), "unreadable": unreadable}
     table = np.array([[per_item[i][a][0] for a in ATTRIBUTES] for i in ids], float)
     for j, a in enumerate(ATTRIBUTES):
-        out[a] = {"accuracy": float(table[:, j].mean()), "ci": _bootstrap_mean_ci(table[:, j], n_bootstrap, rng),
-                  "n": len(ids), "unread_share": float(np.mean([not per_item[i][a][1] for i in ids]))}
+        out[a] = {"accuracy": float(table[:, j].mean()),
+                  "ci": _bootstrap_mean_ci(table[:, j], n_bootstrap, rng, confidence), "n": len(ids), "unread_share": float(np.mean([not per_item[i][a][1] for i in ids]))}
     mean = table.mean(axis=1)
-    out["mean"] = {"accuracy": float(mean.mean()), "ci": _bootstrap_mean_ci(mean, n_bootstrap, rng), "n": len(ids)}
+    out["mean"] = {"accuracy": float(mean.mean()), "ci": _bootstrap_mean_ci(mean, n_bootstrap, rng, confidence),
+                   "n": len(ids)}
     out["per_item"] = {i: {a: per_item[i][a][0] for a in ATTRIBUTES} for i in ids}
     return out
 
