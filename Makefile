@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test docs setup bench clean-venv
+.PHONY: demo test test-slow docs setup bench clean-venv
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,8 +21,13 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/vlgap demo
 
+# The fast suite (every module imported and exercised; minutes on 2 cores). Long reproductions, real-model
+# checks and experiment runs carry the `slow` marker and run in `make test-slow` (CI runs both).
 test: $(STAMP)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
 
 # The documentation site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or API reference.
 docs: $(STAMP)
