@@ -24,7 +24,7 @@ from vlgap.stats.resampling import disagreement_note
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.captions.registry import (Scoring, ScoringSettings, caption_metrics, check_references, get_metric,
-                                     parse_metrics, set_up)
+                                     parse_metrics, set_up, tokenize_data)  # noqa: F401 (tokenize_data: re-export)
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
@@ -82,6 +82,10 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
                                    resources={} if meteor is None else {"meteor": meteor},
                                    embedding_ctx=embedding_ctx)
     check_references(data, metrics)
+    if settings.embedding_ctx is None and any(get_metric(m).kind == "model" for m in metrics):
+        from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions
+
+        settings.embedding_ctx = EmbeddingContext(EmbeddingOptions())
     s = Scoring(data, settings, tokenized=tokenized)
     out: dict[str, MetricTable] = {}
     # text scores: about 2-4 ms per item on a CPU: say what is happening when it takes seconds (COCO val: 5000)
@@ -178,17 +182,6 @@ class CaptionComparison(CaptionScores):
                                  "score_a": FLOAT, "score_b": FLOAT, "difference": FLOAT, "ci_low": FLOAT,
                                  "ci_high": FLOAT, "p_value": FLOAT, "n": INT, "confidence": FLOAT},
                           "CaptionComparison")
-
-
-def tokenize_data(data: CaptionData) -> tuple[list[str], list[list[str]]]:
-    """coco-caption tokenisation: references in one pass, predictions in another (as pycocoevalcap)."""
-    flat = [r for rs in data.references for r in rs]
-    tok_refs = ptb_tokenize(flat)
-    refs, i = [], 0
-    for rs in data.references:
-        refs.append(tok_refs[i:i + len(rs)])
-        i += len(rs)
-    return ptb_tokenize(data.predictions), refs
 
 
 def _settings(metrics: list[str], explicit: bool, notes: list[str], ctx, **options: Any) -> ScoringSettings:

@@ -208,9 +208,8 @@ class ScoringSettings:
 
     def embedding(self):
         if self.embedding_ctx is None:
-            from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions
-
-            self.embedding_ctx = EmbeddingContext(EmbeddingOptions())
+            raise VlgapError("the model-based caption scores need an EmbeddingContext (captions.embedding_eval): "
+                             "pass embedding_ctx= or score through caption_eval")
         return self.embedding_ctx
 
 
@@ -257,8 +256,6 @@ class Scoring:
 
     def tokens(self) -> tuple[list[str], list[list[str]]]:
         """coco-caption's PTB tokens: (predictions, references per item)."""
-        from vlgap.captions.evaluate import tokenize_data
-
         return self.shared("tokens", lambda: tokenize_data(self.data))
 
     def ngram_index(self, n: int = 4):
@@ -269,6 +266,19 @@ class Scoring:
             hyps, refs = self.tokens()
             return index_ngrams([r for rs in refs for r in rs] + hyps, n)
         return self.shared(f"ngram index {n}", make)
+
+
+def tokenize_data(data) -> tuple[list[str], list[list[str]]]:
+    """coco-caption tokenisation: references in one pass, predictions in another (as pycocoevalcap)."""
+    from vlgap.captions.ptb_tokenize import ptb_tokenize
+
+    flat = [r for rs in data.references for r in rs]
+    tok_refs = ptb_tokenize(flat)
+    refs, i = [], 0
+    for rs in data.references:
+        refs.append(tok_refs[i:i + len(rs)])
+        i += len(rs)
+    return ptb_tokenize(data.predictions), refs
 
 
 def mean_table(key: str, per_item: Sequence[float] | np.ndarray, extra: dict[str, Any] | None = None) -> MetricTable:
