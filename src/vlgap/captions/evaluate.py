@@ -235,8 +235,9 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
         (coco results and annotations, JSONL rows, dicts) or list-aligned as `evaluate` and torchmetrics
         take them (`pred: list[str]`, `refs: list[list[str]]` or `list[str]`, pandas Series / columns).
-    metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
-        all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
+    metrics: names or aliases of registered metrics (captions.registry; a list or "a,b"); None means the
+        default ones, "bleu", "meteor", "rouge", "cider", "sacrebleu", with METEOR left out (and said so
+        in "notes") when Java or its jar is missing.
     n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
         reproducible; ci_method "bca" or "percentile".
     cider_df: "corpus" (coco-caption: document frequencies of these references), a
