@@ -22,6 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from vlgap.captions.embedding_scores import GreedyMatch, greedy_match, idf_weights
+from vlgap.captions.registry import Scoring, caption_metric
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 
 BASELINE_FORMAT = "vlgap-bertscore-baseline/1"
@@ -257,3 +259,20 @@ def read_baseline(baseline: str | Path | dict, model: TextTokenModel, layer: int
     if row is None:
         raise VlgapError(f"BERTScore baseline {where} has no layer {layer}")
     return {**row, "source": Path(where).name if where != "in-memory baseline" else where}
+
+
+@caption_metric("bertscore", keys=("BERTScore-P", "BERTScore-R", "BERTScore-F1"), aliases=("bertscore-f1",),
+                needs=("text model",), kind="model", manifest_references=True, order=140,
+                summary="BERTScore P/R/F1 (Zhang et al. 2020): any text encoder, idf, layer, baseline rescaling")
+def score_bertscore(s: Scoring) -> MetricTable:
+    ctx = s.embedding()
+    o = ctx.options
+    res = bertscore(ctx.text(), s.data.predictions, s.data.references, layer=o.bertscore_layer, idf=o.idf,
+                    baseline=o.bertscore_baseline)
+    stats = np.stack([res.precision, res.recall, res.f1], axis=1)
+    names = ["BERTScore-P", "BERTScore-R", "BERTScore-F1"]
+    return MetricTable(names, stats, lambda sums, n: np.asarray(sums, dtype=float) / n,
+                       [float(x) for x in stats.mean(axis=0)], {name: stats[:, j] for j, name in enumerate(names)},
+                       {"signature": res.signature, "layer": res.info["layer"], "idf": res.info["idf"],
+                        "truncated_sentences": res.info["truncated_sentences"],
+                        **({"baseline": res.info["baseline"]} if "baseline" in res.info else {})})

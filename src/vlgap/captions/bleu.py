@@ -15,6 +15,8 @@ import numpy as np
 
 from vlgap.captions.ngrams import NgramIndex, group_max, lookup, reference_layout
 from vlgap.captions.io import coco_pairs
+from vlgap.captions.registry import Scoring, caption_metric
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 
 _TINY = 1e-15
@@ -91,3 +93,15 @@ class Bleu:
 
     def method(self) -> str:
         return "Bleu"
+
+
+@caption_metric("bleu", keys=tuple(f"BLEU-{k}" for k in range(1, 5)), title="BLEU", aliases=("bleu-4",),
+                default=True, order=10, summary="BLEU-1..4 as coco-caption (PTB tokens, closest reference length)")
+def score_bleu(s: Scoring) -> MetricTable:
+    hyps, refs = s.tokens()
+    stats = bleu_statistics(hyps, refs, 4, index=s.ngram_index(4))
+    names = [f"BLEU-{k}" for k in range(1, 5)]
+    per = bleu_from_statistics(stats)
+    return MetricTable(names, stats, lambda sums, m: bleu_from_statistics(sums),
+                       [float(x) for x in bleu_from_statistics(stats.sum(axis=0))],
+                       {name: per[:, j] for j, name in enumerate(names)})

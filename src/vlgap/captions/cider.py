@@ -21,6 +21,8 @@ import numpy as np
 
 from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, lookup, reference_layout
 from vlgap.captions.io import coco_pairs
+from vlgap.captions.registry import Scoring, caption_metric, mean_table
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 
 
@@ -130,3 +132,18 @@ class Cider:
 
 
 CiderD = Cider
+
+
+#: what coco-caption (and so vlgap) calls "CIDEr" is CIDEr-D: clipped n-gram counts, a Gaussian length
+#: penalty (sigma 6), scaled by 10 (Vedantam et al. 2015, section 5)
+CIDER_VARIANT = "CIDEr-D"
+
+
+@caption_metric("cider", keys=("CIDEr",), aliases=("cider-d",), default=True, order=40,
+                summary="CIDEr-D as coco-caption; document frequencies of the references, or frozen (cider_df)")
+def score_cider(s: Scoring) -> MetricTable:
+    hyps, refs = s.tokens()
+    df = s.option("cider_df")
+    scores = cider_d_scores(hyps, refs, df=df, index=s.ngram_index(4) if df is None else None)
+    return mean_table("CIDEr", scores, {"variant": CIDER_VARIANT,
+                                        "df": "corpus" if df is None else f"frozen ({df.n_documents} items)"})

@@ -17,10 +17,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from vlgap.captions import embedding_scores as es
+from vlgap.captions.registry import Scoring, caption_metric, mean_table
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import BadItemError, VlgapError
 
-EMBEDDING_METRICS = ("clipscore", "refclipscore", "emscore", "bertscore")
-NEEDS_PICTURES = ("clipscore", "refclipscore", "emscore")
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 HESSEL_PREFIX = "A photo depicts "
 
@@ -222,58 +222,65 @@ class EmbeddingContext:
 
 def embedding_tables(data, metrics: Sequence[str], ctx: EmbeddingContext) -> dict[str, Any]:
     """MetricTables of the requested embedding scores for one system (see captions.evaluate)."""
-    from vlgap.captions.tables import MetricTable
-    from vlgap.captions.intervals import mean_statistic
+    from vlgap.captions.registry import Scoring, ScoringSettings, check_references, get_metric
 
-    out: dict[str, MetricTable] = {}
-    names = [str(i) for i in data.ids]
-    needs_refs = [m for m in metrics if m in ("refclipscore", "bertscore")]
-    missing = [names[i] for i, refs in enumerate(data.references) if not refs]
-    if needs_refs and missing:
-        raise VlgapError(f"{', '.join(needs_refs)} need reference captions: item {missing[0]!r} has none"
-                         f"{f' ({len(missing)} items in all)' if len(missing) > 1 else ''}; pass --refs")
-    if any(m in NEEDS_PICTURES for m in metrics):
+    check_references(data, metrics)
+    s = Scoring(data, ScoringSettings(embedding_ctx=ctx))
+    return {m: get_metric(m).compute(s) for m in metrics}
+
+
+def _clip_shared(s: Scoring) -> dict[str, Any]:
+    """What CLIPScore, RefCLIPScore and EMScore share for one system: caption embeddings (with the
+    convention's prefix), the pictures' frame embeddings and the CLIP-S of every item."""
+    def make() -> dict[str, Any]:
+        ctx, data = s.embedding(), s.data
+        names = [str(i) for i in data.ids]
         cap_vecs, cut = ctx.caption_embeddings(data.predictions, names)
         frames = ctx.picture_frames(data.ids)
         pictures = np.stack([f.mean(axis=0) for f in frames])  # a video: the mean of its unit frame embeddings
         conv = ctx.convention
         clip_s = es.clip_scores(pictures, cap_vecs, conv.w)
-        clip_info = {"convention": conv.as_dict(), "model": ctx.clip_model.describe(),
-                     "truncated_captions": int(cut.sum()), "visual": _visual(ctx)}
-        if "clipscore" in metrics:
-            out["clipscore"] = MetricTable(["CLIPScore"], clip_s[:, None], mean_statistic, [float(clip_s.mean())],
-                                           {"CLIPScore": clip_s}, clip_info)
-        if "refclipscore" in metrics:
-            flat = [r for refs in data.references for r in refs]
-            owner = [names[i] for i, refs in enumerate(data.references) for _ in refs]
-            ref_vecs, ref_cut = ctx.caption_embeddings(flat, owner)
-            per_item, k = [], 0
-            for refs in data.references:
-                per_item.append(ref_vecs[k:k + len(refs)])
-                k += len(refs)
-            best = es.best_reference_cosines(cap_vecs, per_item)
-            ref_s = es.ref_clip_scores(clip_s, best)
-            out["refclipscore"] = MetricTable(["RefCLIPScore"], ref_s[:, None], mean_statistic, [float(ref_s.mean())],
-                                              {"RefCLIPScore": ref_s},
-                                              {**clip_info, "truncated_references": int(ref_cut.sum()),
-                                               "text_text": "max over references of cos, clamped at 0 (paper eq. 2)"})
-        if "emscore" in metrics:
-            out["emscore"] = _emscore_table(data, ctx, frames, names)
-    if "bertscore" in metrics:
-        from vlgap.captions.bertscore import bertscore
+        info = {"convention": conv.as_dict(), "model": ctx.clip_model.describe(),
+                "truncated_captions": int(cut.sum()), "visual": _visual(ctx)}
+        return {"names": names, "cap_vecs": cap_vecs, "frames": frames, "clip_s": clip_s, "info": info}
+    return s.shared("clip", make)
 
-        o = ctx.options
-        res = bertscore(ctx.text(), data.predictions, data.references, layer=o.bertscore_layer, idf=o.idf,
-                        baseline=o.bertscore_baseline)
-        stats = np.stack([res.precision, res.recall, res.f1], axis=1)
-        bs_names = ["BERTScore-P", "BERTScore-R", "BERTScore-F1"]
-        out["bertscore"] = MetricTable(bs_names, stats, lambda s, n: np.asarray(s, dtype=float) / n,
-                                       [float(x) for x in stats.mean(axis=0)],
-                                       {name: stats[:, j] for j, name in enumerate(bs_names)},
-                                       {"signature": res.signature, "layer": res.info["layer"],
-                                        "idf": res.info["idf"], "truncated_sentences": res.info["truncated_sentences"],
-                                        **({"baseline": res.info["baseline"]} if "baseline" in res.info else {})})
-    return out
+
+_PICTURES = dict(references="none", needs=("pictures", "clip model"), kind="model")
+
+
+@caption_metric("clipscore", keys=("CLIPScore",), aliases=("clip-s", "pac-s"), **_PICTURES, order=110,
+                summary="CLIPScore (Hessel et al. 2021); PAC-S with a pacs: checkpoint")
+def score_clipscore(s: Scoring) -> MetricTable:
+    shared = _clip_shared(s)
+    return mean_table("CLIPScore", shared["clip_s"], shared["info"])
+
+
+@caption_metric("refclipscore", keys=("RefCLIPScore",), aliases=("refclip-s",), order=120,
+                **{**_PICTURES, "references": "required"}, manifest_references=True,
+                summary="RefCLIPScore: harmonic mean of CLIP-S and the best reference cosine")
+def score_refclipscore(s: Scoring) -> MetricTable:
+    shared, data, ctx = _clip_shared(s), s.data, s.embedding()
+    names = shared["names"]
+    flat = [r for refs in data.references for r in refs]
+    owner = [names[i] for i, refs in enumerate(data.references) for _ in refs]
+    ref_vecs, ref_cut = ctx.caption_embeddings(flat, owner)
+    per_item, k = [], 0
+    for refs in data.references:
+        per_item.append(ref_vecs[k:k + len(refs)])
+        k += len(refs)
+    best = es.best_reference_cosines(shared["cap_vecs"], per_item)
+    ref_s = es.ref_clip_scores(shared["clip_s"], best)
+    return mean_table("RefCLIPScore", ref_s, {**shared["info"], "truncated_references": int(ref_cut.sum()),
+                                              "text_text": "max over references of cos, clamped at 0 (paper eq. 2)"})
+
+
+@caption_metric("emscore", keys=("EMScore", "EMScore-Ref"), **{**_PICTURES, "references": "optional"},
+                manifest_references=True, order=130,
+                summary="EMScore (Shi et al. 2022) over sampled frames; EMScore-Ref where every item has references")
+def score_emscore(s: Scoring) -> MetricTable:
+    shared = _clip_shared(s)
+    return _emscore_table(s.data, s.embedding(), shared["frames"], shared["names"])
 
 
 def _visual(ctx: EmbeddingContext) -> dict[str, Any]:
@@ -285,7 +292,6 @@ def _visual(ctx: EmbeddingContext) -> dict[str, Any]:
 
 
 def _emscore_table(data, ctx: EmbeddingContext, frames: list[np.ndarray], names):
-    from vlgap.captions.tables import MetricTable
     from vlgap.captions.intervals import mean_statistic
 
     # EMScore reads the caption as written: no prompt prefix (Shi et al. 2022)
@@ -315,3 +321,14 @@ def _emscore_table(data, ctx: EmbeddingContext, frames: list[np.ndarray], names)
              "model": ctx.clip_model.describe(), "visual": _visual(ctx)}
     statistic = (lambda s, n: np.asarray(s, dtype=float) / n) if with_refs else mean_statistic
     return MetricTable(table_names, stats, statistic, [float(x) for x in stats.mean(axis=0)], per, extra)
+
+
+def __getattr__(name: str):
+    """EMBEDDING_METRICS and NEEDS_PICTURES, as they were: now read from the registry."""
+    from vlgap.captions.registry import caption_metrics
+
+    if name == "EMBEDDING_METRICS":
+        return tuple(m.name for m in caption_metrics() if m.kind == "model")
+    if name == "NEEDS_PICTURES":
+        return tuple(m.name for m in caption_metrics() if "pictures" in m.needs)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,42 +18,34 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-import numpy as np
-
-from vlgap.captions.bleu import bleu_from_statistics, bleu_statistics
-from vlgap.captions.cider import DocumentFrequencies, cider_d_scores
-from vlgap.captions.intervals import PAIRED_DISAGREEMENT_WHY, mean_statistic, paired_difference, sum_statistic_intervals
+from vlgap.captions.cider import CIDER_VARIANT, DocumentFrequencies  # noqa: F401 (CIDER_VARIANT: re-export)
+from vlgap.captions.intervals import PAIRED_DISAGREEMENT_WHY, paired_difference, sum_statistic_intervals
 from vlgap.stats.resampling import disagreement_note
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
-from vlgap.captions.ngrams import index_ngrams
 from vlgap.captions.ptb_tokenize import ptb_tokenize
+from vlgap.captions.registry import (Scoring, ScoringSettings, caption_metrics, check_references, get_metric,
+                                     parse_metrics, set_up, tokenize_data)  # noqa: F401 (tokenize_data: re-export)
 from vlgap.captions.tables import MetricTable
-from vlgap.captions.rouge import rouge_l_scores
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 
-METRICS = ("bleu", "meteor", "rouge", "cider", "sacrebleu")
-#: scores read through models (captions.embedding_eval): only when asked for by name
-MODEL_METRICS = ("clipscore", "refclipscore", "emscore", "bertscore")
-ALL_METRICS = METRICS + MODEL_METRICS
 TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
+_parse_metrics = parse_metrics  # the name other modules used
 
 
-def _parse_metrics(metrics: Sequence[str] | str | None) -> tuple[list[str], bool]:
-    if metrics is None:
-        return list(METRICS), False
-    if isinstance(metrics, str):
-        metrics = [m for m in metrics.split(",") if m.strip()]
-    wanted = [m.strip().lower().replace("-", "").replace("_", "") for m in metrics]
-    aliases = {"rougel": "rouge", "ciderd": "cider", "bleu4": "bleu", "clips": "clipscore", "refclips": "refclipscore",
-               "pacs": "clipscore", "bertscoref1": "bertscore"}
-    wanted = [aliases.get(m, m) for m in wanted]
-    unknown = [m for m in wanted if m not in ALL_METRICS]
-    if unknown:
-        raise VlgapError(f"unknown metric(s) {', '.join(unknown)}: choose from {', '.join(ALL_METRICS)}")
-    if not wanted:
-        raise VlgapError(f"no metric requested: choose from {', '.join(ALL_METRICS)}")
-    return list(dict.fromkeys(wanted)), True
+def __getattr__(name: str):
+    """METRICS (the default ones), MODEL_METRICS and ALL_METRICS, as they were: read from the registry."""
+    if name == "METRICS":
+        return tuple(m.name for m in caption_metrics() if m.default)
+    if name == "MODEL_METRICS":
+        return tuple(m.name for m in caption_metrics() if not m.default)
+    if name == "ALL_METRICS":
+        return tuple(m.name for m in caption_metrics())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _text_metrics(metrics: Sequence[str]) -> list[str]:
+    return [m for m in metrics if get_metric(m).kind == "text"]
 
 
 def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
@@ -78,34 +70,34 @@ def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
 def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: DocumentFrequencies | None = None,
                 meteor=None, sacrebleu_options: dict | None = None,
                 tokenized: tuple[list[str], list[list[str]]] | None = None,
-                embedding_ctx=None) -> dict[str, MetricTable]:
-    """Per-item statistics and exact corpus scores of each requested metric for one system.
-    Model-based scores (CLIPScore, EMScore, BERTScore...) need an embedding_ctx
-    (captions.embedding_eval.EmbeddingContext) holding the models and their caches."""
+                embedding_ctx=None, settings: ScoringSettings | None = None) -> dict[str, MetricTable]:
+    """Per-item statistics and exact corpus scores of each requested metric (registered names, see
+    captions.registry) for one system. Model-based scores (CLIPScore, EMScore, BERTScore...) read the
+    models and caches of embedding_ctx (captions.embedding_eval.EmbeddingContext; a default one if None).
+    settings (a registry.ScoringSettings) replaces cider_df, meteor, sacrebleu_options and embedding_ctx."""
     from vlgap.progress import step
 
-    ngram = [m for m in metrics if m in METRICS]
-    model_based = [m for m in metrics if m in MODEL_METRICS]
-    out: dict[str, MetricTable] = {}
-    # about 2-4 ms per item on a CPU: say what is happening when it takes seconds (COCO val: 5000 items)
-    if ngram:
-        with step(f"scoring {len(data)} captions ({', '.join(ngram)})", enabled=len(data) >= LOUD_ITEMS):
-            out.update(_score_items(data, ngram, cider_df=cider_df, meteor=meteor, sacrebleu_options=sacrebleu_options,
-                                    tokenized=tokenized))
-    if model_based:
-        from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions, embedding_tables
+    if settings is None:
+        settings = ScoringSettings(options={"cider_df": cider_df, "sacrebleu_options": sacrebleu_options},
+                                   resources={} if meteor is None else {"meteor": meteor},
+                                   embedding_ctx=embedding_ctx)
+    check_references(data, metrics)
+    if settings.embedding_ctx is None and any(get_metric(m).kind == "model" for m in metrics):
+        from vlgap.captions.embedding_eval import EmbeddingContext, EmbeddingOptions
 
-        ctx = embedding_ctx if embedding_ctx is not None else EmbeddingContext(EmbeddingOptions())
-        with step(f"scoring {len(data)} captions ({', '.join(model_based)})", enabled=len(data) >= LOUD_ITEMS):
-            out.update(embedding_tables(data, model_based, ctx))
+        settings.embedding_ctx = EmbeddingContext(EmbeddingOptions())
+    s = Scoring(data, settings, tokenized=tokenized)
+    out: dict[str, MetricTable] = {}
+    # text scores: about 2-4 ms per item on a CPU: say what is happening when it takes seconds (COCO val: 5000)
+    for kind in ("text", "model"):
+        group = [m for m in metrics if get_metric(m).kind == kind]
+        if group:
+            with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS):
+                out.update((m, get_metric(m).compute(s)) for m in group)
     return {m: out[m] for m in metrics if m in out}
 
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
-
-#: what coco-caption (and so vlgap) calls "CIDEr" is CIDEr-D: clipped n-gram counts, a Gaussian length
-#: penalty (sigma 6), scaled by 10 (Vedantam et al. 2015, section 5)
-CIDER_VARIANT = "CIDEr-D"
 
 #: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike
 COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
@@ -192,80 +184,12 @@ class CaptionComparison(CaptionScores):
                           "CaptionComparison")
 
 
-def _score_items(data: CaptionData, metrics: Sequence[str], *, cider_df, meteor, sacrebleu_options,
-                 tokenized) -> dict[str, MetricTable]:
-    if tokenized is None:
-        tokenized = tokenize_data(data)
-    hyps, refs = tokenized
-    out: dict[str, MetricTable] = {}
-    index = None
-    if "bleu" in metrics or "cider" in metrics:
-        index = index_ngrams([r for rs in refs for r in rs] + hyps, 4)
-    if "bleu" in metrics:
-        stats = bleu_statistics(hyps, refs, 4, index=index)
-        names = [f"BLEU-{k}" for k in range(1, 5)]
-        per = bleu_from_statistics(stats)
-        out["bleu"] = MetricTable(names, stats, lambda s, m: bleu_from_statistics(s),
-                                  [float(x) for x in bleu_from_statistics(stats.sum(axis=0))],
-                                  {name: per[:, j] for j, name in enumerate(names)})
-    if "meteor" in metrics:
-        from vlgap.captions.meteor import meteor_from_statistics, parse_statistics
-
-        lines = meteor.statistics(hyps, refs)
-        corpus, per_item = meteor.evaluate(lines)
-        stats = parse_statistics(lines)
-        out["meteor"] = MetricTable(["METEOR"], stats, lambda s, m: meteor_from_statistics(s)[..., None],
-                                    [corpus], {"METEOR": np.asarray(per_item)})
-    if "rouge" in metrics:
-        scores = rouge_l_scores(hyps, refs)
-        out["rouge"] = MetricTable(["ROUGE-L"], scores[:, None], mean_statistic, [float(np.mean(scores))],
-                                   {"ROUGE-L": scores})
-    if "cider" in metrics:
-        scores = cider_d_scores(hyps, refs, df=cider_df, index=index if cider_df is None else None)
-        out["cider"] = MetricTable(["CIDEr"], scores[:, None], mean_statistic, [float(np.mean(scores))],
-                                   {"CIDEr": scores},
-                                   {"variant": CIDER_VARIANT,
-                                    "df": "corpus" if cider_df is None else f"frozen ({cider_df.n_documents} items)"})
-    if "sacrebleu" in metrics:
-        from vlgap.captions.sacrebleu_score import sacrebleu_corpus
-
-        res = sacrebleu_corpus(data.predictions, data.references, **(sacrebleu_options or {}))
-
-        def sb_statistic(sums: np.ndarray, m: int, res=res) -> np.ndarray:
-            sums = np.asarray(sums)
-            flat = sums.reshape(-1, sums.shape[-1])
-            vals = np.array([res.score_from_sums(row) for row in flat])
-            return vals.reshape(sums.shape[:-1] + (1,))
-
-        out["sacrebleu"] = MetricTable(["SacreBLEU"], res.statistics.astype(float), sb_statistic, [res.score],
-                                       {}, {"signature": res.signature})
-    return out
-
-
-def tokenize_data(data: CaptionData) -> tuple[list[str], list[list[str]]]:
-    """coco-caption tokenisation: references in one pass, predictions in another (as pycocoevalcap)."""
-    flat = [r for rs in data.references for r in rs]
-    tok_refs = ptb_tokenize(flat)
-    refs, i = [], 0
-    for rs in data.references:
-        refs.append(tok_refs[i:i + len(rs)])
-        i += len(rs)
-    return ptb_tokenize(data.predictions), refs
-
-
-def _meteor_for(metrics: list[str], explicit: bool, meteor_jar, meteor_timeout: float, notes: list[str]):
-    if "meteor" not in metrics:
-        return None
-    from vlgap.captions.meteor import shared_meteor
-
-    try:
-        return shared_meteor(meteor_jar, timeout=meteor_timeout)
-    except VlgapError as err:
-        if explicit:
-            raise
-        metrics.remove("meteor")
-        notes.append(f"METEOR skipped: {err}")
-        return None
+def _settings(metrics: list[str], explicit: bool, notes: list[str], ctx, **options: Any) -> ScoringSettings:
+    """One evaluation's settings; each requested metric set up once (a default one that cannot be, such
+    as METEOR without Java, is left out of `metrics` with a note)."""
+    settings = ScoringSettings(options=options, embedding_ctx=ctx)
+    set_up(metrics, explicit, settings, notes)
+    return settings
 
 
 def _embedding_context(metrics: list[str], model_options: dict[str, Any]):
@@ -283,14 +207,15 @@ def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str
     manifest's own captions serve as references where they exist."""
     if refs is not None:
         return load_captions(pred, refs, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
-    ngram = [m for m in metrics if m in METRICS]
-    if ngram:
-        raise VlgapError(f"{', '.join(ngram)} compare with references: pass --refs (only clipscore and emscore "
+    need = [m for m in metrics if get_metric(m).references == "required" and not get_metric(m).manifest_references]
+    if need:
+        free = [m.name for m in caption_metrics() if m.references != "required"]
+        raise VlgapError(f"{', '.join(need)} compare with references: pass --refs (only {' and '.join(free)} "
                          "need none)")
     from vlgap.captions.io import load_predictions
 
     data = load_predictions(pred, on_duplicate=on_duplicate, on_empty=on_empty)
-    if ctx.options.videos is not None and any(m in ("refclipscore", "bertscore", "emscore") for m in metrics):
+    if ctx.options.videos is not None and any(get_metric(m).manifest_references for m in metrics):
         data.references = ctx.manifest_references(data.ids)
         if any(data.references):
             data.report["references"] = f"captions of the video manifest {ctx.options.videos}"
@@ -310,8 +235,9 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
         (coco results and annotations, JSONL rows, dicts) or list-aligned as `evaluate` and torchmetrics
         take them (`pred: list[str]`, `refs: list[list[str]]` or `list[str]`, pandas Series / columns).
-    metrics: any of "bleu", "meteor", "rouge", "cider", "sacrebleu" (a list or "a,b"); None means
-        all, with METEOR left out (and said so in "notes") when Java or its jar is missing.
+    metrics: names or aliases of registered metrics (captions.registry; a list or "a,b"); None means the
+        default ones, "bleu", "meteor", "rouge", "cider", "sacrebleu", with METEOR left out (and said so
+        in "notes") when Java or its jar is missing.
     n_bootstrap: number of bootstrap resamples over items (0: no intervals); seed makes them
         reproducible; ci_method "bca" or "percentile".
     cider_df: "corpus" (coco-caption: document frequencies of these references), a
@@ -337,9 +263,9 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     data = _load_data(pred, refs, wanted, ctx, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
     notes: list[str] = []
     df = _frozen_df(cider_df)
-    meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
-    tables = score_items(data, wanted, cider_df=df, meteor=meteor, sacrebleu_options=sacrebleu_options,
-                         embedding_ctx=ctx)
+    settings = _settings(wanted, explicit, notes, ctx, cider_df=df, sacrebleu_options=sacrebleu_options,
+                         meteor_jar=meteor_jar, meteor_timeout=meteor_timeout)
+    tables = score_items(data, wanted, settings=settings)
     result = CaptionScores(n=len(data))
     for table in tables.values():
         intervals = None
@@ -357,17 +283,20 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     if n_bootstrap:
         result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                               "seed": seed, "unit": "items"}
-    if any(m in METRICS for m in wanted):
+    if _text_metrics(wanted):
         result["tokenizer"] = TOKENIZER
     if human is not None:
         from vlgap.captions.human import human_agreement
 
         systems = {_system_name(pred): pred, **(human_systems or {})}
+        rated = ScoringSettings(options={**settings.options, "sacrebleu_options": None},
+                                resources=settings.resources, embedding_ctx=ctx)
         if df is None and refs is not None and "cider" in wanted:
-            df = _frozen_df(refs)  # rated captions repeat items: document frequencies come from the references
+            # rated captions repeat items: document frequencies come from the references
+            rated.options["cider_df"] = _frozen_df(refs)
 
         def score_rows(rows: CaptionData) -> dict[str, MetricTable]:
-            return score_items(rows, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
+            return score_items(rows, wanted, settings=rated)
 
         result.update(human_agreement(human, systems, refs, wanted, ctx, score_rows, n_bootstrap=n_bootstrap or 1000,
                                       seed=seed, confidence=confidence, on_duplicate=on_duplicate,
@@ -432,10 +361,10 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
         raise VlgapError(f"systems must be compared on the same items: {len(only_a)} only in {names[0]} "
                          f"({', '.join(only_a[:5])}), {len(only_b)} only in {names[1]} ({', '.join(only_b[:5])})")
     notes: list[str] = []
-    df = _frozen_df(cider_df)
-    meteor = _meteor_for(wanted, explicit, meteor_jar, meteor_timeout, notes)
-    tables_a = score_items(data_a, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
-    tables_b = score_items(data_b, wanted, cider_df=df, meteor=meteor, embedding_ctx=ctx)
+    settings = _settings(wanted, explicit, notes, ctx, cider_df=_frozen_df(cider_df), meteor_jar=meteor_jar,
+                         meteor_timeout=meteor_timeout)
+    tables_a = score_items(data_a, wanted, settings=settings)
+    tables_b = score_items(data_b, wanted, settings=settings)
     result = CaptionComparison(n=len(data_a), systems=list(names))
     for key, ta in tables_a.items():
         tb = tables_b[key]
@@ -456,7 +385,7 @@ def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str]
     result["interval"] = {"confidence": confidence, "method": ci_method, "n_resamples": int(n_bootstrap),
                           "n_permutations": int(n_permutations), "seed": seed, "unit": "items",
                           "test": "approximate randomisation (swap the systems' outputs per item), two-sided"}
-    if any(m in METRICS for m in wanted):
+    if _text_metrics(wanted):
         result["tokenizer"] = TOKENIZER
     if notes:
         result["notes"] = notes

@@ -90,7 +90,9 @@ def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Seq
     items = [row[item_col] for row in rows]
     if refs is None and ctx.options.videos is not None:
         references = {i: r for i, r in zip(items, ctx.manifest_references(items))}
-    needs_refs = [m for m in metrics if m not in ("clipscore", "emscore")]
+    from vlgap.captions.registry import get_metric
+
+    needs_refs = [m for m in metrics if get_metric(m).references == "required"]
     if needs_refs:
         unknown = [i for i in items if not references.get(i)]
         if unknown:

@@ -30,6 +30,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlgap.captions.io import coco_pairs
+from vlgap.captions.registry import Scoring, ScoringSettings, caption_metric
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 
 #: Meteor 1.5, language "en", task "default"
@@ -287,3 +289,19 @@ def meteor_from_statistics(stats: np.ndarray) -> np.ndarray:
         penalty = GAMMA * np.power(frag, BETA)
         score = f_mean * (1 - penalty)
     return np.where(np.isnan(score), 0.0, np.maximum(score, 0.0))
+
+
+def _setup(settings: ScoringSettings) -> MeteorJar:
+    return shared_meteor(settings.options.get("meteor_jar"), timeout=settings.options.get("meteor_timeout", 120.0))
+
+
+@caption_metric("meteor", keys=("METEOR",), needs=("java",), setup=_setup, default=True, order=20,
+                summary="METEOR 1.5 through pycocoevalcap's jar (Java)")
+def score_meteor(s: Scoring) -> MetricTable:
+    meteor = s.resource("meteor")
+    hyps, refs = s.tokens()
+    lines = meteor.statistics(hyps, refs)
+    corpus, per_item = meteor.evaluate(lines)
+    stats = parse_statistics(lines)
+    return MetricTable(["METEOR"], stats, lambda sums, m: meteor_from_statistics(sums)[..., None], [corpus],
+                       {"METEOR": np.asarray(per_item)})

@@ -14,6 +14,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from vlgap.captions.io import coco_pairs
+from vlgap.captions.registry import Scoring, caption_metric, mean_table
+from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 
 BETA = 1.2
@@ -91,3 +93,10 @@ class Rouge:
 
     def method(self) -> str:
         return "Rouge"
+
+
+@caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30,
+                summary="ROUGE-L F (beta 1.2) as coco-caption, mean over items")
+def score_rouge(s: Scoring) -> MetricTable:
+    hyps, refs = s.tokens()
+    return mean_table("ROUGE-L", rouge_l_scores(hyps, refs))

@@ -14,6 +14,8 @@ from typing import Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.captions.registry import Scoring, caption_metric
+from vlgap.captions.tables import MetricTable
 
 
 @dataclass(frozen=True)
@@ -48,3 +50,18 @@ def sacrebleu_corpus(hypotheses: Sequence[str], references: Sequence[Sequence[st
     score = metric._compute_score_from_stats(stats.sum(axis=0).tolist())
     return SacreBleuResult(score=float(score.score), signature=str(metric.get_signature()),
                            statistics=stats, metric=metric)
+
+
+@caption_metric("sacrebleu", keys=("SacreBLEU",), default=True, order=50,
+                summary="corpus BLEU through sacrebleu (0-100, its own tokeniser), with its signature")
+def score_sacrebleu(s: Scoring) -> MetricTable:
+    res = sacrebleu_corpus(s.data.predictions, s.data.references, **(s.option("sacrebleu_options") or {}))
+
+    def statistic(sums: np.ndarray, m: int) -> np.ndarray:
+        sums = np.asarray(sums)
+        flat = sums.reshape(-1, sums.shape[-1])
+        vals = np.array([res.score_from_sums(row) for row in flat])
+        return vals.reshape(sums.shape[:-1] + (1,))
+
+    return MetricTable(["SacreBLEU"], res.statistics.astype(float), statistic, [res.score], {},
+                       {"signature": res.signature})

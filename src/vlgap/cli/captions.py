@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import typer
 
@@ -24,12 +24,42 @@ def _ci(ci, reason=None, digits: int = 4) -> str:
     return interval(ci, digits, reason)
 
 
+class _RegistryHelp(typer.models.OptionInfo):
+    """An option whose help is made from the caption-metric registry (captions.registry) when the
+    command is built, so a metric registered after this module was imported shows in --help."""
+
+    def __init__(self, base: typer.models.OptionInfo, make: Callable[[], str]):
+        self.__dict__.update(base.__dict__)
+        self.__dict__["make_help"] = make
+
+    @property
+    def help(self) -> str:
+        return self.make_help()
+
+    @help.setter
+    def help(self, value: str | None) -> None:  # typer sets it; the registry says it
+        pass
+
+
+def _names(test) -> str:
+    from vlgap.captions.registry import caption_metrics
+
+    return ", ".join(m.name for m in caption_metrics() if test(m))
+
+
+def metrics_option(*param_decls: str) -> typer.models.OptionInfo:
+    """`--metrics` (default None: the default metrics), its help read from the caption-metric registry."""
+    from vlgap.captions.registry import metrics_help
+
+    return _RegistryHelp(typer.Option(None, *param_decls), metrics_help)
+
+
 @app.command("caption-eval")
 def caption_eval_command(
     pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}], JSONL {id, caption}, a JSON {id: caption}, or a JSON list of captions (list-aligned with --refs)."),
-    refs: Optional[Path] = typer.Option(None, "--refs", help="References: coco annotations JSON {annotations: [...]}, JSONL {id, captions: [...]}, a JSON {id: [captions]}, or a JSON list of reference lists (list-aligned with --pred) (not needed for clipscore, emscore)."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list of bleu,meteor,rouge,cider,sacrebleu (default: all; METEOR skipped with a note if Java is missing) and clipscore,refclipscore,emscore,bertscore (only when named)."),
-    images: Optional[Path] = typer.Option(None, "--images", help="Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for clipscore, refclipscore, emscore."),
+    refs: Optional[Path] = _RegistryHelp(typer.Option(None, "--refs"), lambda: "References: coco annotations JSON {annotations: [...]}, JSONL {id, captions: [...]}, a JSON {id: [captions]}, or a JSON list of reference lists (list-aligned with --pred) (not needed for " + _names(lambda m: m.references != "required") + ")."),
+    metrics: Optional[str] = metrics_option("--metrics"),
+    images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for " + _names(lambda m: "pictures" in m.needs) + "."),
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
     frames: int = typer.Option(8, "--frames", help="With --videos: frames sampled uniformly per video (the feature store's sampler)."),
     clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.captions import metrics_option
 from vlgap.cli.options import VocabGroup, confidence_option, seed_list
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
@@ -184,7 +185,7 @@ def eval_cmd(
                                                 "annotations / JSONL references file."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items."),
     confidence: float = confidence_option("wsv eval"),
-    metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
+    metrics: Optional[str] = metrics_option(),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
 ):
     """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions; for
@@ -265,7 +266,7 @@ def invert_cmd(
     confidence: float = confidence_option("wsv invert"),
     permutations: int = typer.Option(1000, "--permutations", help="Randomisation resamples of the paired "
                                                                    "differences."),
-    metrics: Optional[str] = typer.Option(None, help="Comma-separated: bleu, meteor, rouge, cider (default: all)."),
+    metrics: Optional[str] = metrics_option(),
     seed: int = typer.Option(0, help="Generation seed (and the bootstrap's)."),
     batch_size: int = typer.Option(64), beam: int = typer.Option(1, help="Beam width (1: greedy)."),
     device: str = _device_option(),
