@@ -61,3 +61,24 @@ RANDOM_WEIGHTS_HELP = ("build every encoder with random weights (seed 0) instead
 ALLOW_REPEATED_FRAMES_HELP = ("keep videos with fewer frames than n_f (frames repeat; each warned, counted in the "
                               "summary, listed in record.json); without it such a video is an error (or a "
                               "reported skip with --skip-bad)")
+
+
+def device_option(default: str | None = "cpu", *, spread: bool = False, what: str = ""):
+    """The one `--device` declaration: the vocabulary of vlgap.runtime (`spread` listed where the command's
+    loader can spread a model over GPUs). The value is parsed by the API the command calls
+    (vlgap.runtime.parse_device), so the CLI and the API refuse a bad value with the same line."""
+    import typer
+
+    from vlgap.runtime import DEVICE_HELP, SPREAD_DEVICE_HELP
+
+    return typer.Option(default, "--device", help=(f"{what}: " if what else "") + (SPREAD_DEVICE_HELP if spread
+                                                                                else DEVICE_HELP))
+
+
+def dtype_option(default: str | None = "float32", *, what: str = ""):
+    """The one `--dtype` declaration (vlgap.runtime.parse_dtype: canonical names and their aliases)."""
+    import typer
+
+    from vlgap.runtime import DTYPE_HELP
+
+    return typer.Option(default, "--dtype", help=DTYPE_HELP + (f": {what}" if what else ""))

@@ -18,9 +18,10 @@ import torch
 from torch import nn
 
 from vlgap.encoders._common import (IMAGENET_MEAN, IMAGENET_STD, dtype_name, offline, pool_output, require,
-                                    resolve_device, resolve_dtype, versions, weights_unavailable)
+                                    versions, weights_unavailable)
 from vlgap.encoders.base import VisionEncoder
 from vlgap.errors import VlgapError
+from vlgap.runtime import parse_device, torch_dtype
 
 DEFAULT_CROP_PCT = 0.875  # resize the shorter side to size/0.875 (256 for 224), then centre-crop
 
@@ -349,7 +350,7 @@ def build_torchvision(arch: str, *, weights_path: str | None = None, random_weig
     else:
         pre = FramePreprocess.make(size)
     return ImageModelEncoder(name=spec, model=model, preprocess=pre, pooling=pooling,
-                             device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
+                             device=torch.device(parse_device(device)), dtype=torch_dtype(dtype), source=source,
                              hooked=hooked, **facts)
 
 
@@ -424,7 +425,7 @@ def build_efficientnet_lite(variant: int = 0, *, image_size: int | None = None, 
     pre = FramePreprocess.make(size, mean=(127 / 255,) * 3, std=(128 / 255,) * 3, interpolation="bicubic")
     return ImageModelEncoder(name=name, model=model, preprocess=pre,
                              pooling=_check_pooling(pooling, ("mean",), "mean", name),
-                             device=resolve_device(device), dtype=resolve_dtype(dtype), source=source,
+                             device=torch.device(parse_device(device)), dtype=torch_dtype(dtype), source=source,
                              explicit=explicit, layer_names=layer_names, conv_channels_last=True)
 
 
@@ -574,8 +575,8 @@ def build_timm(arch: str, *, checkpoint: str | None = None, random_weights: bool
     pre = FramePreprocess.make(size, mean=cfg.get("mean", IMAGENET_MEAN), std=cfg.get("std", IMAGENET_STD),
                                crop_pct=float(cfg.get("crop_pct", DEFAULT_CROP_PCT) or DEFAULT_CROP_PCT),
                                interpolation=cfg.get("interpolation", "bilinear") or "bilinear")
-    common = dict(name=display_name or f"timm:{arch}", model=model, preprocess=pre, device=resolve_device(device),
-                  dtype=resolve_dtype(dtype), source=source)
+    common = dict(name=display_name or f"timm:{arch}", model=model, preprocess=pre, device=torch.device(parse_device(device)),
+                  dtype=torch_dtype(dtype), source=source)
     blocks = getattr(model, "blocks", None)
     if isinstance(blocks, (nn.Sequential, nn.ModuleList)) and hasattr(model, "num_prefix_tokens"):
         has_cls = getattr(model, "cls_token", None) is not None

@@ -23,6 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.runtime import parse_device, parse_dtype, torch_dtype  # noqa: F401  (torch_dtype re-exported)
 from vlgap.wsv.latent_grid import LEGACY_MOBILENET_GRID, MOBILENET_GRID  # noqa: F401  (re-exported)
 
 GENERATOR_SPECS = "shapes | shapes:<render style> | diffusers:<hub id or folder>"
@@ -39,26 +40,6 @@ PART_DEFAULTS: dict[str, Any] = {"generator": "shapes", "latents": None, "video_
 #: so `vlgap wsv train` and `vlgap wsv experiment` cannot drift apart); lora_r None: 0 for hf:, 8 for smollm2
 SETTING_DEFAULTS: dict[str, Any] = {"lm": "scratch", "lora_r": None, "dtype": "float32", "device": "cpu",
                                     "n_frames": 16, "size": 64}
-
-
-def torch_dtype(name: str):
-    """torch.float32 / bfloat16 / float16 of a --dtype name; other names refused in one line."""
-    from vlgap.wsv.latents import torch_dtype as from_name
-
-    return from_name(name)
-
-
-def check_device(device: str) -> str:
-    """'cpu', 'cuda', 'cuda:1', 'mps': refused in one line when torch cannot use it here."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise VlgapError(f"--device {device!r} is not a torch device; e.g. cpu, cuda, cuda:1") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise VlgapError(f"--device {device}: no CUDA device is available here; use --device cpu")
-    return str(dev)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -443,8 +424,7 @@ def build_parts(generator: str = "shapes", latents: str | None = None, video_tex
                 dtype: str = "float32", mobilenet_grid: Sequence[int] | None = None) -> Parts:
     """Every part, each checked before any is used: a diffusers generator's own VAE is the default latent
     space (loaded once, shared). `mobilenet_grid`: see build_latent_encoder."""
-    torch_dtype(dtype)
-    device = check_device(device)
+    device, dtype = parse_device(device), parse_dtype(dtype)
     gen = build_generator(generator, n_frames=n_frames, size=size, steps=generator_steps, device=device,
                           dtype=dtype)
     if latents is None:
