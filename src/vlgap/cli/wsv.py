@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import device_option, dtype_option
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
@@ -31,8 +32,8 @@ VIDEO_TEXT_HELP = ("The polisher's frozen video-text model: latent-tower (a towe
                    "needs a VAE latent space).")
 LM_HELP = ("scratch (GPT-2 config, random init) | smollm2 (bundled, LoRA r=8) | hf:<hub id or folder> (a causal "
            "LM such as GPT-2, every weight fine-tuned unless --lora-r).")
-DEVICE_HELP = "torch device of every model: cpu, cuda, cuda:1, ..."
-DTYPE_HELP = "float32 | bfloat16 | float16: frozen models run in it, trained modules under autocast."
+DEVICE_WHAT = "where every model runs"
+DTYPE_WHAT = "frozen models run in it, trained modules under autocast."
 RAY_HELP = ("Make a diffusers generator's missing latents on Ray actors: auto (RAY_ADDRESS, a running cluster, "
             "else a local one) or a cluster address. Same latents as without it.")
 RAY_WORKERS_HELP = "Generator actors (default: one per GPU, or one per 4 CPUs)."
@@ -73,11 +74,11 @@ def _size_option(help: str = "Frame side in pixels."):
 
 
 def _device_option():
-    return typer.Option(SETTING_DEFAULTS["device"], "--device", help=DEVICE_HELP)
+    return device_option(SETTING_DEFAULTS["device"], what=DEVICE_WHAT)
 
 
 def _dtype_option():
-    return typer.Option(SETTING_DEFAULTS["dtype"], "--dtype", help=DTYPE_HELP)
+    return dtype_option(SETTING_DEFAULTS["dtype"], what=DTYPE_WHAT)
 
 
 def _recorded_option(flag: str, help: str):
@@ -86,7 +87,7 @@ def _recorded_option(flag: str, help: str):
 
 
 def _recorded_dtype_option():
-    return _recorded_option("--dtype", "Default: the model's. " + DTYPE_HELP)
+    return dtype_option(None, what=DTYPE_WHAT + " Default: the model's.")
 
 
 def _ray_option():
