@@ -295,7 +295,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **random_opts,
                                  **vision_opts)
     if prefix == "timm:":
-        from vlgap.encoders.vision import build_timm
+        from vlgap.encoders.timm_models import build_timm
 
         arch, ckpt = _split_at(rest)
         return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **random_opts, **vision_opts)
@@ -308,7 +308,8 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
 
     if rest in VIDEOMAE_SIZES:
         return build_videomae_from_config(rest, **common, **vision_opts)
-    from vlgap.encoders.vision import build_timm, build_torchvision
+    from vlgap.encoders.timm_models import build_timm
+    from vlgap.encoders.vision import build_torchvision
 
     if importlib.util.find_spec("timm") is not None:
         import timm

@@ -259,7 +259,7 @@ def build_pretrained_lm(source: str, *, lora_r: int = 0, freeze: bool = False) -
     if source == "smollm2":
         where = "smollm2"
     else:
-        from vlgap.wsv.parts import resolve_source
+        from vlgap.wsv.sources import resolve_source
 
         path, rec = resolve_source(source.removeprefix("hf:"), "--lm hf:")
         where, weights = str(path), rec["weights"]
