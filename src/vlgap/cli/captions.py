@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 from vlgap.cli._app import app  # noqa: F401
+from vlgap.cli.options import device_option
 from vlgap.cli.tables import print_table
 
 
@@ -45,7 +46,7 @@ def caption_eval_command(
     baseline_out: Optional[Path] = typer.Option(None, "--baseline-out", help="With --bertscore-baseline build: where to write it (default bertscore-baseline-<model>.json)."),
     human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes)."),
     human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
-    device: str = typer.Option("cpu", "--device", help="Device for the CLIP and BERTScore models (cpu, cuda, mps)."),
+    device: str = device_option("cpu", what="the CLIP and BERTScore models"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
     per_item: Optional[Path] = typer.Option(None, "--per-item", help="Write per-item scores to this CSV file."),
     seed: int = typer.Option(0, "--seed", help="Seed for bootstrap and permutations."),

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, device_option
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -30,7 +30,7 @@ def intrinsic_dim_cmd(
     confidence: float = typer.Option(0.95),
     seed: int = typer.Option(0),
     cache_dir: Optional[Path] = typer.Option(None, help="feature cache root"),
-    device: str = typer.Option("cpu"),
+    device: str = device_option("cpu", spread=True),
     image_size: Optional[int] = typer.Option(None, help="vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import device_option
 from vlgap.cli.tables import print_table
 from vlgap.errors import VlgapError
 
@@ -37,7 +38,7 @@ def align_cmd(
                                   help="basic | percentile | simultaneous (conservative under many near-tied pairs)"),
     old_interval: Optional[str] = typer.Option(None, "--interval", hidden=True),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
+    device: str = device_option("cpu", what="where the metrics compute"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
                                       "else a local one) or a cluster address"),

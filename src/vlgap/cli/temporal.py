@@ -12,7 +12,7 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.tables import print_table
-from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, one_int
+from vlgap.cli.options import ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, device_option, dtype_option, one_int
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -91,8 +91,8 @@ def test_of_time_cmd(
     seed: int = typer.Option(0, help="generator seed (and bootstrap seed)"),
     bootstrap: int = typer.Option(2000, help="group-bootstrap resamples for the nearest-related fractions"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -152,8 +152,8 @@ def temporal_cmd(
     bootstrap: int = typer.Option(1000, help="paired bootstrap resamples"),
     seed: int = typer.Option(0),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report sections"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -236,8 +236,8 @@ def cross_vision_cmd(
     bootstrap: int = typer.Option(200, help="bootstrap resamples per pair (best pair re-selected in each)"),
     seed: int = typer.Option(0),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder for the report section"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, "--text-pooling", help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -361,7 +361,7 @@ def downstream_cmd(
     folds: int = typer.Option(5, "--folds", help="--task: stratified cross-validation folds"),
     alignment_k: int = typer.Option(10, "--alignment-k", help="--task: k of the mutual k-NN alignment"),
     cache_dir: Optional[Path] = typer.Option(None, help="--task: feature cache root"),
-    device: str = typer.Option("cpu"),
+    device: str = device_option("cpu", spread=True),
     image_size: Optional[int] = typer.Option(None, help="--task: vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     bootstrap: int = typer.Option(2000, help="bootstrap resamples for the Spearman interval"),
