@@ -206,7 +206,7 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                    log: Callable[[str], None] = _log, force: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
-    `device` (vlgap.runtime: cpu | cuda | cuda:N | mps | auto | spread): where the LMs train and rewrite; where a run happens is not
+    `device` (vlgap.runtime, `spread` included): where the LMs train and rewrite; where a run happens is not
     part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
     The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
     named in the last progress line."""

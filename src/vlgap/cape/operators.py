@@ -372,7 +372,7 @@ def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: s
                  endpoint: str | None = None, model: str | None = None, device: str = "cpu",
                  dtype: str = "float32", **kw) -> Operator:
     """An operator by name. LM operators (pe, third: `adapter` = a trained PE, LoRA over `base` or a
-    full-SFT model folder; rewriter: `rewriter_model`) load on `device` (cpu | cuda | cuda:N | auto) in
+    full-SFT model folder; rewriter: `rewriter_model`) load on `device` (vlgap.runtime, `spread` included) in
     `dtype` (float32 | bfloat16 | float16)."""
     if name == "template":
         return TemplateOperator()
