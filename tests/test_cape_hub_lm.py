@@ -107,7 +107,7 @@ def test_bad_device_dtype_and_missing_parameters_are_one_line_errors(qwen_folder
     from vlgap.cape.operators import get_operator
 
     folder = str(qwen_folder["folder"])
-    for kw, words in (({"device": "gpu"}, "'auto'"), ({"device": "cuda:7"}, "cuda"), ({"dtype": "int8"}, "bfloat16")):
+    for kw, words in (({"device": "gpu"}, "spread"), ({"device": "cuda:7"}, "cuda"), ({"dtype": "int8"}, "bfloat16")):
         with pytest.raises(VlgapError, match=words) as err:
             load_lm(folder, **kw)
         assert "\n" not in str(err.value)
@@ -380,10 +380,11 @@ def test_bundled_names_still_route_to_the_bundled_models(qwen_folder, monkeypatc
     """`smollm2` / `gemma3_270m` go to the bundled GGUF conversion (here a stand-in folder), keyed by the
     GGUF's sha256 as before; `hf:smollm2` is a hub id, not the bundled model."""
     from vlgap.cape import lm as L
+    from vlgap.encoders import causal_lm
 
     use_offline_hub(monkeypatch, qwen_folder["hf_home"])  # never the network
     asked = []
-    monkeypatch.setattr(L, "_bundled_folder", lambda name: (asked.append(name), (qwen_folder["folder"], "ab" * 32))[1])
+    monkeypatch.setattr(causal_lm, "bundled_folder", lambda name: (asked.append(name), (qwen_folder["folder"], "ab" * 32))[1])
     assert L.load_lm("gemma3_270m").model_hash == "ab" * 32 and asked == ["gemma3_270m"]
     assert L.load_lm("smollm2", dtype="bfloat16").model_hash == "ab" * 32 + "|bfloat16"
     with pytest.raises(VlgapError, match="could not load language model 'hf:smollm2'"):

@@ -201,7 +201,9 @@ def test_dtype_runs_the_rewriter_in_it_and_keys_the_cache(tmp_path, monkeypatch)
     assert (PRESETS["demo"].dtype, PRESETS["full"].dtype) == ("bfloat16", "float32")
 
     def fake_load_lm(src, *, device="cpu", dtype="float32"):  # load_lm's hash rule (tested in test_cape_hub_lm)
-        dt = L.check_dtype(dtype)
+        from vlgap.runtime import torch_dtype
+
+        dt = torch_dtype(dtype)
         return L.LoadedLM(torch.nn.Linear(2, 2).to(dt), None, src, "w" if dt == torch.float32 else f"w|{dtype}")
 
     monkeypatch.setattr(L, "load_lm", fake_load_lm)

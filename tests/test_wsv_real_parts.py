@@ -335,8 +335,9 @@ def test_other_parts_are_refused_with_the_difference_named(twins, tmp_path):
     for kw, msg in ((dict(generator="dalle:x"), r"--generator 'dalle:x' is not valid; valid: shapes"),
                     (dict(latents="vae:"), r"--latents 'vae:': nothing after 'vae:'"),
                     (dict(video_text="clip:/no/such/dir"), r"--video-text clip: '/no/such/dir': folder does not"),
-                    (dict(dtype="int8"), r"--dtype 'int8' is not valid; valid: float32, bfloat16, float16"),
-                    (dict(device="tpu0"), r"--device 'tpu0' is not a torch device")):
+                    (dict(dtype="int8"), r"dtype 'int8' \(--dtype\) is not valid here; valid: float32 \(fp32, float\), "
+                                         r"bfloat16 \(bf16\), float16"),
+                    (dict(device="tpu0"), r"device 'tpu0' \(--device\) is not valid here; valid: cpu, cuda")):
         with pytest.raises(VlgapError, match=msg) as err:
             build_parts(**{"n_frames": 9, "size": 16, **kw})
         assert "\n" not in str(err.value)

@@ -100,9 +100,11 @@ class CapeConfig:
             check_count(name, getattr(self, name), minimum, flag=flags.get(name))
         check_count("lora_top_layers", self.lora_top_layers, 1, allow_none=True)
         check_count("lora_alpha", self.lora_alpha, 1, flag="--lora-alpha")
-        from vlgap.cape.lm import check_dtype, parse_lora_layers, parse_lora_modules
+        from vlgap.cape.lm import parse_lora_layers, parse_lora_modules
+        from vlgap.runtime import parse_dtype
 
-        check_dtype(self.dtype), parse_lora_layers(self.lora_layers), parse_lora_modules(self.lora_modules)
+        object.__setattr__(self, "dtype", parse_dtype(self.dtype))  # canonical: bf16 and bfloat16 are one run
+        parse_lora_layers(self.lora_layers), parse_lora_modules(self.lora_modules)
         if not self.generator_seeds:
             raise VlgapError("--generator-seeds: need at least 1 generator seed per cell, e.g. 3")
         for s in self.generator_seeds:
@@ -204,15 +206,15 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
                    log: Callable[[str], None] = _log, force: bool = False, device: str = "cpu") -> dict[str, Any]:
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
-    `device` (cpu | cuda | cuda:N | auto): where the LMs train and rewrite; where a run happens is not
+    `device` (vlgap.runtime, `spread` included): where the LMs train and rewrite; where a run happens is not
     part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
     The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
     named in the last progress line."""
-    from vlgap.cape.lm import check_device
     from vlgap.cape.runlog import library_output_to
+    from vlgap.runtime import parse_device
 
     cfg = config or CapeConfig()
-    device = check_device(device)
+    device = parse_device(device, spread=True)
     out = Path(out_dir)
     claim_cape_folder(out, cfg, force=force, log=log)
     with library_output_to(out / LIBRARY_LOG) as path:

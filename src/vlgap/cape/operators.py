@@ -185,9 +185,11 @@ def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "sm
                       dtype: str = "float32", **kw) -> LMOperator:
     """The anchored PE (or the third operator): a trained PE from `vlgap cape train` (a LoRA adapter over
     `base`, or a full-SFT model folder) on `device` in `dtype`."""
-    from vlgap.cape.lm import check_device, check_dtype, load_trained, trained_pe
+    from vlgap.cape.lm import load_trained, trained_pe
+    from vlgap.runtime import runtime
 
-    check_device(device), check_dtype(dtype)  # a bad option is said now, not when the model first loads
+    rt = runtime(device, dtype, spread=True)  # a bad option is said now, not when the model first loads
+    device, dtype = rt.device, rt.dtype
     if trained_pe(adapter_dir) is None:
         raise VlgapError(f"operator {name!r} needs a trained PE; none at {str(adapter_dir)!r} (a LoRA adapter "
                          "folder or a full-SFT model folder: train one with `vlgap cape train` or run "
@@ -197,9 +199,11 @@ def anchored_operator(name: str, adapter_dir: str | os.PathLike, base: str = "sm
 
 def prompted_operator(name: str = "rewriter", model: str = "gemma3_270m", n_shots: int = 2, *, device: str = "cpu",
                       dtype: str = "float32", **kw) -> LMOperator:
-    from vlgap.cape.lm import check_device, check_dtype, load_lm
+    from vlgap.cape.lm import load_lm
+    from vlgap.runtime import runtime
 
-    check_device(device), check_dtype(dtype)
+    rt = runtime(device, dtype, spread=True)
+    device, dtype = rt.device, rt.dtype
     return LMOperator(name, lambda: load_lm(model, device=device, dtype=dtype), prefix=prompted_prefix(n_shots), **kw)
 
 
@@ -368,7 +372,7 @@ def get_operator(name: str, *, adapter: str | os.PathLike | None = None, base: s
                  endpoint: str | None = None, model: str | None = None, device: str = "cpu",
                  dtype: str = "float32", **kw) -> Operator:
     """An operator by name. LM operators (pe, third: `adapter` = a trained PE, LoRA over `base` or a
-    full-SFT model folder; rewriter: `rewriter_model`) load on `device` (cpu | cuda | cuda:N | auto) in
+    full-SFT model folder; rewriter: `rewriter_model`) load on `device` (vlgap.runtime, `spread` included) in
     `dtype` (float32 | bfloat16 | float16)."""
     if name == "template":
         return TemplateOperator()

@@ -160,7 +160,10 @@ def _split_revision(rest: str) -> tuple[str, str | None]:
 
 
 def load_clip(spec: str, device: str = "cpu") -> ClipModel:
-    """Load a CLIP-family checkpoint from a spec (see the module docstring)."""
+    """Load a CLIP-family checkpoint from a spec (see the module docstring) on `device` (vlgap.runtime)."""
+    from vlgap.runtime import parse_device
+
+    device = parse_device(device)
     if not isinstance(spec, str) or ":" not in spec:
         raise VlgapError(f"CLIP spec {spec!r} is not valid: use hf:<hub id or folder> (a CLIP or SigLIP "
                          "checkpoint) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>]")

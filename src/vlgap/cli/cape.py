@@ -8,13 +8,12 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import VocabGroup, confidence_option, seed_list
+from vlgap.cli.options import VocabGroup, confidence_option, device_option, dtype_option, seed_list
 
 ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
                 "(out/model) or the `vlgap cape train --out` folder itself.")
 LM_HELP = "The causal LM: smollm2, gemma3_270m, hf:<hub id or folder>, a local folder or a hub id (any causal LM)."
-DEVICE_HELP = "cpu | cuda | cuda:N | auto (spread a model larger than one GPU over every GPU)."
-DTYPE_HELP = "float32 | bfloat16 | float16: the LM's weights for SFT and rewriting."
+DTYPE_WHAT = "the LM's weights for SFT and rewriting."
 
 cape_app = typer.Typer(help="CAPE-T2V prompt enhancer: six-part rewrites, anchored PE, the 2x2 experiment.",
                        no_args_is_help=True, cls=VocabGroup)
@@ -36,8 +35,8 @@ def rewrite_command(
     base: str = typer.Option("smollm2", "--lm", help=LM_HELP + " (operators pe, third with a LoRA adapter)"),
     rewriter_model: str = typer.Option("smollm2", "--rewriter-lm", help="LM of the prompted rewriter (same forms "
                                                                         "as --lm)."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32", what=DTYPE_WHAT),
     cache: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder for the resumable rewrite cache."),
     batch_size: int = typer.Option(16, "--batch-size", help="Prompts per generate() call."),
     max_input_tokens: int = typer.Option(192, "--max-input-tokens", help="Longer prompts are an error..."),
@@ -90,16 +89,16 @@ def train_command(
                                                                    "all | 0,1,5."),
     lora_modules: Optional[str] = typer.Option(None, "--lora-modules", help="Modules with LoRA: comma list of names "
                                                "| all-linear (default: every projection, q/k/v/o/gate/up/down_proj)."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32", what=DTYPE_WHAT),
     seed: int = typer.Option(0, "--seed"),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
     """Fine-tune an anchored PE (SFT: input -> six-part target, loss on the target only; LoRA or --full)."""
     from vlgap.cape import world as W
-    from vlgap.cape.lm import (check_device, check_dtype, load_lm, parse_lora_layers, parse_lora_modules, sft_key,
-                               train_lora)
+    from vlgap.cape.lm import load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
+    from vlgap.runtime import runtime
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
@@ -111,7 +110,9 @@ def train_command(
     check_count("lora_r", lora_r, 1, flag="--lora-r", example=16)
     check_count("lora_alpha", lora_alpha, 1, flag="--lora-alpha", example=32)
     check_count("n_videos", n_videos, 1, flag="--videos", example=48)
-    check_device(device), check_dtype(dtype), parse_lora_layers(lora_layers), parse_lora_modules(lora_modules)
+    rt = runtime(device, dtype, spread=True)
+    device, dtype = rt.device, rt.dtype
+    parse_lora_layers(lora_layers), parse_lora_modules(lora_modules)
     if targets is not None:
         pairs = []
         for rec in read_targets_jsonl(targets):
@@ -179,8 +180,8 @@ def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, device
 def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", "-o", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default bfloat16 (the demo preset)."),
+    device: str = device_option("cpu", spread=True),
+    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default bfloat16 (the demo preset)."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
@@ -203,8 +204,8 @@ def experiment_command(
     confidence: float = confidence_option("cape experiment"),
     permutations: Optional[int] = typer.Option(None, "--permutations"),
     base: Optional[str] = typer.Option(None, "--lm", help=LM_HELP + " Default smollm2."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, "--dtype", help=DTYPE_HELP + " Default float32."),
+    device: str = device_option("cpu", spread=True),
+    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default float32."),
     full: bool = typer.Option(False, "--full", help="Full-parameter SFT of the PE and third operator instead of "
                                                     "LoRA."),
     lora_r: Optional[int] = typer.Option(None, "--lora-r", help="LoRA rank (default 16)."),
@@ -234,8 +235,8 @@ def export_command(
     adapter: Optional[Path] = typer.Option(None, "--adapter", help=ADAPTER_HELP),
     base: str = typer.Option("smollm2", "--lm", help=LM_HELP + " (operators pe, third with a LoRA adapter)"),
     rewriter_model: str = typer.Option("smollm2", "--rewriter-lm", help="LM of the prompted rewriter."),
-    device: str = typer.Option("cpu", "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option("float32", "--dtype", help=DTYPE_HELP),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32", what=DTYPE_WHAT),
     rewrites: Optional[Path] = typer.Option(None, "--rewrites", help="JSONL of outside rewrites (precomputed)."),
     endpoint: Optional[str] = typer.Option(None, "--endpoint", help="Chat-completions base URL (openai-compatible)."),
     model: Optional[str] = typer.Option(None, "--endpoint-lm", help="The LM the endpoint serves, by the name it "

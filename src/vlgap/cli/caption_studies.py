@@ -11,7 +11,7 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.options import (RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option, confidence_option,
-                               int_list, one_int)
+                               device_option, dtype_option, int_list, one_int)
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -32,8 +32,8 @@ def caption_diversity_cmd(
     seed: int = typer.Option(0, help="bootstrap seed"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for caption_diversity.json "
                                                                "and the report section"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -79,7 +79,7 @@ def split_captions_cmd(
     on_invalid: str = typer.Option("fallback", "--on-invalid",
                                    help="an invalid split: fallback (the rule split, when valid; else skipped) | "
                                         "skip | error; each is listed in the report"),
-    device: str = typer.Option("cpu"),
+    device: str = device_option("cpu", spread=True),
     batch_size: int = typer.Option(8, help="lm: prompts per generate() call"),
     max_new_tokens: Optional[int] = typer.Option(None, help="lm: token budget per answer (default from the prompt)"),
     as_json: bool = typer.Option(False, "--json", help="print the split report as JSON"),

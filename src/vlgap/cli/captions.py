@@ -7,7 +7,7 @@ from typing import Callable, List, Optional
 import typer
 
 from vlgap.cli._app import app  # noqa: F401
-from vlgap.cli.options import ci_method_option, confidence_option
+from vlgap.cli.options import ci_method_option, confidence_option, device_option
 from vlgap.cli.tables import print_table
 
 
@@ -75,7 +75,7 @@ def caption_eval_command(
     baseline_pairs: int = typer.Option(10000, "--baseline-pairs", help="With --bertscore-baseline build: random sentence pairs averaged."),
     human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes)."),
     human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
-    device: str = typer.Option("cpu", "--device", help="Device for the CLIP and BERTScore models (cpu, cuda, mps)."),
+    device: str = device_option("cpu", what="the CLIP and BERTScore models"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="File to write: the per-item scores (CSV; one system, no --compare), or with --bertscore-baseline build the baseline (default bertscore-baseline-<model>.json)."),
     seed: int = typer.Option(0, "--seed", help="Seed for bootstrap and permutations."),

@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
+from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, FRAME_SAMPLING_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP,
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
 from vlgap.errors import VlgapError
@@ -50,9 +51,8 @@ def extract_cmd(
     n_frames: Optional[str] = typer.Option(None, "--n-frames", help="vision: comma list of n_f, e.g. 1,2,4,8"),
     n_captions: Optional[str] = typer.Option(None, "--n-captions", help="text: comma list of n_c, e.g. 1,2,4,8"),
     cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
-    device: str = typer.Option("cpu", help="cpu | cuda | cuda:1 ... | auto (text models: spread a large model "
-                               "over every GPU)"),
-    dtype: str = typer.Option("float32", help="float32 | bfloat16 | float16"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     pooling: Optional[str] = typer.Option(None, help=POOLING_HELP),
     image_size: Optional[int] = typer.Option(None, help="vision input size (default: the model's)"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app  # noqa: F401
-from vlgap.cli.options import ci_method_option, confidence_option
+from vlgap.cli.options import ci_method_option, confidence_option, device_option
 from vlgap.cli.tables import print_table
 
 KERNELS = ("rbf", "linear", "poly", "cmmd")
@@ -52,7 +52,7 @@ def gap_command(
                                         "last), or of an array file holding several layers (then required)."),
     pooling: Optional[str] = typer.Option(None, "--pooling", help="Text pooling over tokens: mean (default) | last."),
     top_k: int = typer.Option(5, "--top-k", help="Witness items to show per side (captions)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu | cuda | cuda:1 ..."),
+    device: Optional[str] = device_option(None, spread=True),
     seed: int = typer.Option(0, "--seed", help="Seed for permutations, bootstrap, subsampling."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the printed verdict."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import RANDOM_WEIGHTS_HELP, ci_method_option, confidence_option
+from vlgap.cli.options import RANDOM_WEIGHTS_HELP, ci_method_option, confidence_option, device_option
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -31,7 +31,7 @@ def intrinsic_dim_cmd(
     ci_method: str = ci_method_option("intrinsic-dim"),
     seed: int = typer.Option(0),
     cache_dir: Optional[Path] = typer.Option(None, help="feature cache root"),
-    device: str = typer.Option("cpu"),
+    device: str = device_option("cpu", spread=True),
     image_size: Optional[int] = typer.Option(None, help="vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),

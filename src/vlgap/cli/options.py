@@ -284,3 +284,20 @@ class VocabGroup(TyperGroup):
         if name is not None and not getattr(cmd, "commands", None):
             refuse_old_spellings(" ".join(_command_path(ctx) + [name]), rest)
         return name, cmd, rest
+
+
+def device_option(default: str | None = "cpu", *, spread: bool = False, what: str = ""):
+    """The one `--device` declaration: the vocabulary of vlgap.runtime (`spread` listed where the command's
+    loader can spread a model over GPUs). The value is parsed by the API the command calls
+    (vlgap.runtime.parse_device), so the CLI and the API refuse a bad value with the same line."""
+    from vlgap.runtime import DEVICE_HELP, SPREAD_DEVICE_HELP
+
+    return typer.Option(default, "--device", help=(f"{what}: " if what else "") + (SPREAD_DEVICE_HELP if spread
+                                                                                else DEVICE_HELP))
+
+
+def dtype_option(default: str | None = "float32", *, what: str = ""):
+    """The one `--dtype` declaration (vlgap.runtime.parse_dtype: canonical names and their aliases)."""
+    from vlgap.runtime import DTYPE_HELP
+
+    return typer.Option(default, "--dtype", help=DTYPE_HELP + (f": {what}" if what else ""))

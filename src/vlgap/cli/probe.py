@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import ci_method_option, confidence_option
+from vlgap.cli.options import ci_method_option, confidence_option, device_option
 from vlgap.cli.tables import print_table
 
 console = Console()
@@ -35,7 +35,7 @@ def align_cmd(
     confidence: float = confidence_option("align"),
     ci_method: str = ci_method_option("align"),
     seed: int = typer.Option(0, "--seed", help="seed of the bootstrap and permutations"),
-    device: str = typer.Option("cpu", "--device", help="cpu | cuda"),
+    device: str = device_option("cpu", what="where the metrics compute"),
     as_json: bool = typer.Option(False, "--json", help="print JSON on stdout"),
     ray: Optional[str] = typer.Option(None, "--ray", help="run on Ray: auto (RAY_ADDRESS, a running cluster, "
                                       "else a local one) or a cluster address"),

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
+from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, int_list)
 from vlgap.cli.tables import print_table
@@ -63,8 +64,8 @@ def sweep_cmd(
     confidence: float = confidence_option("sweep"),
     permutations: int = typer.Option(200, help="permutations of the pairing for the null; 0 = none"),
     seed: int = typer.Option(0),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -119,7 +120,7 @@ def demo_cmd(
     config: Optional[Path] = typer.Option(None, help="TOML file with DemoConfig keys (optionally under a \\[demo] table)"),
     out: Optional[str] = typer.Option(None, "--out", "-o", help="folder: the run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
-    device: Optional[str] = typer.Option(None),
+    device: Optional[str] = device_option(None, spread=True),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     frame_sampling: Optional[str] = typer.Option(None, "--frame-sampling", help=FRAME_SAMPLING_HELP + "; a comma "
                                                  "list runs them side by side (default uniform)"),

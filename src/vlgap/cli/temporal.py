@@ -13,7 +13,7 @@ from rich.table import Table
 from vlgap.cli._app import app
 from vlgap.cli.tables import print_table
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option,
-                               confidence_option, one_int)
+                               confidence_option, device_option, dtype_option, one_int)
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -93,8 +93,8 @@ def test_of_time_cmd(
     bootstrap: int = typer.Option(2000, help="group-bootstrap resamples for the nearest-related fractions"),
     confidence: float = confidence_option("test-of-time"),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -157,8 +157,8 @@ def temporal_cmd(
     ci_method: str = ci_method_option("temporal"),
     seed: int = typer.Option(0),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report sections"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -245,8 +245,8 @@ def cross_vision_cmd(
     ci_method: str = ci_method_option("cross-vision"),
     seed: int = typer.Option(0),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
-    device: str = typer.Option("cpu"),
-    dtype: str = typer.Option("float32"),
+    device: str = device_option("cpu", spread=True),
+    dtype: str = dtype_option("float32"),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, "--text-pooling", help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -370,7 +370,7 @@ def downstream_cmd(
     folds: int = typer.Option(5, "--folds", help="--task: stratified cross-validation folds"),
     alignment_k: int = typer.Option(10, "--alignment-k", help="--task: k of the mutual k-NN alignment"),
     cache_dir: Optional[Path] = typer.Option(None, help="--task: feature cache root"),
-    device: str = typer.Option("cpu"),
+    device: str = device_option("cpu", spread=True),
     image_size: Optional[int] = typer.Option(None, help="--task: vision input size"),
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
     bootstrap: int = typer.Option(2000, help="bootstrap resamples for the Spearman interval"),

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 from vlgap.cli.captions import metrics_option
-from vlgap.cli.options import VocabGroup, confidence_option, seed_list
+from vlgap.cli.options import VocabGroup, confidence_option, device_option, dtype_option, seed_list
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
@@ -34,8 +34,8 @@ VIDEO_TEXT_HELP = ("The polisher's frozen video-text model: latent-tower (a towe
                    "needs a VAE latent space).")
 LM_HELP = ("scratch (GPT-2 config, random init) | smollm2 (bundled, LoRA r=8) | hf:<hub id or folder> (a causal "
            "LM such as GPT-2, every weight fine-tuned unless --lora-r).")
-DEVICE_HELP = "torch device of every model: cpu, cuda, cuda:1, ..."
-DTYPE_HELP = "float32 | bfloat16 | float16: frozen models run in it, trained modules under autocast."
+DEVICE_WHAT = "where every model runs"
+DTYPE_WHAT = "frozen models run in it, trained modules under autocast."
 RAY_HELP = ("Make a diffusers generator's missing latents on Ray actors: auto (RAY_ADDRESS, a running cluster, "
             "else a local one) or a cluster address. Same latents as without it.")
 RAY_WORKERS_HELP = "Generator actors (default: one per GPU, or one per 4 CPUs)."
@@ -76,11 +76,11 @@ def _size_option(help: str = "Frame side in pixels."):
 
 
 def _device_option():
-    return typer.Option(SETTING_DEFAULTS["device"], "--device", help=DEVICE_HELP)
+    return device_option(SETTING_DEFAULTS["device"], what=DEVICE_WHAT)
 
 
 def _dtype_option():
-    return typer.Option(SETTING_DEFAULTS["dtype"], "--dtype", help=DTYPE_HELP)
+    return dtype_option(SETTING_DEFAULTS["dtype"], what=DTYPE_WHAT)
 
 
 def _recorded_option(flag: str, help: str):
@@ -89,7 +89,7 @@ def _recorded_option(flag: str, help: str):
 
 
 def _recorded_dtype_option():
-    return _recorded_option("--dtype", "Default: the model's. " + DTYPE_HELP)
+    return dtype_option(None, what=DTYPE_WHAT + " Default: the model's.")
 
 
 def _ray_option():

@@ -198,11 +198,13 @@ def parse_lm_parts(completion: str) -> list[str]:
 
 def lm_generator(model: str = "smollm2", *, device: str = "cpu", batch_size: int = 8,
                  max_new_tokens: int | None = None, lm=None) -> Generator:
-    """Greedy batched generation with a causal LM (`vlgap.cape.lm.load_lm`: smollm2, gemma3_270m, a folder
-    or a hub id; or an already loaded `lm`). Prompts go through the chat template when there is one."""
+    """Greedy batched generation with a causal LM (`vlgap.encoders.causal_lm.load_lm`: smollm2, gemma3_270m, a
+    folder or a hub id, on `device`: vlgap.runtime, `spread` included; or an already loaded `lm`). Prompts go
+    through the chat template when there is one."""
     import torch
 
-    from vlgap.cape.lm import ensure_pad, load_lm
+    from vlgap.cape.decoding import ensure_pad
+    from vlgap.encoders.causal_lm import load_lm
 
     loaded = lm if lm is not None else load_lm(model, device=device)
     tok, net = loaded.tokenizer, loaded.model
@@ -220,7 +222,7 @@ def lm_generator(model: str = "smollm2", *, device: str = "cpu", batch_size: int
         for s in range(0, len(prompts), batch_size):
             texts = [formatted(p) for p in prompts[s:s + batch_size]]
             enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False)
-            enc = {k: v.to(net.device) for k, v in enc.items()}
+            enc = {k: v.to(loaded.device or net.device) for k, v in enc.items()}
             budget = max_new_tokens or min(512, 16 + 2 * int(enc["input_ids"].shape[1]))
             with torch.inference_mode():
                 gen = net.generate(**enc, do_sample=False, max_new_tokens=budget, pad_token_id=tok.pad_token_id,
@@ -270,7 +272,10 @@ def split_captions(manifest: str | Path, out: str | Path, *, parts: int, splitte
     from vlgap.data.manifest import read_manifest, write_manifest
     from vlgap.io_utils import atomic_write_json
 
+    from vlgap.runtime import parse_device
+
     parts = check_count("parts", parts, 1, flag="--parts", example=10)
+    device = parse_device(device, spread=True)
     if source not in SOURCES:
         raise VlgapError(f"unknown caption source {source!r}; valid: {', '.join(SOURCES)}")
     if on_invalid not in ON_INVALID:

@@ -1,4 +1,5 @@
-"""Helpers every encoder adapter shares: device/dtype parsing, optional-package checks, versions, pooling."""
+"""Helpers every encoder adapter shares: optional-package checks, versions, pooling (device and dtype:
+vlgap.runtime)."""
 from __future__ import annotations
 
 import contextlib
@@ -12,41 +13,8 @@ import torch
 
 from vlgap.errors import VlgapError
 
-DTYPES = {
-    "float32": torch.float32, "fp32": torch.float32, "float": torch.float32,
-    "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-    "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
-}
-
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise VlgapError(f"device {device!r} is not a torch device; use 'cpu', 'cuda', 'cuda:1' or 'mps'") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise VlgapError(f"device {device!r} was asked for but no CUDA GPU is visible here; use device='cpu'")
-    if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise VlgapError(f"device {device!r} was asked for but MPS is not available here; use device='cpu'")
-    return dev
-
-
-def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype:
-    if dtype is None:
-        return torch.float32
-    if isinstance(dtype, torch.dtype):
-        if dtype in DTYPES.values():
-            return dtype
-        raise VlgapError(f"dtype {dtype} is not supported; use one of float32, bfloat16, float16")
-    key = str(dtype).lower().removeprefix("torch.")
-    if key not in DTYPES:
-        raise VlgapError(f"dtype {dtype!r} is not supported; use one of float32, bfloat16 (bf16), float16 (fp16)")
-    return DTYPES[key]
 
 
 def dtype_name(dtype: torch.dtype) -> str:

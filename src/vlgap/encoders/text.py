@@ -7,9 +7,9 @@ same vectors alone or padded in a batch.
 
 Chat templates are never applied: a caption is tokenised as plain text (the record says so).
 Encoder-decoder models (T5, mT5, UMT5) run their encoder only (T5EncoderModel and kin): its embeddings
-and every encoder layer. Large LMs: device="auto" (or a model larger than one GPU's free memory with
-several GPUs visible) spreads the model over the GPUs with accelerate's device_map="auto"; every
-hidden state is still returned, moved to one device before pooling.
+and every encoder layer. Large LMs: device="spread" spreads the model over the GPUs with accelerate's
+device_map="auto" (see vlgap.runtime for the device vocabulary); every hidden state is still returned,
+moved to one device before pooling.
 """
 from __future__ import annotations
 
@@ -19,17 +19,15 @@ from typing import Any, Callable
 
 import torch
 
-from vlgap.encoders._common import (dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, resolve_device,
-                                    resolve_dtype, versions)
+from vlgap.encoders._common import dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, versions
 from vlgap.encoders.base import TextEncoder
 from vlgap.errors import VlgapError
+from vlgap.runtime import SPREAD, parse_device, torch_dtype
 
 POOLINGS = ("mean", "last")
 CHAT_TEMPLATE_NOTE = "not applied: captions are tokenised as plain text for feature extraction"
 #: encoder-decoder families whose encoder is loaded on its own (no decoder weights in memory)
 ENCODER_ONLY_CLASSES = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel"}
-#: share of a GPU's free memory a model may take before it is spread over several GPUs
-FIT_FRACTION = 0.9
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 
 
@@ -138,16 +136,6 @@ def _encoder_only_class(config):
     return getattr(transformers, name)
 
 
-def model_bytes(config, dtype: torch.dtype, model_class) -> int:
-    """Bytes the model's parameters take in `dtype`, counted on the meta device (nothing allocated)."""
-    from accelerate import init_empty_weights
-
-    with init_empty_weights(), quiet_transformers():
-        meta = model_class(config) if model_class is not None else _auto_from_config(config)
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    return int(sum(p.numel() for p in meta.parameters())) * itemsize
-
-
 def _auto_from_config(config):
     from transformers import AutoModel, AutoModelForCausalLM
 
@@ -157,23 +145,18 @@ def _auto_from_config(config):
         return AutoModelForCausalLM.from_config(config)
 
 
-def placement(device, n_bytes: int | None = None) -> tuple[torch.device, Any]:
-    """(input device, device_map or None). The rule: device "auto" -> accelerate's device_map="auto" over
-    every visible GPU (CPU when there is none); device "cuda" (no index) with more than one GPU visible and
-    a model larger than FIT_FRACTION of the current GPU's free memory -> the same; anything else -> the
-    one device asked for. `n_bytes` is only needed for the automatic case."""
-    if isinstance(device, dict):  # an explicit accelerate device map (advanced use, tests)
+def placement(device) -> tuple[torch.device, Any]:
+    """(input device, device_map or None). The rule: device "spread" -> accelerate's device_map="auto" over
+    every visible GPU (the CPU when there is none); any other device (vlgap.runtime.parse_device) -> that
+    one device; a dict -> that accelerate device map (advanced use, tests)."""
+    if isinstance(device, dict):
         return torch.device("cpu"), device
-    if device == "auto":
+    dev = parse_device(device, spread=True)
+    if dev == SPREAD:
         if not torch.cuda.is_available():
             return torch.device("cpu"), None
         return torch.device("cuda", 0), "auto"
-    dev = resolve_device(device)
-    if (dev.type == "cuda" and dev.index is None and n_bytes is not None and torch.cuda.device_count() > 1):
-        free, _ = torch.cuda.mem_get_info(torch.cuda.current_device())
-        if n_bytes > FIT_FRACTION * free:
-            return torch.device("cuda", 0), "auto"
-    return dev, None
+    return torch.device(dev), None
 
 
 def _cached_commit(repo_id: str, revision: str | None) -> str | None:
@@ -220,13 +203,11 @@ def load_placed(spec: str, where: str, config, classes, *, dtype: torch.dtype, d
                 way_out: str = RANDOM_WEIGHTS_WAY_OUT) -> tuple[Any, torch.device]:
     """The one way vlgap loads pretrained transformers weights onto devices: `from_pretrained` of the first
     of `classes` that accepts the config (a ValueError moves on to the next), in `dtype`, placed by
-    `placement` (one device, or accelerate's device_map over GPUs for device "auto" or a model larger than
-    one GPU), refusing a checkpoint that lacks parameters. Returns (the model in eval mode, the device its
-    inputs go to). `size_class`: the class whose parameter count decides the automatic spread (None: the
-    auto base model); `unavailable(reason)`: the exception for a folder or cache without weight files
+    `placement` (one device, or accelerate's device_map over GPUs for device "spread"), refusing a
+    checkpoint that lacks parameters. Returns (the model in eval mode, the device its inputs go to).
+    `size_class`: unused (kept for callers); `unavailable(reason)`: the exception for a folder or cache without weight files
     (default: `weights_unavailable`)."""
-    needs_size = not isinstance(device, dict) and device not in ("auto", "cpu") and torch.cuda.device_count() > 1
-    dev, device_map = placement(device, model_bytes(config, dtype, size_class) if needs_size else None)
+    dev, device_map = placement(device)
     load_kwargs: dict[str, Any] = dict(revision=revision, dtype=dtype, output_loading_info=True)
     if device_map is not None:
         require("accelerate", "accelerate", for_what="spreading a model over devices (device_map)")
@@ -264,8 +245,8 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
                  extra_source: dict[str, Any] | None = None, hash_weights: bool = True,
                  random_weights: bool = False, offload_folder: str | None = None) -> HFTextEncoder:
     """Load a text model from a hub id or a local folder: the base model (no LM head); for T5-family
-    models the encoder only. device: 'cpu', 'cuda', 'cuda:N', 'auto' (see `placement` for when a model
-    is spread over GPUs), or an accelerate device map dict. random_weights: the architecture from its
+    models the encoder only. device: see vlgap.runtime ('spread': over every GPU, see `placement`), or an
+    accelerate device map dict. random_weights: the architecture from its
     config with random weights (seed 0), for speed tests; labelled as such."""
     require("transformers", "transformers", for_what="a Hugging Face text encoder")
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
@@ -273,9 +254,9 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     pooling = pooling or "mean"
     if pooling not in POOLINGS:
         raise VlgapError(f"pooling {pooling!r} is not available for text encoders; use one of {', '.join(POOLINGS)}")
-    dt = resolve_dtype(dtype)
-    if not isinstance(device, dict) and device != "auto":
-        resolve_device(device)
+    dt = torch_dtype(dtype)
+    if not isinstance(device, dict):
+        device = parse_device(device, spread=True)
     spec = name or f"hf:{src}"
     where, folder = model_source(src, f"text model folder {src!r} does not exist; give a local folder, a hub id "
                                       "(org/name) or a .gguf file")

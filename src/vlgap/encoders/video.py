@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import torch
 
-from vlgap.encoders._common import require, resolve_device, resolve_dtype
+from vlgap.encoders._common import require
 from vlgap.encoders.hf_families import HFVisionEncoder, family_of, load_hf, resolve_pooling
 from vlgap.encoders.vision import FramePreprocess
 from vlgap.errors import VlgapError
+from vlgap.runtime import parse_device, torch_dtype
 
 #: VideoMAE sizes (the published ViT-S/B/L/H backbones), for random-weight builds
 VIDEOMAE_SIZES = {
@@ -47,4 +48,4 @@ def build_videomae_from_config(size: str = "videomae-base", *, pooling: str | No
               "weights": "random initialisation (seed 0), for speed measurements only"}
     return HFVisionEncoder(name=f"config:{size}", model=model, family=family, preprocess=pre, n0=config.num_frames,
                            pooling=resolve_pooling(pooling, family, size), prefix_tokens=0,
-                           device=resolve_device(device), dtype=resolve_dtype(dtype), source=source)
+                           device=torch.device(parse_device(device)), dtype=torch_dtype(dtype), source=source)

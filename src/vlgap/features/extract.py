@@ -43,9 +43,10 @@ import numpy as np
 from vlgap.data.manifest import Item, Manifest, read_manifest
 from vlgap.data.sampling import parse_frame_sampling
 from vlgap.errors import VlgapError
-from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, VisionSteps, bad_item_message,
-                                        encoder_info, make_steps, repeated_frames_message,
-                                        requested_values)
+from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, VisionSteps, encoder_info,  # noqa: F401
+                                        make_steps, requested_values)
+from vlgap.features.item_policy import (MAX_WARNING_LINES, _check_items, _count, _repeated_by_item,  # noqa: F401
+                                        _warn_repeated, apply_item_policy, item_problems, repeated_items)
 from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
@@ -96,20 +97,6 @@ class ExtractResult:
         return "\n".join(lines)
 
 
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _repeated_by_item(rows: list[dict]) -> dict[str, tuple[int, list[int]]]:
-    """{item id: (its frame count, the n_f values that repeat its frames)}, in first-seen order."""
-    out: dict[str, tuple[int, list[int]]] = {}
-    for r in rows:
-        frames, vs = out.setdefault(r["id"], (int(r["frames"]), []))
-        if r["n_f"] not in vs:
-            vs.append(r["n_f"])
-    return {i: (f, sorted(vs)) for i, (f, vs) in out.items()}
-
-
 def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
     if text is None:
         return (0, 1)
@@ -133,8 +120,11 @@ def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, i
     Options at their defaults are left out, so adding an option never invalidates existing caches.
     Weights: random weights (asked for) are keyed "random"; tv:/timm: specs without a file are keyed
     "pretrained", because before they loaded pretrained weights those specs built random ones under the
-    bare name, and such cached features must not be read as pretrained."""
-    key: dict[str, Any] = {"name": name, "dtype": dtype}
+    bare name, and such cached features must not be read as pretrained. The dtype is keyed by its canonical
+    name (vlgap.runtime.parse_dtype): bf16 and bfloat16 are one entry."""
+    from vlgap.runtime import parse_dtype
+
+    key: dict[str, Any] = {"name": name, "dtype": parse_dtype(dtype)}
     if random_weights:
         key["weights"] = "random"
     elif name.startswith(("tv:", "timm:")) and "@" not in name:
@@ -386,6 +376,11 @@ def extract(
     threads = check_count("threads", threads, example=2, allow_none=True)
     ray_workers = check_count("ray_workers", ray_workers, example=2, allow_none=True)
     image_size = check_count("image_size", image_size, example=160, allow_none=True)
+    from vlgap.runtime import parse_device, parse_dtype
+
+    asked_dtype, dtype = dtype, parse_dtype(dtype)
+    # a Ray driver may have no GPU of its own: its workers check the device where they run
+    device = parse_device(device, spread=True, check=not ray)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
@@ -430,6 +425,7 @@ def extract(
         kinds = {it.id: it.kind for it in items}
         _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
         if pending:
+            _note_alias_entries(asked_dtype, ekey, fp, param, pending, shard_t, root)
             opts: dict[str, Any] = {}
             if pooling:
                 opts["pooling"] = pooling
@@ -460,6 +456,18 @@ def extract(
     return result
 
 
+def _note_alias_entries(asked_dtype, ekey: dict, fp: str, param: str, pending: list[int], shard, root) -> None:
+    """Entries keyed with a dtype alias (before dtypes were canonical, `bf16` was keyed apart from
+    `bfloat16`) are not read: the canonical entry is computed afresh, said in one line."""
+    alias = str(asked_dtype).strip().lower().removeprefix("torch.") if asked_dtype is not None else None
+    if alias is None or alias == ekey["dtype"]:
+        return
+    old = [v for v in pending if Entry(FeatureKey(dict(ekey, dtype=alias), fp, param, v, shard), root).features_path.is_file()]
+    if old:
+        stderr_console.print(f"note: features cached under dtype {alias!r} (an alias of {ekey['dtype']!r}) are not "
+                             f"reused; computing the {ekey['dtype']} entry for {param} = {', '.join(map(str, old))}")
+
+
 def _check_caption_draw(draw) -> tuple[int, int] | None:
     if draw is None:
         return None
@@ -470,85 +478,6 @@ def _check_caption_draw(draw) -> tuple[int, int] | None:
     if number < 0:
         raise VlgapError(f"caption_draw's draw number must be >= 0, got {number}")
     return (seed, number)
-
-
-# -- degenerate items: the flags applied to what an entry holds (cached or fresh) -------------------
-
-def repeated_items(fs: FeatureSet, kinds: dict[str, str]) -> list[dict]:
-    """The entry's kept videos with fewer frames than its n_f: [{"id", "frames", "n_f"}]. Entries written
-    before this list existed are read from their frame indices (fewer distinct frames than n_f; the
-    last sampled index is the last frame)."""
-    rec = fs.record
-    if "repeated_frames" in rec:
-        return list(rec["repeated_frames"])
-    out = []
-    sampling = rec.get("sampling") or {}
-    n_f = sampling.get("n_f")
-    for item_id, idx in (sampling.get("frame_indices") or {}).items():
-        if item_id in fs.ids and kinds.get(item_id, "video") != "image" and len(set(idx)) < len(idx):
-            out.append({"id": item_id, "frames": int(max(idx)) + 1, "n_f": int(n_f or len(idx))})
-    return out
-
-
-def item_problems(bad: list[dict], repeated: list[dict], value: int, position: dict[str, int], skip_bad: bool,
-                  allow_repeated_frames: bool) -> list[tuple[int, int, str]]:
-    """(item position, value, the one-line error a fresh run gives) for each item these flags refuse."""
-    out = []
-    if not skip_bad:
-        out += [(position.get(b["id"], len(position)), value, bad_item_message(b)) for b in bad]
-        if not allow_repeated_frames:
-            out += [(position.get(r["id"], len(position)), value,
-                     repeated_frames_message(r["id"], r["frames"], r["n_f"])) for r in repeated]
-    return out
-
-
-def _check_items(features: dict[int, FeatureSet], items: list[Item], kinds: dict[str, str], skip_bad: bool,
-                 allow_repeated_frames: bool) -> None:
-    position = {it.id: i for i, it in enumerate(items)}
-    problems = []
-    for v, fs in features.items():
-        problems += item_problems(fs.record.get("bad_items", []), repeated_items(fs, kinds), v, position, skip_bad,
-                                  allow_repeated_frames)
-    if problems:
-        raise VlgapError(min(problems)[2])  # the first item in manifest order, as a fresh run stops at it
-
-
-def apply_item_policy(fs: FeatureSet, kinds: dict[str, str], skip_bad: bool, allow_repeated_frames: bool) -> FeatureSet:
-    """The entry as this run's flags see it (after `_check_items` has refused what they refuse):
-    with --allow-repeated-frames, short videos are kept and listed in record["repeated_frames"];
-    with --skip-bad alone they are left out and listed in record["bad_items"]."""
-    repeated = repeated_items(fs, kinds)
-    record = dict(fs.record)
-    if allow_repeated_frames or not repeated:
-        record["repeated_frames"] = repeated
-        return FeatureSet(fs.layers, fs.ids, record, fs.path)
-    short = _repeated_by_item(repeated)
-    record["repeated_frames"] = []
-    record["bad_items"] = list(record.get("bad_items", [])) + [
-        {"id": i, "reason": f"its video has {_count(f, 'frame')}, fewer than n_f={','.join(map(str, vs))} "
-                            "(frames would repeat)"}
-        for i, (f, vs) in short.items()]
-    kept = fs.subset([i for i in fs.ids if i not in short])
-    return FeatureSet(kept.layers, kept.ids, record, fs.path)
-
-
-#: per-item warning lines printed before the rest is summarised (the record lists every item)
-MAX_WARNING_LINES = 20
-
-
-def _warn_repeated(rows: list[dict]) -> None:
-    from rich.markup import escape
-
-    items = _repeated_by_item(rows)
-    for k, (item_id, (frames, vs)) in enumerate(items.items()):
-        if k == MAX_WARNING_LINES:
-            stderr_console.print(f"[yellow]warning:[/] ... and {len(items) - k} more items with repeated frames "
-                                 "(all listed in record.json as repeated_frames)", highlight=False, soft_wrap=True)
-            break
-        stderr_console.print(f"[yellow]warning:[/] item {escape(repr(item_id))}: its video has "
-                             f"{_count(frames, 'frame')}, fewer than n_f={','.join(map(str, vs))}: frames repeat "
-                             "(kept by --allow-repeated-frames)",
-                             highlight=False, soft_wrap=True)
 
 
 def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: int | None, progress: bool) -> None:

@@ -22,18 +22,15 @@ DEFAULT_CHUNK_BYTES = 256 * 2**20
 
 
 def resolve_device(device: str | torch.device | None, like: Any = None) -> torch.device:
-    """`None` keeps a torch input where it is and puts everything else on the CPU; "auto" is the first
-    GPU when there is one, else the CPU."""
+    """`None` keeps a torch input where it is and puts everything else on the CPU; any other value is
+    parsed by vlgap.runtime.parse_device ("auto": the first CUDA GPU, else MPS, else the CPU)."""
     if device is None:
         if isinstance(like, torch.Tensor):
             return like.device
         return torch.device("cpu")
-    if device == "auto":  # a sweep's --device auto (large LMs spread over GPUs): metrics on the first GPU
-        return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise VlgapError(f"device={str(device)!r}: CUDA is not available here; use device='cpu'")
-    return dev
+    from vlgap.runtime import parse_device
+
+    return torch.device(parse_device(device))
 
 
 def as_matrix(x: Any, name: str, device: torch.device, *, check_finite: bool = True) -> torch.Tensor:

@@ -170,14 +170,14 @@ def load_with_parts(model: str | Path, *, generator: str | None = None, latents:
     model recorded (or the one given, whose weights and settings must equal the recorded ones: a moved
     folder is fine, another model is refused). `dtype` (default: the model's) applies to every model."""
     from vlgap.wsv.parts import (DiffusersGenerator, build_generator, build_latent_encoder, build_video_text,
-                                 check_device, matching_record, parts_of_model, torch_dtype)
+                                 matching_record, parts_of_model)
+    from vlgap.runtime import parse_device, parse_dtype
     from vlgap.wsv.train import load_model
 
-    device = check_device(device)
+    device = parse_device(device)
     bundle = load_model(model, device=device)
     if dtype is not None:
-        torch_dtype(dtype)
-        bundle.cfg.dtype = dtype
+        bundle.cfg.dtype = parse_dtype(dtype)
     dtype = bundle.cfg.dtype
     rec = parts_of_model(getattr(bundle, "extra", {}) or {})
     lat, grec = rec["latents"], rec.get("generator") or {}

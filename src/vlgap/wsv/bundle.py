@@ -95,7 +95,7 @@ class Bundle(torch.nn.Module):
 def autocast(dtype: str, device):
     """Mixed precision in `dtype` on the device (float32: off): weights stay float32, matmuls and
     convolutions run in bfloat16 / float16."""
-    from vlgap.wsv.parts import torch_dtype
+    from vlgap.runtime import parse_dtype, torch_dtype
 
     dev = torch.device(device)
-    return torch.autocast(device_type=dev.type, dtype=torch_dtype(dtype), enabled=dtype != "float32")
+    return torch.autocast(device_type=dev.type, dtype=torch_dtype(dtype), enabled=parse_dtype(dtype) != "float32")

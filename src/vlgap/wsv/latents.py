@@ -27,13 +27,7 @@ from vlgap.wsv.latent_grid import MOBILENET_GRID
 #: version of the latent cache files and keys: a change recomputes every older file
 LATENTS_FORMAT = 2
 
-DTYPES = ("float32", "bfloat16", "float16")
-
-
-def torch_dtype(name: str) -> torch.dtype:
-    if name not in DTYPES:
-        raise VlgapError(f"--dtype {name!r} is not valid; valid: {', '.join(DTYPES)}")
-    return getattr(torch, name)
+from vlgap.runtime import DTYPES, torch_dtype  # noqa: E402,F401  (re-exported: the one dtype parser)
 
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

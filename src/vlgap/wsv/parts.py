@@ -23,14 +23,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.runtime import parse_device, parse_dtype, torch_dtype  # noqa: F401  (torch_dtype re-exported)
 from vlgap.wsv.latent_grid import LEGACY_MOBILENET_GRID, MOBILENET_GRID  # noqa: F401  (re-exported)
+from vlgap.wsv.sources import _WEIGHT_SUFFIXES, _prefix, folder_fingerprint, resolve_source  # noqa: F401
+from vlgap.wsv.video_text import (VIDEO_TEXT_SPECS, ClipVideoText, LatentTower, build_video_text,  # noqa: F401
+                                  minilm_embeddings)
 
 GENERATOR_SPECS = "shapes | shapes:<render style> | diffusers:<hub id or folder>"
 LATENT_SPECS = "mobilenet | vae:<hub id or folder>"
 #: WSVConfig.lr (caption stage, LM pretraining), here so the CLI reads it without importing torch
 CAPTION_LR = 1e-3
-VIDEO_TEXT_SPECS = "latent-tower | clip:<hub id or folder>"
-_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".gguf", ".ckpt")
 
 #: the offline parts every WSV entry point defaults to (the experiment's `parts` keys; the CLI's option defaults)
 PART_DEFAULTS: dict[str, Any] = {"generator": "shapes", "latents": None, "video_text": "latent-tower",
@@ -39,74 +41,6 @@ PART_DEFAULTS: dict[str, Any] = {"generator": "shapes", "latents": None, "video_
 #: so `vlgap wsv train` and `vlgap wsv experiment` cannot drift apart); lora_r None: 0 for hf:, 8 for smollm2
 SETTING_DEFAULTS: dict[str, Any] = {"lm": "scratch", "lora_r": None, "dtype": "float32", "device": "cpu",
                                     "n_frames": 16, "size": 64}
-
-
-def torch_dtype(name: str):
-    """torch.float32 / bfloat16 / float16 of a --dtype name; other names refused in one line."""
-    from vlgap.wsv.latents import torch_dtype as from_name
-
-    return from_name(name)
-
-
-def check_device(device: str) -> str:
-    """'cpu', 'cuda', 'cuda:1', 'mps': refused in one line when torch cannot use it here."""
-    import torch
-
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError):
-        raise VlgapError(f"--device {device!r} is not a torch device; e.g. cpu, cuda, cuda:1") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise VlgapError(f"--device {device}: no CUDA device is available here; use --device cpu")
-    return str(dev)
-
-
-# ----------------------------------------------------------------------------------------------
-# Sources: local folder or hub id
-
-
-def resolve_source(src: str, what: str) -> tuple[Path, dict[str, Any]]:
-    """(local folder, {"source", "weights"}) of a folder or hub id. A hub id is resolved to its snapshot
-    folder through huggingface_hub (downloads when online; with HF_HUB_OFFLINE=1 the cache only); its
-    fingerprint is the snapshot commit. A folder's is the sha256 of its weight files."""
-    from vlgap.encoders._common import model_source
-
-    where, folder = model_source(src, f"{what} {src!r}: folder does not exist; give a local folder or a hub id")
-    if folder is not None:
-        return folder, {"source": str(folder), "weights": folder_fingerprint(folder)}
-    from huggingface_hub import snapshot_download
-
-    try:
-        snap = Path(snapshot_download(repo_id=where))
-    except Exception as err:  # noqa: BLE001 - hub errors come in many types (offline, missing, auth)
-        line = (str(err).splitlines() or [type(err).__name__])[0]
-        raise VlgapError(f"{what} {src!r}: not a local folder and not found on the hub or in the Hugging Face "
-                         f"cache ({line[:160]}); give a local folder, or populate the cache under HF_HOME") from None
-    return snap, {"source": where, "weights": f"hub snapshot {snap.name}"}
-
-
-def folder_fingerprint(folder: Path) -> str:
-    """sha256 over (relative path, file sha256) of every weight file under `folder` (file hashes are
-    memoised per path, size and mtime by vlgap's model cache, so large checkpoints are hashed once)."""
-    from vlgap.encoders.gguf_cache import file_sha256
-
-    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.suffix in _WEIGHT_SUFFIXES)
-    if not files:
-        raise VlgapError(f"{folder} holds no weight files ({', '.join(_WEIGHT_SUFFIXES)}); never random weights: "
-                         "give a saved model folder")
-    h = hashlib.sha256()
-    for p in files:
-        h.update(f"{p.relative_to(folder).as_posix()}={file_sha256(p)}\n".encode())
-    return "sha256:" + h.hexdigest()[:32]
-
-
-def _prefix(spec: str, valid: str, flag: str) -> tuple[str, str]:
-    if not isinstance(spec, str) or not spec.strip():
-        raise VlgapError(f"{flag}: empty spec; valid: {valid}")
-    head, sep, rest = spec.partition(":")
-    if sep and not rest:
-        raise VlgapError(f"{flag} {spec!r}: nothing after {head + ':'!r}; valid: {valid}")
-    return head, rest
 
 
 # ----------------------------------------------------------------------------------------------
@@ -299,130 +233,6 @@ def build_generator(spec: str, *, n_frames: int | None, size: int, steps: int = 
 
 
 # ----------------------------------------------------------------------------------------------
-# Video-text models: the polisher's frozen judge
-
-
-def minilm_embeddings(captions: Sequence[str], batch_size: int = 128) -> np.ndarray:
-    """Frozen MiniLM (bundled) sentence embeddings, mean-pooled last layer, L2-normalised."""
-    import torch
-
-    from vlgap.encoders.registry import get_encoder
-
-    enc = get_encoder("minilm")
-    out = []
-    with torch.inference_mode():
-        for i in range(0, len(captions), batch_size):
-            out.append(enc.encode(list(captions[i:i + batch_size]))[-1])
-    e = torch.cat(out).numpy().astype(np.float32)
-    return e / np.linalg.norm(e, axis=1, keepdims=True)
-
-
-class LatentTower:
-    """Offline default: a video tower over latents trained first (stage `head`, inside the model file)
-    against frozen MiniLM caption embeddings, then frozen."""
-
-    kind = "latent-tower"
-    spec = "latent-tower"
-
-    def record(self) -> dict[str, Any]:
-        return {"spec": self.spec, "text": "minilm (bundled all-MiniLM-L6-v2, mean-pooled last layer)",
-                "video": "VideoHead trained in stage 'head' (saved in the model file)"}
-
-    def embed_texts(self, captions: Sequence[str]) -> np.ndarray:
-        return minilm_embeddings(list(captions))
-
-
-class ClipVideoText:
-    """CLIP4Clip's mean-pooling variant over a latent: decode it with the VAE, embed every frame with
-    CLIP's vision tower (CLIP's own preprocessing, done in torch so gradients reach the latent), L2-normalise
-    each frame, mean over frames, L2-normalise; the caption side is CLIP's text embedding, L2-normalised."""
-
-    kind = "clip"
-
-    def __init__(self, src: str, encoder, *, device: str = "cpu", dtype: str = "float32"):
-        from vlgap.captions.clip_model import load_clip
-
-        folder, rec = resolve_source(src, "--video-text clip:")
-        if not hasattr(encoder, "decode"):
-            raise VlgapError(f"--video-text clip:{src} decodes the polished latent into frames: it needs a video VAE "
-                             "as the latent space (--latents vae:<id or folder>, or a diffusers generator), not "
-                             f"{encoder.record().get('encoder')}")
-        self.clip = load_clip(f"hf:{folder}", device=device)
-        self.clip.model.to(dtype=torch_dtype(dtype))
-        self.encoder, self.device, self.dtype, self.spec = encoder, device, dtype, f"clip:{src}"
-        ip = self.clip.processor.image_processor
-        crop = getattr(ip, "crop_size", None) or {}
-        size = getattr(ip, "size", None) or {}
-        self.crop = (int(crop.get("height", 224)), int(crop.get("width", 224))) if crop else None
-        self.short_edge = int(size.get("shortest_edge", 0) or 0) or None
-        if self.short_edge is None and size.get("height"):
-            self.resize_to = (int(size["height"]), int(size["width"]))
-        else:
-            self.resize_to = None
-        self.mean = tuple(float(x) for x in ip.image_mean)
-        self.std = tuple(float(x) for x in ip.image_std)
-        self._record = {"spec": self.spec, **rec, "model_type": self.clip.source.get("model_type"),
-                        "pooling": "CLIP4Clip meanP: per-frame L2-normalised image embeddings, mean over frames, "
-                                   "L2-normalised", "dtype": dtype}
-
-    def record(self) -> dict[str, Any]:
-        return dict(self._record)
-
-    def embed_texts(self, captions: Sequence[str]) -> np.ndarray:
-        e, _ = self.clip.embed_texts(list(captions))
-        e = np.asarray(e, np.float32)
-        return e / np.linalg.norm(e, axis=1, keepdims=True)
-
-    def pixels(self, frames):
-        """[N, 3, H, W] in [-1, 1] -> CLIP pixel_values: resize (shortest edge, bicubic, antialiased),
-        centre crop, normalise with the processor's mean and std."""
-        import torch
-        import torch.nn.functional as F
-
-        x = (frames.float() + 1) / 2
-        h, w = x.shape[-2:]
-        if self.short_edge is not None:
-            s = self.short_edge / min(h, w)
-            new = (max(1, round(h * s)), max(1, round(w * s)))
-        else:
-            new = self.resize_to or (h, w)
-        if tuple(new) != (h, w):
-            x = F.interpolate(x, size=new, mode="bicubic", align_corners=False, antialias=True)
-        if self.crop is not None:
-            ch, cw = self.crop
-            top, left = max(0, (x.shape[-2] - ch) // 2), max(0, (x.shape[-1] - cw) // 2)
-            x = x[..., top:top + ch, left:left + cw]
-        mean = torch.tensor(self.mean, device=x.device).view(1, 3, 1, 1)
-        std = torch.tensor(self.std, device=x.device).view(1, 3, 1, 1)
-        return (x - mean) / std
-
-    def embed_videos(self, video):
-        """[B, 3, T, H, W] in [-1, 1] -> [B, D] unit vectors (differentiable)."""
-        import torch.nn.functional as F
-
-        B, _, T = video.shape[:3]
-        frames = video.transpose(1, 2).reshape(B * T, *video.shape[1:2], *video.shape[3:])
-        px = self.pixels(frames).to(self.clip.model.dtype)
-        out = self.clip.model.get_image_features(pixel_values=px)
-        feats = out if hasattr(out, "detach") else out.pooler_output
-        feats = F.normalize(feats.float(), dim=-1).view(B, T, -1).mean(1)
-        return F.normalize(feats, dim=-1)
-
-    def embed_latents(self, z):
-        """Polished latents [B, C, F, H, W] -> [B, D]: decoded by the VAE, then embed_videos."""
-        return self.embed_videos(self.encoder.decode(z))
-
-
-def build_video_text(spec: str, encoder, *, device: str = "cpu", dtype: str = "float32"):
-    head, rest = _prefix(spec, VIDEO_TEXT_SPECS, "--video-text")
-    if spec == "latent-tower":
-        return LatentTower()
-    if head == "clip":
-        return ClipVideoText(rest, encoder, device=device, dtype=dtype)
-    raise VlgapError(f"--video-text {spec!r} is not valid; valid: {VIDEO_TEXT_SPECS}")
-
-
-# ----------------------------------------------------------------------------------------------
 # All parts together
 
 
@@ -443,8 +253,7 @@ def build_parts(generator: str = "shapes", latents: str | None = None, video_tex
                 dtype: str = "float32", mobilenet_grid: Sequence[int] | None = None) -> Parts:
     """Every part, each checked before any is used: a diffusers generator's own VAE is the default latent
     space (loaded once, shared). `mobilenet_grid`: see build_latent_encoder."""
-    torch_dtype(dtype)
-    device = check_device(device)
+    device, dtype = parse_device(device), parse_dtype(dtype)
     gen = build_generator(generator, n_frames=n_frames, size=size, steps=generator_steps, device=device,
                           dtype=dtype)
     if latents is None:

@@ -71,11 +71,11 @@ class WSVConfig:
         if self.system not in SYSTEMS:
             raise VlgapError(f"unknown system {self.system!r}; valid: {', '.join(SYSTEMS)}")
         # a stage of this system with no steps would write an untrained model; unused stages may be 0
+        from vlgap.runtime import parse_dtype
         from vlgap.wsv.lm import check_lm_spec
-        from vlgap.wsv.parts import torch_dtype
 
         check_lm_spec(self.lm)
-        torch_dtype(self.dtype)
+        self.dtype = parse_dtype(self.dtype)  # canonical: bf16 and bfloat16 train (and key) one model
         if self.video_text not in ("latent-tower", "clip"):
             raise VlgapError(f"video_text {self.video_text!r} is not valid; valid: latent-tower, clip")
         if self.lora_r is None:  # the paper fine-tunes GPT-2 fully; the bundled SmolLM2 keeps its LoRA default
