@@ -256,7 +256,7 @@ def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(
             raise KeyboardInterrupt("stopped in the second cell")
         return real_run_cell(prep, cfg, g, s, *args, **kw)
 
-    monkeypatch.setattr(xp, "run_cell", stop_at_the_oracle)
+    monkeypatch.setattr(xp.runner, "run_cell", stop_at_the_oracle)  # where run_experiment calls it
     exp = tmp_path / "exp"
     with pytest.raises(KeyboardInterrupt):
         xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lambda m: None)
@@ -265,8 +265,8 @@ def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(
     assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
     assert not (exp / "inversion" / "synthetic-oracle-s0.json").exists()
     shutil.rmtree(exp / "work")  # the models are not kept (e.g. a run folder carried to another machine)
-    monkeypatch.setattr(xp, "run_cell", real_run_cell)
-    (exp / "cells" / "synthetic-oracle-s0.lock").unlink(missing_ok=True)  # the stopped worker's claim
+    monkeypatch.setattr(xp.runner, "run_cell", real_run_cell)
+    assert not (exp / "cells" / "synthetic-oracle-s0.lock").exists()  # the stopped worker gave its claim back
     lines: list[str] = []
     summary = xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
     assert [ln for ln in lines if "training" in ln] == [ln for ln in lines if "synthetic-oracle-s0: training" in ln]
