@@ -275,6 +275,24 @@ def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(
     assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
 
 
+def test_experiment_folder_refuses_another_configuration_before_any_work(tiny_experiment):
+    """vlgap.runs: the folder records its configuration; a changed one is refused with the differences
+    (and --force named) before anything is read, trained or written."""
+    from dataclasses import replace
+
+    from vlgap.wsv.experiment import run_experiment
+
+    root, cfg, _, _ = tiny_experiment
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (root / "exp").rglob("*"))
+    with pytest.raises(VlgapError) as err:
+        run_experiment(root / "exp", replace(cfg, n_eval=6, seeds=(0, 1)), cache_dir=root / "cache",
+                       log=lambda m: pytest.fail(f"worked on a refused folder: {m}"))
+    msg = str(err.value)
+    assert "another configuration" in msg and "n_eval: 5 -> 6" in msg and "seeds: [0] -> [0,1]" in msg
+    assert "--force" in msg
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / "exp").rglob("*")) == before
+
+
 def test_invert_command_scores_synthetic_and_real_against_the_first_captions(model_and_manifest, monkeypatch,
                                                                              capsys):
     from vlgap.data.manifest import read_manifest
