@@ -244,3 +244,28 @@ def test_interval_frame_is_long_with_one_row_per_metric():
     cider = frame.iloc[0]
     assert cider["mean"] == pytest.approx(0.5) and cider["ci_low"] == pytest.approx(runs.t_interval([.4, .5, .6])[1][0])
     assert math.isnan(frame.iloc[1]["ci_low"]) and frame.iloc[2]["ci_high"] == 0.15
+
+
+WORKER = """
+import sys, time
+from pathlib import Path
+from vlgap import runs
+
+out = Path(sys.argv[1])
+for i in range(6):
+    def make(i=i):
+        with open(out / "computed.log", "a") as f:  # one line per computation, by whom
+            f.write(f"{i} {sys.argv[2]}\\n")
+        time.sleep(0.2)
+        return {"cell": i}
+    runs.cell(out / "cells" / f"c{i}.json", {"cell": i}, make, lock=True)
+"""
+
+
+def test_two_worker_processes_share_the_cells_each_computed_once(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(tmp_path), name]) for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    lines = (tmp_path / "computed.log").read_text().split("\n")[:-1]
+    assert sorted(int(ln.split()[0]) for ln in lines) == list(range(6))  # every cell, none twice
+    assert all(runs.read_cell(tmp_path / "cells" / f"c{i}.json", {"cell": i}) == {"cell": i} for i in range(6))
+    assert not list((tmp_path / "cells").glob("*.lock"))  # every claim given back
