@@ -347,9 +347,9 @@ def test_prompt_enhanced_diffusers_pipeline_and_caption_export(tiny_lm, tmp_path
 
 # ------------------------------------------------------------------------------------------------ experiment
 
-def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
-    """The whole pipeline (SFT stage, rewrites, MMD, generators, 2x2, report, JSON keys, resume) with
-    the LMs replaced by template variants, so it runs in seconds."""
+def _stand_in_lms(monkeypatch):
+    """The CAPE experiment with its LMs replaced by template variants (SFT leaves a sealed stand-in
+    adapter), so it runs in seconds; returns the experiment module and its small configuration."""
     from vlgap.cape import experiment as E
     from vlgap.cape import lm as L
     from vlgap.cape import operators as O
@@ -385,6 +385,15 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
     monkeypatch.setattr(O, "prompted_operator", lambda name, **kw: Variant(name, "camera"))
     cfg = E.CapeConfig(n_sft_videos=4, n_train_videos=16, n_test=12, generator_seeds=(0,), n_bootstrap=50,
                        n_permutations=50, gap_permutations=10, gap_bootstrap=10)
+    return E, cfg
+
+
+def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
+    """The whole pipeline (SFT stage, rewrites, MMD, generators, 2x2, report, JSON keys, resume) with
+    the LMs replaced by template variants, so it runs in seconds."""
+    from vlgap.cape import lm as L
+
+    E, cfg = _stand_in_lms(monkeypatch)
     r = E.run_experiment(tmp_path / "run", cfg, log=lambda m: None)
     assert {(c["train"], c["infer"]) for c in r["cells"]} >= {("pe", "pe"), ("pe", "rewriter"), ("rewriter", "pe"),
                                                                ("rewriter", "rewriter"), ("third", "pe")}
@@ -407,3 +416,34 @@ def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
     assert r2["cells"] == r["cells"] and r2["interaction"] == r["interaction"]
     with pytest.raises(VlgapError, match="another configuration"):
         E.run_experiment(tmp_path / "run", E.CapeConfig(n_test=3), log=lambda m: None)
+
+
+def test_experiment_interrupted_resumes_without_redoing_finished_stages(tmp_path, monkeypatch):
+    """vlgap.runs: a run killed in its generator cells keeps its sealed SFT, MMD and finished cells; the
+    rerun computes only the missing cells; a changed configuration is refused with the difference."""
+    from vlgap.cape import generator as G
+    from vlgap.cape import lm as L
+
+    E, cfg = _stand_in_lms(monkeypatch)
+    real_train, trained = G.train_generator, []
+
+    def killed_after_two(*args, **kw):
+        if len(trained) == 2:
+            raise KeyboardInterrupt("killed")
+        trained.append(1)
+        return real_train(*args, **kw)
+
+    monkeypatch.setattr(G, "train_generator", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        E.run_experiment(tmp_path / "run", cfg, log=lambda m: None)
+    sealed = {p.name: p.read_bytes() for p in (tmp_path / "run" / "cells").glob("[!.]*.json")}
+    assert len(sealed) == 2
+    monkeypatch.setattr(L, "train_lora", lambda *a, **k: pytest.fail("SFT re-run"))
+    trained.clear()
+    monkeypatch.setattr(G, "train_generator", lambda *a, **kw: (trained.append(1), real_train(*a, **kw))[1])
+    resumed = E.run_experiment(tmp_path / "run", cfg, log=lambda m: None)
+    assert len(trained) == 6 - 2  # six cells (2x2, third operator, template); the two sealed ones read back
+    assert all((tmp_path / "run" / "cells" / name).read_bytes() == b for name, b in sealed.items())
+    assert len(resumed["cells"]) == 5 and "interaction" in resumed
+    with pytest.raises(VlgapError, match=r"another configuration \(.*n_test: 12 -> 13"):  # changed: refused
+        E.run_experiment(tmp_path / "run", E.CapeConfig(**{**cfg.__dict__, "n_test": 13}), log=lambda m: None)

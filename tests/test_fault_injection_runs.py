@@ -193,6 +193,32 @@ def test_sweep_removes_leftovers_of_a_killed_run_and_report_refuses_an_edited_ta
         write_report(out, progress=False)
 
 
+def test_sweep_interrupted_resumes_computing_only_the_missing_cells(sweep_env, tmp_path, monkeypatch):
+    """A sweep killed after two of its four cells (vlgap.runs: each cell sealed when it arrives) resumes with
+    the other two only, and its table equals an uninterrupted run's."""
+    import vlgap.probe.sweep as sweep
+
+    root, man = sweep_env
+    real, done = sweep.score_cell, []
+
+    def interrupted(*args, **kw):
+        if len(done) == 2:
+            raise KeyboardInterrupt("killed")
+        done.append(1)
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sweep, "score_cell", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _sweep(_cfg(man, root), tmp_path / "run")
+    assert len(list((tmp_path / "run" / "cells").glob("[!.]*.json"))) == 2
+    done.clear()
+    monkeypatch.setattr(sweep, "score_cell", lambda *a, **kw: (done.append(1), real(*a, **kw))[1])
+    _sweep(_cfg(man, root), tmp_path / "run")
+    assert len(done) == 2  # the two finished cells were read back, not computed again
+    _sweep(_cfg(man, root), tmp_path / "fresh")
+    assert _csv_rows(tmp_path / "run") == _csv_rows(tmp_path / "fresh")
+
+
 def test_sweep_cli_bad_counts_and_other_configuration_are_one_line_errors(sweep_env, tmp_path, monkeypatch, capsys):
     root, man = sweep_env
     base = ["sweep", man, "--vision", "tv", "--text", "tt", "--n-frames", "1,2", "--n-captions", "1,2",

@@ -256,7 +256,7 @@ def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(
             raise KeyboardInterrupt("stopped in the second cell")
         return real_run_cell(prep, cfg, g, s, *args, **kw)
 
-    monkeypatch.setattr(xp, "run_cell", stop_at_the_oracle)
+    monkeypatch.setattr(xp.runner, "run_cell", stop_at_the_oracle)  # where run_experiment calls it
     exp = tmp_path / "exp"
     with pytest.raises(KeyboardInterrupt):
         xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lambda m: None)
@@ -265,14 +265,32 @@ def test_a_run_stopped_after_a_cell_keeps_its_inversion_without_the_saved_model(
     assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
     assert not (exp / "inversion" / "synthetic-oracle-s0.json").exists()
     shutil.rmtree(exp / "work")  # the models are not kept (e.g. a run folder carried to another machine)
-    monkeypatch.setattr(xp, "run_cell", real_run_cell)
-    (exp / "cells" / "synthetic-oracle-s0.lock").unlink(missing_ok=True)  # the stopped worker's claim
+    monkeypatch.setattr(xp.runner, "run_cell", real_run_cell)
+    assert not (exp / "cells" / "synthetic-oracle-s0.lock").exists()  # the stopped worker gave its claim back
     lines: list[str] = []
     summary = xp.run_experiment(exp, cfg, cache_dir=root / "cache", log=lines.append)
     assert [ln for ln in lines if "training" in ln] == [ln for ln in lines if "synthetic-oracle-s0: training" in ln]
     assert len([ln for ln in lines if "training" in ln]) == 1 and not any("no saved model" in ln for ln in lines)
     assert summary["inversion"]["n_cells"] == 2
     assert json.loads((exp / "inversion" / f"{name}.json").read_text()) == want
+
+
+def test_experiment_folder_refuses_another_configuration_before_any_work(tiny_experiment):
+    """vlgap.runs: the folder records its configuration; a changed one is refused with the differences
+    (and --force named) before anything is read, trained or written."""
+    from dataclasses import replace
+
+    from vlgap.wsv.experiment import run_experiment
+
+    root, cfg, _, _ = tiny_experiment
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in (root / "exp").rglob("*"))
+    with pytest.raises(VlgapError) as err:
+        run_experiment(root / "exp", replace(cfg, n_eval=6, seeds=(0, 1)), cache_dir=root / "cache",
+                       log=lambda m: pytest.fail(f"worked on a refused folder: {m}"))
+    msg = str(err.value)
+    assert "another configuration" in msg and "n_eval: 5 -> 6" in msg and "seeds: [0] -> [0,1]" in msg
+    assert "--force" in msg
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in (root / "exp").rglob("*")) == before
 
 
 def test_invert_command_scores_synthetic_and_real_against_the_first_captions(model_and_manifest, monkeypatch,

@@ -32,6 +32,8 @@ import numpy as np
 from vlgap.cape import world as W
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
+from vlgap.runs.cells import cell as sealed_cell
+from vlgap.runs.folder import open_run_folder
 
 
 @dataclass(frozen=True)
@@ -152,21 +154,11 @@ def _digest(obj: Any) -> str:
     return key_digest(obj)[:24]
 
 
-def _cached(path: Path, make: Callable[[], Any], key: dict[str, Any] | None = None,
-            log: Callable[[str], None] | None = None) -> Any:
-    """The stage's value from `path` when it is sealed under `key` and unchanged, else `make()`, written
-    sealed (a changed or foreign file is said in one line and recomputed)."""
-    from vlgap.io_utils import to_json
-    from vlgap.reuse import read_verified, write_artefact
-
-    key = {"format": STAGE_FORMAT, **(key or {})}
-    raw = read_verified(path, key, what="CAPE stage file", report=log)
-    if raw is not None:
-        return json.loads(raw)
-    value = make()
-    text = to_json(value) + "\n"
-    write_artefact(path, text.encode(), key)
-    return json.loads(text)
+def _stage(path: Path, make: Callable[[], Any], key: dict[str, Any] | None = None,
+           log: Callable[[str], None] | None = None) -> Any:
+    """A stage's file as a cell of `vlgap.runs` (read verified, else `make()`d and sealed; a changed or
+    foreign file is said in one line and recomputed), keyed by the stage format and `key`."""
+    return sealed_cell(path, {"format": STAGE_FORMAT, **(key or {})}, make, what="CAPE stage file", report=log)
 
 
 #: what a run folder holds that `force` starts over (vlgap's own outputs only)
@@ -176,26 +168,11 @@ STAGE_PATHS = ("sft", "rewrites", "cells", "mmd.json", "embeddings.npz", ".embed
 
 def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
                       log: Callable[[str], None] = print) -> None:
-    """Record `cfg` in `out` (another configuration: refused with the differences unless `force`); a
-    folder that is new or taken over loses every stage output of an earlier run, so nothing (an HF
-    checkpoint of other SFT settings, above all) is resumed into this one."""
-    import shutil
-
-    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
-
-    legacy = (out / "config.json").is_file() and not (out / "run_config.json").exists()
-    if legacy:
-        log(f"{out}: a run folder of an older vlgap (no run record): its stages are unsealed and are recomputed")
-    resumed = claim_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT},
-                               force=force or legacy)
-    remove_stale_temporaries(out)  # leftovers of a killed run
-    if not resumed:
-        for name in STAGE_PATHS:
-            p = out / name
-            if p.is_dir():
-                shutil.rmtree(p)
-            elif p.exists():
-                p.unlink()
+    """Record `cfg` in `out` (`vlgap.runs.open_run_folder`: another configuration is refused with the
+    differences unless `force`); a folder that is new or taken over loses every stage output of an
+    earlier run, so nothing (an HF checkpoint of other SFT settings, above all) is resumed into this one."""
+    open_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT}, force=force,
+                    legacy=("config.json",), log=log, clear=STAGE_PATHS)
 
 
 #: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)
@@ -276,14 +253,14 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
             cpu[f"sft_{name}"] = time.process_time() - c0
             return info
 
-        info = _cached(info_path, make, stage_key, log)
+        info = _stage(info_path, make, stage_key, log)
         problems = check_folder(out / "sft" / name / ("model" if cfg.sft_full else "adapter"), info.get("sft_key"))
         if problems:  # the adapter changed after its SFT: train it again
             log(f"SFT {name}: adapter not reused ({problems[0]}); training again")
             from vlgap.reuse import discard
 
             discard(info_path)
-            info = _cached(info_path, make, stage_key, log)
+            info = _stage(info_path, make, stage_key, log)
         sft[name] = info
 
     # every LM operator's per-part token budgets are sized from the captioner targets it imitates
@@ -366,7 +343,7 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
         return res
 
     t0, c0 = time.perf_counter(), time.process_time()
-    mmd = _cached(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": cfg.record()}, log)
+    mmd = _stage(out / "mmd.json", diagnostics, {"what": "mmd", "texts": _digest(texts), "config": cfg.record()}, log)
     timings["mmd"] = time.perf_counter() - t0
     cpu["mmd"] = time.process_time() - c0
 
@@ -417,7 +394,7 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
                         "accuracy": sc["accuracy"], "overall": sc["overall"], "n": sc["n"],
                         "predictions": [{**p, "event_order": list(p["event_order"])} for p in pred]}
 
-            cell = _cached(path, make, {"what": "cell", "train": train_op, "infer": infer_op, "seed": s,
+            cell = _stage(path, make, {"what": "cell", "train": train_op, "infer": infer_op, "seed": s,
                                         "texts": _digest([texts[train_op]["train"], texts[infer_op]["test"]]),
                                         "config": cfg.record()}, log)
             scores[(train_op, infer_op, s)] = cell["item"]

@@ -32,6 +32,8 @@ from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
 from vlgap.keywords import renamed_fields
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
+from vlgap.runs.cells import read_cell, write_cell
+from vlgap.runs.folder import is_legacy_folder, open_run_folder
 
 #: residual-bootstrap refits for the law's parameter intervals (each a warm-started refit)
 FIT_BOOTSTRAP = 300
@@ -265,26 +267,24 @@ def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tu
             "n_c": nc, "seed": seed, **settings}
 
 
-def legacy_run_folder(run: Path) -> bool:
-    """A sweep folder written before run folders recorded their configuration (its cells are unsealed,
-    hence recomputed: taking it over mixes nothing)."""
-    from vlgap.reuse import RUN_RECORD
+#: what a sweep folder of an older vlgap holds without a run record (its cells are unsealed, hence
+#: recomputed: taking it over mixes nothing)
+LEGACY_FILES = ("config.json", "cells")
 
-    return (run / "config.json").is_file() and (run / "cells").is_dir() and not (run / RUN_RECORD).exists()
+
+def legacy_run_folder(run: Path) -> bool:
+    """A sweep folder written before run folders recorded their configuration."""
+    return is_legacy_folder(run, LEGACY_FILES)
 
 
 def claim_sweep_folder(run: Path, kind: str, record: dict[str, Any], *, force: bool = False,
                        ignore: tuple[str, ...] = ()) -> bool:
-    """`vlgap.reuse.claim_run_folder`, also taking over a sweep folder of an older vlgap (said once)."""
-    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
+    """The sweep's run folder (`vlgap.runs.open_run_folder`), also taking over one of an older vlgap."""
+    return open_run_folder(run, kind, record, force=force, ignore=ignore, legacy=LEGACY_FILES, log=_report)
 
-    if legacy_run_folder(run) and not force:
-        stderr_console.print(f"{run}: a run folder of an older vlgap (no run_config.json); its cells are "
-                             "unsealed and will be recomputed", highlight=False)
-        force = True
-    resumed = claim_run_folder(run, kind, record, force=force, ignore=ignore)
-    remove_stale_temporaries(run)  # leftovers of a killed run
-    return resumed
+
+def _report(line: str) -> None:
+    stderr_console.print(f"vlgap: {line}", highlight=False, soft_wrap=True)
 
 
 def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
@@ -298,7 +298,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     force: take over a run folder that holds another configuration (its cells are recomputed, by
     their keys); without it such a folder is refused with the differences. claim=False: the caller
     (`vlgap demo`) has claimed the folder for its own configuration."""
-    from vlgap.reuse import discard, key_digest, read_verified, write_artefact
+    from vlgap.reuse import key_digest, write_artefact
 
     run = Path(run_dir)
     if len(cfg.vision) == 0 or len(cfg.text) == 0:
@@ -386,22 +386,17 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     items_digest = key_digest(ids)[:16]
     keys = [cell_key(cfg, data, items_digest, cell, cfg.seed + ci) for ci, cell in enumerate(cells)]
 
-    def report(line: str) -> None:
-        stderr_console.print(f"vlgap: {line}", highlight=False, soft_wrap=True)
-
+    report = _report
     by_cell: dict[int, dict] = {}
     todo = []
     for ci, cell in enumerate(cells):
         name = matrix_name(*cell)[:-4]
         cell_path, mat_path = cells_dir / f"{name}.json", mats_dir / f"{name}.npy"
         # reused only when both files are sealed under this cell's key and unchanged since written
-        done = read_verified(cell_path, keys[ci], what="sweep cell", report=report)
-        matrix = read_verified(mat_path, keys[ci], what="sweep score matrix", report=report) if done else None
-        if done is not None and matrix is not None:
-            by_cell[ci] = json.loads(done)
+        done = read_cell(cell_path, keys[ci], what="sweep cell", report=report, attached={mat_path: "sweep score matrix"})
+        if done is not None:
+            by_cell[ci] = done
         else:
-            discard(cell_path)
-            discard(mat_path)
             todo.append(ci)
     if ray and todo:
         from vlgap.distributed.sweep import score_cells
@@ -431,9 +426,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             if "na_reason" in res:
                 report(f"cell {name} is n/a: {res['na_reason']}")
             # the row as JSON round-trips it (NaN included): the resumed table equals this one
-            text = to_json(row) + "\n"
-            write_artefact(cells_dir / f"{name}.json", text.encode(), keys[ci], extra=about)
-            by_cell[ci] = json.loads(text)
+            by_cell[ci] = write_cell(cells_dir / f"{name}.json", row, keys[ci], extra=about)
             prog.advance(task)
     rows = [by_cell[ci] for ci in range(len(cells))]
     fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
