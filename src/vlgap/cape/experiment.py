@@ -108,7 +108,7 @@ class CapeConfig:
         object.__setattr__(self, "dtype", parse_dtype(self.dtype))  # canonical: bf16 and bfloat16 are one run
         parse_lora_layers(self.lora_layers), parse_lora_modules(self.lora_modules)
         if not self.generator_seeds:
-            raise VlgapError("--generator-seeds: need at least 1 generator seed per cell, e.g. 3")
+            raise VlgapError("--seeds: need at least 1 generator seed per cell, e.g. --seeds 0,1,2")
         for s in self.generator_seeds:
             check_count("generator seed", s, 0)
 

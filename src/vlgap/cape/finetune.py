@@ -352,7 +352,7 @@ def load_adapter(lm: LoadedLM, adapter_dir: str | os.PathLike) -> LoadedLM:
             trained_on = None
         raise VlgapError(f"LoRA adapter {str(adapter_dir)!r} does not fit the base LM {lm.name!r} "
                          f"({' '.join(str(err).split())[:160]}); it was trained on {trained_on or 'another base'}: "
-                         "give that as --base") from None
+                         "give that as --lm") from None
     digest = hashlib.sha256(f"{lm.model_hash}|{sha256_of_file(weights)}".encode()).hexdigest()
     return LoadedLM(merged, lm.tokenizer, f"{lm.name}+lora", digest, lm.load_seconds, dict(lm.info), lm.device)
 
