@@ -246,7 +246,7 @@ def test_lora_and_full_sft_then_rewrite_from_the_cli(qwen_folder, tmp_path, monk
     Qwen2ForCausalLM(Qwen2Config(vocab_size=1000, hidden_size=48, intermediate_size=64, num_hidden_layers=2,
                                  num_attention_heads=4, num_key_value_heads=2)).save_pretrained(wide)
     _own_tokenizer(folder).save_pretrained(wide)
-    with pytest.raises(VlgapError, match=r"does not fit the base LM .*trained on .*tiny-qwen2: give that as --base"):
+    with pytest.raises(VlgapError, match=r"does not fit the base LM .*trained on .*tiny-qwen2: give that as --lm"):
         load_trained(tmp_path / "lora", str(wide))
     # the full-SFT folder is a saved model: its own forward is what vlgap decodes with
     trained = load_trained(tmp_path / "full")
