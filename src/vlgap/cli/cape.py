@@ -103,7 +103,7 @@ def train_command(
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
     from vlgap.io_utils import atomic_write_json, to_json
-    from vlgap.reuse import claim_run_folder, remove_stale_temporaries
+    from vlgap.runs import open_run_folder
 
     check_count("steps", steps, 1, flag="--steps", example=16)
     check_count("batch_size", batch_size, 1, flag="--batch-size", example=8)
@@ -140,18 +140,12 @@ def train_command(
             options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                           r=lora_r, top_layers=None, max_length=max_length, save_every=10, **options)
-            resumed = claim_run_folder(out, "cape-train", key, force=force)
+            # a new or taken-over folder loses its checkpoints, adapter and model: nothing in it is this run's
+            open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"))
         with open(out / LIBRARY_LOG, "a", encoding="utf-8") as f:
             f.write(Path(early).read_text(encoding="utf-8"))
     finally:
         os.unlink(early)
-    if not resumed:
-        import shutil
-
-        for sub in ("checkpoints", "adapter", "model"):  # a new or taken-over folder: nothing in it is this run's
-            if (out / sub).is_dir():
-                shutil.rmtree(out / sub)
-    remove_stale_temporaries(out)
     with library_output_to(out / LIBRARY_LOG) as log_path:
         try:
             info = train_lora(lm.model, lm.tokenizer, pairs, out, steps=steps, batch_size=batch_size, lr=lr,

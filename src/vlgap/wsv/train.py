@@ -80,7 +80,8 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     reported and training starts from step 0. `stop_after`: stop after that many steps of this call
     (tests use it to simulate a kill). `video_text`: the frozen video-text model of cfg.video_text
     (vlgap.wsv.parts; None for the trained latent tower); `device`: where every module trains."""
-    from vlgap.reuse import claim_run_folder, discard, read_verified, remove_stale_temporaries
+    from vlgap.reuse import read_verified, seal_path
+    from vlgap.runs import open_run_folder
 
     data.check()
     if cfg.max_caption_steps and "caption" in cfg.stages() and data.val_captions is None:
@@ -96,11 +97,11 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     legacy = _legacy_train_folder(out)
     if legacy:
         say(f"{out}: written by an older vlgap (no run record); its checkpoint is unsealed and is not reused")
-    resumed = claim_run_folder(out, "wsv-train", key, force=force or legacy)
-    remove_stale_temporaries(out)  # leftovers of a killed run
-    if not resumed:  # a new folder, or one taken over: nothing in it is this run's
-        discard(ckpt_path)
-        discard(out / "model.pt")
+    # a new folder, or one taken over, loses its checkpoint and model (nothing in it is this run's); the
+    # leftovers of a killed run go too
+    own = ("checkpoint.pt", "model.pt")
+    open_run_folder(out, "wsv-train", key, force=force or legacy,
+                    clear=own + tuple(seal_path(out / name).name for name in own))
     bundle = Bundle(cfg, data, video_text=video_text).to(device)
     if cfg.video_text != "latent-tower" and video_text is None:
         raise VlgapError(f"training with video_text {cfg.video_text!r} needs the model itself (video_text=)")
