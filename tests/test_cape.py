@@ -388,6 +388,7 @@ def _stand_in_lms(monkeypatch):
     return E, cfg
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_experiment_end_to_end_with_stand_in_operators(tmp_path, monkeypatch):
     """The whole pipeline (SFT stage, rewrites, MMD, generators, 2x2, report, JSON keys, resume) with
     the LMs replaced by template variants, so it runs in seconds."""

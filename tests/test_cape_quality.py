@@ -135,6 +135,7 @@ def test_library_output_goes_to_the_log_file(tmp_path):
     assert handler.stream is console_err  # restored
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_experiment_console_shows_vlgap_lines_only(tmp_path):
     """A tiny experiment in a fresh interpreter (real Trainer SFT of a tiny Llama, stand-in rewriters
     that raise a FutureWarning): its console has no trainer dict and no warning; the log file has them."""

@@ -249,6 +249,7 @@ def test_live_pipeline_matches_coco_caption(coco_pipeline):
         assert abs(result[name]["score"] - value) < TOL, name
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 @pytest.mark.java
 @needs_java
 def test_live_meteor_identical(coco_pipeline):

@@ -106,6 +106,7 @@ print("TORCH_LOADED", "torch" in sys.modules, type(packed).__name__)
     assert "TORCH_LOADED False bytes" in out.stdout, out.stderr[-2000:]
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
     from typer.testing import CliRunner
@@ -169,6 +170,7 @@ def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_datas
     _assert_same(single, dist)
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_bad_video_in_an_early_decoded_chunk_is_our_error_or_a_reported_skip(ray_cluster, tiny_dataset, tmp_path,
                                                                              one_thread, small_chunks):
     """A missing video in the first chunk (decoded while the actor loads, preprocessed after): the same
@@ -190,6 +192,7 @@ def test_bad_video_in_an_early_decoded_chunk_is_our_error_or_a_reported_skip(ray
     _assert_same(single, dist)
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                                 small_chunks, monkeypatch):
     single = _vision(tiny_dataset, tmp_path / "single")
@@ -207,6 +210,7 @@ def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tin
     _assert_same(single, dist)
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_killed_driver_resumes_from_the_store(ray_cluster, tiny_dataset, tmp_path, one_thread, small_chunks):
     address = ray_cluster.get_runtime_context().gcs_address
     cache = tmp_path / "ray"

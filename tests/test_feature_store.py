@@ -137,6 +137,7 @@ def test_corrupted_features_file_is_never_read(tiny_dataset, tmp_path):
     np.testing.assert_array_equal(again.features[1].layers[1], res.features[1].layers[1])
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     from conftest import write_video
 

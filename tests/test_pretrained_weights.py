@@ -110,6 +110,7 @@ def test_timm_loads_pretrained_weights_from_the_hugging_face_cache(empty_caches)
     assert rec["weights_file"] == str((snapshot / "model.safetensors").resolve())
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_perception_encoder_spec_of_the_family_table_loads_from_the_hugging_face_cache(empty_caches):
     """The family table's Perception Encoder spec (a timm model) loads its pretrained weights by hub id
     from an offline cache: a twin with random weights stands for the real file."""
@@ -182,6 +183,7 @@ def test_labels_and_cache_key():
     assert "weights" not in encoder_key("mobilenet_v2") and "weights" not in encoder_key("tv:resnet18@/w.pth")
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_random_weights_are_labelled_in_console_record_json_and_report(tmp_path):
     """--random-weights through the CLI: extract's console and record.json, sweep's console, JSON rows and
     HTML report all say "random weights" beside the encoder's name."""

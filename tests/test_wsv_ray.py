@@ -69,6 +69,7 @@ def _npy(cache: Path) -> list[Path]:
     return sorted((cache / "wsv" / "generated").glob("*/*.npy"))
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_ray_latents_equal_single_process_also_when_an_actor_is_killed(ray_cluster, reference, tmp_path,
                                                                        monkeypatch):
     from vlgap.wsv.parts import generated_latents
@@ -95,6 +96,7 @@ def test_ray_latents_equal_single_process_also_when_an_actor_is_killed(ray_clust
     assert np.array_equal(again, want) and not any("generated" in ln for ln in lines), lines
 
 
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, reference, pipe, tmp_path):
     from vlgap.wsv.parts import generated_latents
 
