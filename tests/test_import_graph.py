@@ -124,3 +124,18 @@ def test_package_has_no_import_circle():
 def test_modules_stay_readable(path):
     n = len(path.read_text(encoding="utf-8").splitlines())
     assert n <= MAX_LINES, f"{path.relative_to(PACKAGE)} has {n} lines; split it by idea (limit {MAX_LINES})"
+
+
+def test_every_module_imports():
+    """The fast suite imports every module of the package (Ray's only on use: vlgap.distributed imports it
+    lazily), so a module that no fast test reaches still cannot break at import time."""
+    import importlib
+
+    failed = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = _module_name(path)
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported by module
+            failed.append(f"{name}: {type(exc).__name__}: {exc}")
+    assert not failed, "modules that do not import: " + "; ".join(failed)
