@@ -69,7 +69,8 @@ def test_torchvision_refuses_silent_random_weights(empty_caches):
     msg = str(err.value)
     assert "\n" not in msg
     assert "'tv:resnet18'" in msg and str(torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth") in msg
-    assert "tv:resnet18@" in msg and "config:resnet18" in msg and "--random-weights" in msg
+    # config:resnet18 would build timm's ResNet-18 (other layers, other preprocessing): not suggested
+    assert "tv:resnet18@" in msg and "config:resnet18" not in msg and "--random-weights" in msg
     rnd = get_encoder("tv:resnet18", image_size=32, random_weights=True)
     assert weights_note(rnd.record()) == "random weights" and rnd.record()["random_weights"] is True
 
