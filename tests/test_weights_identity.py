@@ -189,3 +189,32 @@ def test_console_shows_the_revision_for_every_kind(tmp_path, tiny_dataset):
     assert f"revision: sha256:{folder_sha256(folder)[:16]}" in " ".join(res.output.split())
 
 
+
+
+def test_console_revision_line_of_a_hub_model():
+    from vlgap.cli.data import encoder_facts
+
+    lines = encoder_facts({"modality": "text", "weights": "pretrained", "revision": "ab" * 20})
+    assert f"revision: {'ab' * 20}" in lines
+
+
+def test_sweep_cells_of_replaced_weights_are_recomputed(tmp_path, tiny_dataset, capsys):
+    """A sweep cell's key holds the identity of both models' weights: after the vision folder's weights
+    change, a resumed sweep recomputes its cells (features and scores) instead of reading them back."""
+    from toy_encoders import ToyText
+    from vlgap.probe.sweep import SweepConfig, cell_key, run_sweep
+
+    folder = _vit(tmp_path / "vit", seed=0)
+    spec = f"hf:{folder}"
+    cfg = SweepConfig(str(tiny_dataset), [spec], ["tt"], [1], [1], k=3, n_bootstrap=0, n_permutations=0,
+                      cache_dir=str(tmp_path / "cache"), fit=False)
+    first = run_sweep(cfg, tmp_path / "run", progress=False, encoders={"tt": ToyText()})
+    _vit(folder, seed=1)
+    capsys.readouterr()
+    second = run_sweep(cfg, tmp_path / "run", progress=False, encoders={"tt": ToyText()})
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"weights of {spec} changed" in err
+    assert "stale (made with other settings: vision_weights_id:" in err and err.endswith("recomputing")
+    assert len(first.rows) == len(second.rows) == 1
+    # models without an identity (toy, bundled) keep their cells' keys
+    assert "text_weights_id" not in cell_key(cfg, {}, "d", (spec, "tt", 1, 1), 0, {spec: "sha256:x", "tt": None})
