@@ -131,25 +131,23 @@ def test_timm_checkpoint_file_replaced_is_recomputed(tmp_path, tiny_dataset, cap
     _replaced_weights_are_recomputed(tiny_dataset, f"timm:test_vit@{ckpt}", tmp_path / "c", lambda: write(1), capsys)
 
 
-def test_gguf_file_identity_keys_its_features(tmp_path, tiny_dataset, capsys):
-    """A GGUF's sha256 is in the key; a stand-in encoder does the encoding (converting a GGUF needs a real
-    GGUF model, which is not made here)."""
-    from vlgap.encoders.registry import get_encoder
+def test_gguf_file_replaced_is_recomputed(tmp_path, tiny_dataset, capsys, monkeypatch):
+    """A tiny Llama GGUF (tests/helpers/tiny_gguf) converted and extracted; rewritten with other weights:
+    its sha256 changes, so its features are recomputed (and the conversion made afresh)."""
+    pytest.importorskip("gguf")
+    pytest.importorskip("accelerate")
+    from tiny_gguf import write_tiny_llama_gguf
 
+    monkeypatch.setenv("VLGAP_CACHE", str(tmp_path / "vlgap_cache"))  # conversions and the hash index
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF one")
-    enc = get_encoder(f"hf:{_bert(tmp_path / 'bert', seed=0)}")
-    spec = f"gguf:{gguf}"
-    first = _run(tiny_dataset, spec, tmp_path / "c", n_frames=None, n_captions=[1], loaded_encoder=enc)
-    assert _run(tiny_dataset, spec, tmp_path / "c", n_frames=None, n_captions=[1], loaded_encoder=enc).computed == []
-    capsys.readouterr()
-    gguf.write_bytes(b"GGUF two")
-    third = _run(tiny_dataset, spec, tmp_path / "c", n_frames=None, n_captions=[1], loaded_encoder=enc)
-    assert third.computed == [1]
-    import hashlib
-    old, new = (hashlib.sha256(b).hexdigest() for b in (b"GGUF one", b"GGUF two"))
-    assert first.features[1].record["encoder_key"]["weights_id"] == f"sha256:{old}"
-    assert f"weights of {spec} changed (sha256 {old[:12]}… -> sha256 {new[:12]}…)" in " ".join(capsys.readouterr().err.split())
+    write_tiny_llama_gguf(gguf, seed=0)
+    first, third = _replaced_weights_are_recomputed(tiny_dataset, f"gguf:{gguf}", tmp_path / "c",
+                                                    lambda: write_tiny_llama_gguf(gguf, seed=1), capsys,
+                                                    n_frames=None, n_captions=[1])
+    from vlgap.encoders.gguf_cache import file_sha256
+
+    assert third.features[1].record["encoder"]["gguf_sha256"] == file_sha256(gguf)
+    assert first.features[1].record["encoder"]["gguf_sha256"] != file_sha256(gguf)
 
 
 def test_keys_of_bundled_and_random_models_are_unchanged():
