@@ -118,19 +118,25 @@ def _bert_folder(folder: Path, tokenizer: bool = True) -> Path:
     return folder
 
 
-def test_trust_remote_code_reaches_the_text_loader(tmp_path, monkeypatch):
-    """Every from_pretrained of a text model (config, tokenizer, weights) gets trust_remote_code when asked
-    for, so transformers never stops to ask on the console."""
-    t = transformers
-    folder = _bert_folder(tmp_path / "bert")
+def _spy_from_pretrained(monkeypatch, *classes) -> list:
+    """(class name, trust_remote_code) of every from_pretrained call of `classes`."""
     seen = []
-    for cls in (t.AutoConfig, t.AutoTokenizer, t.AutoModel):
+    for cls in classes:
         real = cls.from_pretrained.__func__
 
         def spy(c, *a, _real=real, _name=cls.__name__, **k):
             seen.append((_name, k.get("trust_remote_code", False)))
             return _real(c, *a, **k)
         monkeypatch.setattr(cls, "from_pretrained", classmethod(spy))
+    return seen
+
+
+def test_trust_remote_code_reaches_the_text_loader(tmp_path, monkeypatch):
+    """Every from_pretrained of a text model (config, tokenizer, weights) gets trust_remote_code when asked
+    for, so transformers never stops to ask on the console."""
+    t = transformers
+    folder = _bert_folder(tmp_path / "bert")
+    seen = _spy_from_pretrained(monkeypatch, t.AutoConfig, t.AutoTokenizer, t.AutoModel)
     enc = get_encoder(f"hf:{folder}", trust_remote_code=True)
     assert enc.record()["trust_remote_code"] is True
     assert {n for n, _ in seen} >= {"AutoConfig", "AutoTokenizer", "AutoModel"}
@@ -158,3 +164,18 @@ def test_messages_say_what_happened_and_what_to_do(tmp_path, monkeypatch):
     from vlgap.encoders.identity import UNRESOLVED, weights_id
 
     assert weights_id(f"hf:{folder}@v1") == UNRESOLVED  # the key never pretends the revision was honoured
+
+
+def test_trust_remote_code_reaches_the_causal_lm_loader(tmp_path, monkeypatch):
+    t = transformers
+    from tiny_tokenizer import byte_bpe_tokenizer
+
+    from vlgap.encoders.causal_lm import load_lm
+
+    t.LlamaForCausalLM(t.LlamaConfig(vocab_size=300, num_key_value_heads=2, max_position_embeddings=64,
+                                     **S)).save_pretrained(tmp_path / "lm")
+    byte_bpe_tokenizer(["a cat on a mat"] * 4, 300).save_pretrained(tmp_path / "lm")
+    seen = _spy_from_pretrained(monkeypatch, t.AutoConfig, t.AutoTokenizer, t.AutoModelForCausalLM)
+    load_lm(str(tmp_path / "lm"), trust_remote_code=True)
+    assert {n for n, _ in seen} >= {"AutoConfig", "AutoTokenizer", "AutoModelForCausalLM"}
+    assert all(flag for _, flag in seen), seen
