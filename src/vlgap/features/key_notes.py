@@ -60,7 +60,11 @@ def _note_changed_weights(encoder: str, ekey: dict, fp: str, param: str, pending
             except (OSError, ValueError, AttributeError):
                 continue
             if isinstance(old_key, dict) and {k: x for k, x in old_key.items() if k != "weights_id"} == same:
-                found[old_key.get("weights_id")] = max(found.get(old_key.get("weights_id"), 0.0), d.stat().st_mtime)
+                try:
+                    when = d.stat().st_mtime
+                except OSError:  # removed meanwhile
+                    continue
+                found[old_key.get("weights_id")] = max(found.get(old_key.get("weights_id"), 0.0), when)
     if not found:
         return
     old = max(found, key=lambda k: found[k])  # the most recent other weights
