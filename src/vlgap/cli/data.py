@@ -116,7 +116,7 @@ def encoder_facts(rec: dict) -> list[str]:
     if ident:
         kind, _, value = ident.partition(":")
         lines.append(f"revision: {value}" if kind == "revision" else
-                     f"revision: sha256:{value[:16]} (the weights' content; no hub revision)")
+                     f"revision: sha256:{value[:16]} (the weights' content hash; no hub revision)")
     if rec.get("pooling"):
         lines.append(f"pooling: {rec['pooling']}" + (f" - {rec['pooling_detail']}" if rec.get("pooling_detail") else ""))
     if rec.get("modality") == "vision":
