@@ -216,3 +216,13 @@ def test_sweep_cells_of_replaced_weights_are_recomputed(tmp_path, tiny_dataset, 
     assert len(first.rows) == len(second.rows) == 1
     # models without an identity (toy, bundled) keep their cells' keys
     assert "text_weights_id" not in cell_key(cfg, {}, "d", (spec, "tt", 1, 1), 0, {spec: "sha256:x", "tt": None})
+
+
+def test_load_features_of_weights_not_at_hand_says_why(tmp_path, tiny_dataset, monkeypatch):
+    from vlgap.errors import VlgapError
+    from vlgap.features.extract import load_features
+
+    use_offline_hub(monkeypatch, tmp_path / "hf_home")
+    with pytest.raises(VlgapError, match="weights of 'hf:nobody/nothing' are not in the local caches") as err:
+        load_features(tiny_dataset, "hf:nobody/nothing", "n_f", 2, cache_dir=tmp_path / "c")
+    assert "\n" not in str(err.value)

@@ -551,9 +551,15 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
     """Features from the cache without loading the model (assembling shards when needed), verified,
     with `skip_bad` / `allow_repeated_frames` applied as `extract` applies them."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
-                                 random_weights, frame_sampling, _check_caption_draw(caption_draw)),
-                     man.fingerprint(), param, int(value))
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights,
+                       frame_sampling, _check_caption_draw(caption_draw))
+    from vlgap.encoders.identity import UNRESOLVED
+
+    if ekey.get("weights_id") == UNRESOLVED:
+        raise VlgapError(f"the weights of {encoder!r} are not in the local caches (or '@revision' names a folder), "
+                         "so which cached features are theirs cannot be told (the weights are part of the key): "
+                         "run `vlgap extract` with the model available")
+    key = FeatureKey(ekey, man.fingerprint(), param, int(value))
     fs = load_entry(key, cache_dir)
     kinds = {it.id: it.kind for it in man.items}
     _check_items({int(value): fs}, man.items, kinds, skip_bad, allow_repeated_frames)
