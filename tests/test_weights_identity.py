@@ -226,3 +226,30 @@ def test_load_features_of_weights_not_at_hand_says_why(tmp_path, tiny_dataset, m
     with pytest.raises(VlgapError, match="weights of 'hf:nobody/nothing' are not in the local caches") as err:
         load_features(tiny_dataset, "hf:nobody/nothing", "n_f", 2, cache_dir=tmp_path / "c")
     assert "\n" not in str(err.value)
+
+
+def test_timm_pretrained_hub_snapshot_moved_is_recomputed(tmp_path, tiny_dataset, capsys, monkeypatch):
+    """timm:<name> (pretrained, from timm's hub repository in the Hugging Face cache): refs/main moved to a
+    new snapshot with other weights is recomputed."""
+    timm = pytest.importorskip("timm")
+    from safetensors.torch import save_file
+
+    hf_home = tmp_path / "hf"
+    use_offline_hub(monkeypatch, hf_home)
+    monkeypatch.setenv("VLGAP_OFFLINE", "1")
+    repo = hf_home / "hub" / "models--timm--test_resnet.r160_in1k"  # the hub repo timm names for the tag
+
+    def snapshot(commit: str, seed: int):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            state = timm.create_model("test_resnet").state_dict()
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        save_file(state, str(repo / "snapshots" / commit / "model.safetensors"))
+        (repo / "refs").mkdir(exist_ok=True)
+        (repo / "refs" / "main").write_text(commit)
+
+    snapshot("a" * 40, 0)
+    first, third = _replaced_weights_are_recomputed(tiny_dataset, "timm:test_resnet", tmp_path / "c",
+                                                    lambda: snapshot("b" * 40, 1), capsys, image_size=64)
+    assert first.features[2].record["encoder"]["revision"] == "a" * 40
+    assert third.features[2].record["weights_id"] == f"revision:{'b' * 40}"
