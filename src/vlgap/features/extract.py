@@ -360,7 +360,9 @@ def extract(
     caption_draw: tuple[int, int] | None = None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
-    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
+    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value. The model's weights are
+    part of the cache key (`encoder_key`, vlgap.encoders.identity): replaced weights are recomputed, with
+    one line saying from which to which.
 
     frame_order: "ordered" (the paper), or a control: "reversed" or "shuffled" (a fixed random order per
     item, seeded by its id) applied to the sampled frames before sub-clips are formed.
