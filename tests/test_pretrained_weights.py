@@ -56,6 +56,10 @@ def test_torchvision_loads_default_weights_from_the_torch_hub_cache(empty_caches
     _same_parameters(state, enc.model)
     rec = enc.record()
     assert rec["weights"] == "pretrained" and rec["weights_file"] == str(ckpt.resolve())
+    from vlgap.encoders.identity import UNRESOLVED, weights_id
+
+    assert weights_id("tv:resnet18") == f"sha256:{rec['weights_sha256']}"  # the file in the torch hub cache
+    assert weights_id("tv:resnet34") == UNRESOLVED  # not cached: only loading (downloading) can tell
     assert "ResNet18_Weights.IMAGENET1K_V1" in rec["weights_origin"] and weights_note(rec) is None
     assert len(rec["weights_sha256"]) == 64
     # the weights' own preprocessing: resize 256 -> crop 224, scaled to the requested 64
@@ -69,7 +73,8 @@ def test_torchvision_refuses_silent_random_weights(empty_caches):
     msg = str(err.value)
     assert "\n" not in msg
     assert "'tv:resnet18'" in msg and str(torch_home / "hub" / "checkpoints" / "resnet18-f37072fd.pth") in msg
-    assert "tv:resnet18@" in msg and "config:resnet18" in msg and "--random-weights" in msg
+    # config:resnet18 would build timm's ResNet-18 (other layers, other preprocessing): not suggested
+    assert "tv:resnet18@" in msg and "config:resnet18" not in msg and "--random-weights" in msg
     rnd = get_encoder("tv:resnet18", image_size=32, random_weights=True)
     assert weights_note(rnd.record()) == "random weights" and rnd.record()["random_weights"] is True
 
@@ -108,6 +113,10 @@ def test_timm_loads_pretrained_weights_from_the_hugging_face_cache(empty_caches)
     rec = enc.record()
     assert rec["weights"] == "pretrained" and rec["hf_hub_id"] == "timm/test_resnet.r160_in1k"
     assert rec["weights_file"] == str((snapshot / "model.safetensors").resolve())
+    # its identity in the feature cache key: the hub snapshot, told without loading; shown in the record
+    from vlgap.encoders.identity import weights_id
+
+    assert rec["revision"] == snapshot.name and weights_id("timm:test_resnet") == f"revision:{snapshot.name}"
 
 
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)

@@ -110,6 +110,13 @@ def encoder_facts(rec: dict) -> list[str]:
     if rec.get("weights") or rec.get("weights_files") or rec.get("revision"):
         files = ", ".join(f"{n} (sha256 {h[:12]})" for n, h in (rec.get("weights_files") or {}).items())
         lines.append(f"weights: {rec.get('weights') or 'pretrained'}" + (f"; {files}" if files else ""))
+    from vlgap.encoders.identity import identity_from_record
+
+    ident = identity_from_record(rec)  # every kind: a hub commit, else the weights' content sha256
+    if ident:
+        kind, _, value = ident.partition(":")
+        lines.append(f"revision: {value}" if kind == "revision" else
+                     f"revision: sha256:{value[:16]} (the weights' content hash; no hub revision)")
     if rec.get("pooling"):
         lines.append(f"pooling: {rec['pooling']}" + (f" - {rec['pooling_detail']}" if rec.get("pooling_detail") else ""))
     if rec.get("modality") == "vision":

@@ -83,12 +83,14 @@ def lm_source(src: str) -> str:
     return src.removeprefix("hf:")
 
 
-def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32") -> LoadedLM:
+def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32",
+            trust_remote_code: bool = False) -> LoadedLM:
     """A causal LM by bundled name (smollm2, gemma3_270m), `hf:<hub id or folder>`, a local folder or a hub
     id, in `dtype`, placed on `device` (a Runtime, or any value of vlgap.runtime.parse_device with
     `spread`). Local folder or hub id follows the project's one rule (encoders._common.model_source); the
     weights load through encoders.text.load_placed, which refuses a checkpoint missing parameters. The
-    model hash names the weights (and the dtype when it is not float32: bf16 decodes differently)."""
+    model hash names the weights (and the dtype when it is not float32: bf16 decodes differently).
+    trust_remote_code: let a hub model run code from its repository (config, tokenizer, weights); never implied."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
@@ -106,9 +108,10 @@ def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32"
         where, folder = model_source(spec, f"language model {src!r}: no such folder; give {' or '.join(BUNDLED)}, "
                                            "hf:<hub id or folder>, a local folder or a hub id (org/name)")
         digest = None
+    remote = {"trust_remote_code": True} if trust_remote_code else {}
     with loading_from_the_hub(f"language model {src!r}"):
-        config = AutoConfig.from_pretrained(where)
-        tok = AutoTokenizer.from_pretrained(where)
+        config = AutoConfig.from_pretrained(where, **remote)
+        tok = AutoTokenizer.from_pretrained(where, **remote)
 
     def unavailable(reason: str) -> VlgapError:
         reason = " ".join(reason.split())[:200]
@@ -116,7 +119,8 @@ def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32"
                           "give a folder saved with save_pretrained (model.safetensors) or a fully cached hub id")
 
     model, dev = load_placed(src, where, config, [AutoModelForCausalLM], dtype=dt, device=rt.device,
-                             unavailable=unavailable, way_out="give a complete checkpoint")
+                             unavailable=unavailable, way_out="give a complete checkpoint",
+                             trust_remote_code=trust_remote_code)
     if digest is None and folder is not None:
         files = weights_of_folder(folder)["weights_files"]
         digest = hashlib.sha256("".join(files.values()).encode()).hexdigest()

@@ -299,7 +299,7 @@ def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
         rest, tower = head, tail
     elif sep and not Path(rest).expanduser().exists():
         raise VlgapError(f"hf spec {rest!r}: after '#' write 'vision' or 'text' (the tower of a two-tower "
-                         "checkpoint such as CLIP or SigLIP), not {tail!r}")
+                         f"checkpoint such as CLIP or SigLIP), not {tail!r}")
     if "@" in rest and not Path(rest).expanduser().exists():
         src, revision = rest.split("@", 1)
         return src, revision or None, tower
@@ -327,7 +327,11 @@ def _load_pretrained(where: str, src: str, *, revision, dtype, trust_remote_code
     with loading_from_the_hub(f"the weights of {src!r}"):
         model, info = AutoModel.from_pretrained(where, revision=revision, dtype=dtype, output_loading_info=True,
                                                 trust_remote_code=trust_remote_code, **kwargs)
-    missing = sorted(info.get("missing_keys") or ())
+    from vlgap.encoders.text import used_by_hidden_states
+
+    # a task-head checkpoint (*ForVideoClassification, *ForImageClassification) loads its backbone; the
+    # backbone's pooler, which no hidden state uses, may be missing from it
+    missing = sorted(k for k in info.get("missing_keys") or () if used_by_hidden_states(k))
     if missing:
         raise VlgapError(f"{src!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "
                          f"{', '.join(missing[:3])}); refusing to run them with random weights")
@@ -363,6 +367,9 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
 
     name = name or f"hf:{src}"
     where, folder = _where(src)
+    if folder is not None and revision:
+        raise VlgapError(f"{name!r}: a local folder has no revisions, so '@{revision}' cannot be honoured; drop "
+                         f"'@{revision}' (the folder's files are what loads), or give a hub id (org/name@{revision})")
     device = parse_device(device, spread=True)
     dt = torch_dtype(dtype)
     try:
@@ -397,7 +404,8 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
             _check_weights_present(folder, src)
         try:
             return load_hf_text(src, name=name, revision=revision, pooling=pooling if pooling != "auto" else None,
-                                device=device, dtype=dtype, max_length=max_length, random_weights=random_weights)
+                                device=device, dtype=dtype, max_length=max_length, random_weights=random_weights,
+                                trust_remote_code=trust_remote_code)
         except OSError as err:  # e.g. a hub repository whose cache holds the config but not the weights
             raise VlgapError(f"could not load the weights of {src!r}: {str(err).splitlines()[0]}") from None
     if random_weights:
@@ -466,10 +474,16 @@ def _load_text_tower(where, folder, config, family: Family, *, name, src, revisi
         model = getattr(model, family.text_tower)
     elif "vision" in model.config.model_type:
         raise VlgapError(f"{src!r} is a standalone vision tower: it holds no text tower")
+    from vlgap.encoders.text import TOKENIZER_FILES, missing_tokenizer
+
+    if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        raise missing_tokenizer(src, folder)  # transformers would build an empty one without a word
     try:
         with quiet_transformers():
-            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
+            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, trust_remote_code=trust_remote_code)
     except (OSError, ValueError) as err:
+        if folder is not None:
+            raise missing_tokenizer(src, folder) from None
         raise VlgapError(f"could not load the tokenizer of {src!r}: {str(err).splitlines()[0]}") from None
     model.eval().requires_grad_(False).to(dev)
     source = {**_source_record(where, folder, config, revision), "tower": "text", "family": family.label}

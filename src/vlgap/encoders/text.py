@@ -136,13 +136,13 @@ def _encoder_only_class(config):
     return getattr(transformers, name)
 
 
-def _auto_from_config(config):
+def _auto_from_config(config, **kwargs):
     from transformers import AutoModel, AutoModelForCausalLM
 
     try:
-        return AutoModel.from_config(config)
+        return AutoModel.from_config(config, **kwargs)
     except ValueError:  # architectures with no base-model mapping
-        return AutoModelForCausalLM.from_config(config)
+        return AutoModelForCausalLM.from_config(config, **kwargs)
 
 
 def placement(device) -> tuple[torch.device, Any]:
@@ -179,8 +179,29 @@ def _first_device(device_map: dict) -> torch.device:
     return torch.device("cpu")
 
 
-#: parameters a checkpoint may lack without changing any hidden state (BERT's pooler head is not a layer)
-UNUSED_FOR_HIDDEN_STATES = ("pooler.",)
+#: parameters a checkpoint may lack without changing any hidden state: poolers (BERT's, ViT's, ViViT's: a
+#: task-head checkpoint such as *ForImageClassification saves its backbone without one) and the projection
+#: heads of two-tower models; everything else missing is refused
+UNUSED_FOR_HIDDEN_STATES = ("pooler.", "visual_projection.", "text_projection.", "logit_scale")
+
+
+def used_by_hidden_states(param: str) -> bool:
+    """False for a parameter name no hidden state depends on (UNUSED_FOR_HIDDEN_STATES)."""
+    return not any(param.startswith(p) or f".{p}" in param for p in UNUSED_FOR_HIDDEN_STATES)
+
+
+#: the files a tokenizer is saved as (any one of the sets is enough)
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "merges.txt",
+                   "tokenizer.model", "spiece.model", "sentencepiece.bpe.model")
+
+
+def missing_tokenizer(src: str, folder: Path) -> VlgapError:
+    """The refusal for a model folder whose tokenizer does not load: which files it has and which it lacks."""
+    present = [f for f in TOKENIZER_FILES if (folder / f).is_file()]
+    has = f"it has only {', '.join(present)}" if present else "it has none of them"
+    return VlgapError(f"text model folder {src!r} has no usable tokenizer files (tokenizer.json, or "
+                      f"tokenizer_config.json with vocab.txt / vocab.json + merges.txt / tokenizer.model; {has}): "
+                      "save the tokenizer beside the model (tokenizer.save_pretrained(folder))")
 
 
 RANDOM_WEIGHTS_WAY_OUT = "use --random-weights for a speed test"
@@ -190,8 +211,7 @@ def refuse_missing_parameters(spec: str, info: dict | None, *, way_out: str = RA
     """transformers initialises parameters a checkpoint lacks at random, with only a log line: a model
     built that way is refused (never random weights unless asked for). `way_out`: what the caller's user
     can do instead (the text encoders' --random-weights by default)."""
-    missing = sorted(k for k in (info or {}).get("missing_keys") or ()
-                     if not any(k.startswith(p) or f".{p}" in k for p in UNUSED_FOR_HIDDEN_STATES))
+    missing = sorted(k for k in (info or {}).get("missing_keys") or () if used_by_hidden_states(k))
     if missing:
         raise VlgapError(f"{spec!r}: the checkpoint holds no weights for {len(missing)} parameters (e.g. "
                          f"{', '.join(missing[:3])}); refusing to run them with random weights ({way_out})")
@@ -200,7 +220,7 @@ def refuse_missing_parameters(spec: str, info: dict | None, *, way_out: str = RA
 def load_placed(spec: str, where: str, config, classes, *, dtype: torch.dtype, device="cpu",
                 revision: str | None = None, offload_folder: str | None = None, size_class=None,
                 unavailable: Callable[[str], Exception] | None = None,
-                way_out: str = RANDOM_WEIGHTS_WAY_OUT) -> tuple[Any, torch.device]:
+                way_out: str = RANDOM_WEIGHTS_WAY_OUT, trust_remote_code: bool = False) -> tuple[Any, torch.device]:
     """The one way vlgap loads pretrained transformers weights onto devices: `from_pretrained` of the first
     of `classes` that accepts the config (a ValueError moves on to the next), in `dtype`, placed by
     `placement` (one device, or accelerate's device_map over GPUs for device "spread"), refusing a
@@ -209,6 +229,8 @@ def load_placed(spec: str, where: str, config, classes, *, dtype: torch.dtype, d
     (default: `weights_unavailable`)."""
     dev, device_map = placement(device)
     load_kwargs: dict[str, Any] = dict(revision=revision, dtype=dtype, output_loading_info=True)
+    if trust_remote_code:
+        load_kwargs["trust_remote_code"] = True
     if device_map is not None:
         require("accelerate", "accelerate", for_what="spreading a model over devices (device_map)")
         load_kwargs.update(device_map=device_map)
@@ -243,7 +265,8 @@ def load_placed(spec: str, where: str, config, classes, *, dtype: torch.dtype, d
 def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = None, device="cpu",
                  dtype="float32", max_length: int | None = None, revision: str | None = None,
                  extra_source: dict[str, Any] | None = None, hash_weights: bool = True,
-                 random_weights: bool = False, offload_folder: str | None = None) -> HFTextEncoder:
+                 random_weights: bool = False, offload_folder: str | None = None,
+                 trust_remote_code: bool = False) -> HFTextEncoder:
     """Load a text model from a hub id or a local folder: the base model (no LM head); for T5-family
     models the encoder only. device: see vlgap.runtime ('spread': over every GPU, see `placement`), or an
     accelerate device map dict. random_weights: the architecture from its
@@ -261,21 +284,32 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     where, folder = model_source(src, f"text model folder {src!r} does not exist; give a local folder, a hub id "
                                       "(org/name) or a .gguf file")
     is_local = folder is not None
+    remote = {"trust_remote_code": True} if trust_remote_code else {}
     with loading_from_the_hub(f"text model {src!r}"):
-        config = AutoConfig.from_pretrained(where, revision=revision)
-        tokenizer = AutoTokenizer.from_pretrained(where, revision=revision)
+        config = AutoConfig.from_pretrained(where, revision=revision, **remote)
+    if folder is not None and not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        # transformers would build an empty tokenizer (special tokens only) without a word
+        raise missing_tokenizer(src, folder)
+    try:
+        with loading_from_the_hub(f"the tokenizer of text model {src!r}"):
+            tokenizer = AutoTokenizer.from_pretrained(where, revision=revision, **remote)
+    except VlgapError:
+        if folder is not None:
+            raise missing_tokenizer(src, folder) from None
+        raise
     encoder_class = _encoder_only_class(config)
     if random_weights:
         with torch.random.fork_rng(devices=[]), quiet_transformers():
             torch.manual_seed(0)
-            model = encoder_class(config) if encoder_class is not None else _auto_from_config(config)
+            model = encoder_class(config) if encoder_class is not None else _auto_from_config(config, **remote)
         model.to(dt)
         # a random model is built in memory, on one device: placement's device_map does not apply
         dev, _ = placement(device if not isinstance(device, dict) else "cpu")
     else:
         classes = [encoder_class] if encoder_class is not None else [AutoModel, AutoModelForCausalLM]
         model, dev = load_placed(spec, where, config, classes, dtype=dt, device=device, revision=revision,
-                                 offload_folder=offload_folder, size_class=encoder_class)
+                                 offload_folder=offload_folder, size_class=encoder_class,
+                                 trust_remote_code=trust_remote_code)
     if encoder_class is None and getattr(config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()
     model.eval().requires_grad_(False)
@@ -284,6 +318,8 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     source: dict[str, Any] = {"source": where, "library": "transformers"}
     if encoder_class is not None:
         source["encoder_only"] = f"{encoder_class.__name__}: the encoder's embeddings and every encoder layer"
+    if trust_remote_code:
+        source["trust_remote_code"] = True
     if random_weights:
         source.update(weights="random initialisation (seed 0), asked for", random_weights=True)
     elif is_local and hash_weights:

@@ -155,6 +155,8 @@ def build_timm(arch: str, *, checkpoint: str | None = None, random_weights: bool
             from vlgap.encoders.gguf_cache import file_sha256
 
             source.update(weights_file=str(found.resolve()), weights_sha256=file_sha256(found))
+            if cfg.get("hf_hub_id") and found.parent.parent.name == "snapshots":
+                source["revision"] = found.parent.name  # the hub snapshot (commit) it came from
     pre = FramePreprocess.make(size, mean=cfg.get("mean", IMAGENET_MEAN), std=cfg.get("std", IMAGENET_STD),
                                crop_pct=float(cfg.get("crop_pct", DEFAULT_CROP_PCT) or DEFAULT_CROP_PCT),
                                interpolation=cfg.get("interpolation", "bilinear") or "bilinear")

@@ -274,7 +274,9 @@ def torchvision_pretrained_file(arch: str, weights, spec: str) -> Path:
     path = torchvision_hub_file(weights)
     if path.is_file():
         return path
-    refuse = dict(local_form=f"tv:{arch}@/path/to/{path.name}", random_form=f"config:{arch}")
+    # no config: form: config:<name> builds timm's model of that name where timm has one (other layers and
+    # preprocessing than torchvision's); tv:<name> --random-weights is torchvision's own architecture
+    refuse = dict(local_form=f"tv:{arch}@/path/to/{path.name}")
     if offline():
         raise weights_unavailable(spec, str(path), f"not cached and offline, {weights} is at {weights.url}", **refuse)
     try:

@@ -47,6 +47,7 @@ from vlgap.features.chunk_steps import (FRAME_ORDERS, Decoded, TextSteps, Vision
                                         make_steps, requested_values)
 from vlgap.features.item_policy import (MAX_WARNING_LINES, _check_items, _count, _repeated_by_item,  # noqa: F401
                                         _warn_repeated, apply_item_policy, item_problems, repeated_items)
+from vlgap.features.key_notes import _note_alias_entries, _note_changed_weights, _weights_identity
 from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
@@ -115,8 +116,12 @@ def parse_shard(text: str | tuple[int, int] | None) -> tuple[int, int]:
 def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, image_size: int | None = None,
                 frame_order: str = "ordered", temporal_pooling: str | None = None,
                 random_weights: bool = False, frame_sampling: str = "uniform",
-                caption_draw: tuple[int, int] | None = None) -> dict:
+                caption_draw: tuple[int, int] | None = None, weights: str | None | object = ...) -> dict:
     """The part of an encoder spec that changes the numbers (device does not, within float tolerance).
+    The weights' identity (`vlgap.encoders.identity.weights_id`: a folder's or file's sha256, a hub
+    snapshot's commit) is keyed as "weights_id", so replaced weights are never served from the cache;
+    bundled names, config: specs and random weights have none (their keys are as before). `weights`:
+    the identity when the caller knows it already (default: told from the spec).
     Options at their defaults are left out, so adding an option never invalidates existing caches.
     Weights: random weights (asked for) are keyed "random"; tv:/timm: specs without a file are keyed
     "pretrained", because before they loaded pretrained weights those specs built random ones under the
@@ -147,6 +152,12 @@ def encoder_key(name: str, dtype: str = "float32", pooling: str | None = None, i
         key["pooling"] = "auto"
     if image_size:
         key["image_size"] = image_size
+    if weights is ...:
+        from vlgap.encoders.identity import weights_id
+
+        weights = weights_id(name, random_weights=random_weights)
+    if weights is not None:
+        key["weights_id"] = weights
     return key
 
 
@@ -275,6 +286,7 @@ class Job:
             self.entries[v].write_chunk(r[0], r[1], out[v], decoded.ids[v], decoded.bad[v], meta)
 
     def base_record(self, info: dict, batch_size: int) -> dict:
+        from vlgap.encoders.identity import identity_from_record
         from vlgap.encoders.registry import labelled, weights_note
 
         note = weights_note(info["record"])
@@ -283,6 +295,8 @@ class Job:
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "command": sys.argv,
             "encoder_key": self.ekey,
+            # which weights: the key's identity, else the loaded encoder's own (bundled models), every kind
+            "weights_id": self.ekey.get("weights_id") or identity_from_record(info["record"]),
             # the encoder's name as shown everywhere, with "(random weights)" when they are
             "encoder_label": labelled(self.encoder, note),
             **({"weights_note": note} if note else {}),
@@ -346,7 +360,9 @@ def extract(
     caption_draw: tuple[int, int] | None = None,
 ) -> ExtractResult:
     """Extract (or load from the cache) features of `encoder` for every n_f in `n_frames` (vision) or
-    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value.
+    every n_c in `n_captions` (text). Returns an ExtractResult keyed by the value. The model's weights are
+    part of the cache key (`encoder_key`, vlgap.encoders.identity): replaced weights are recomputed, with
+    one line saying from which to which.
 
     frame_order: "ordered" (the paper), or a control: "reversed" or "shuffled" (a fixed random order per
     item, seeded by its id) applied to the sampled frames before sub-clips are formed.
@@ -404,8 +420,19 @@ def extract(
     root = cache_root(cache_dir)
     if ray:
         root = root.resolve()  # workers may run in another directory
+    opts: dict[str, Any] = {}
+    if pooling:
+        opts["pooling"] = pooling
+    if image_size:
+        opts["image_size"] = image_size
+    if trust_remote_code:
+        opts["trust_remote_code"] = True
+    if random_weights:
+        opts["random_weights"] = True
+    ident, loaded_encoder = _weights_identity(encoder, random_weights, loaded_encoder, opts, device, dtype, ray,
+                                              progress)
     ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights,
-                       frame_sampling, caption_draw)
+                       frame_sampling, caption_draw, weights=ident)
     fp = man.fingerprint()
     entries = {v: Entry(FeatureKey(ekey, fp, param, v, shard_t), root) for v in values}
     result = ExtractResult({}, param, len(items))
@@ -426,15 +453,7 @@ def extract(
         _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
         if pending:
             _note_alias_entries(asked_dtype, ekey, fp, param, pending, shard_t, root)
-            opts: dict[str, Any] = {}
-            if pooling:
-                opts["pooling"] = pooling
-            if image_size:
-                opts["image_size"] = image_size
-            if trust_remote_code:
-                opts["trust_remote_code"] = True
-            if random_weights:
-                opts["random_weights"] = True
+            _note_changed_weights(encoder, ekey, fp, param, pending, shard_t, root)
             job = Job(man, items, encoder, param, pending, entries, ekey, shard_t, frame_order, temporal_pooling,
                       skip_bad, batch_size, device, dtype, opts, allow_repeated_frames, frame_sampling, caption_draw)
             if ray:
@@ -454,18 +473,6 @@ def extract(
     _warn_repeated(result.repeated_frames)
     result.seconds = time.perf_counter() - t0
     return result
-
-
-def _note_alias_entries(asked_dtype, ekey: dict, fp: str, param: str, pending: list[int], shard, root) -> None:
-    """Entries keyed with a dtype alias (before dtypes were canonical, `bf16` was keyed apart from
-    `bfloat16`) are not read: the canonical entry is computed afresh, said in one line."""
-    alias = str(asked_dtype).strip().lower().removeprefix("torch.") if asked_dtype is not None else None
-    if alias is None or alias == ekey["dtype"]:
-        return
-    old = [v for v in pending if Entry(FeatureKey(dict(ekey, dtype=alias), fp, param, v, shard), root).features_path.is_file()]
-    if old:
-        stderr_console.print(f"note: features cached under dtype {alias!r} (an alias of {ekey['dtype']!r}) are not "
-                             f"reused; computing the {ekey['dtype']} entry for {param} = {', '.join(map(str, old))}")
 
 
 def _check_caption_draw(draw) -> tuple[int, int] | None:
@@ -546,9 +553,15 @@ def load_features(manifest: str | Path | Manifest, encoder: str, param: str, val
     """Features from the cache without loading the model (assembling shards when needed), verified,
     with `skip_bad` / `allow_repeated_frames` applied as `extract` applies them."""
     man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
-    key = FeatureKey(encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling,
-                                 random_weights, frame_sampling, _check_caption_draw(caption_draw)),
-                     man.fingerprint(), param, int(value))
+    ekey = encoder_key(encoder, dtype, pooling, image_size, frame_order, temporal_pooling, random_weights,
+                       frame_sampling, _check_caption_draw(caption_draw))
+    from vlgap.encoders.identity import UNRESOLVED
+
+    if ekey.get("weights_id") == UNRESOLVED:
+        raise VlgapError(f"the weights of {encoder!r} are not in the local caches (or '@revision' names a folder), "
+                         "so which cached features are theirs cannot be told (the weights are part of the key): "
+                         "run `vlgap extract` with the model available")
+    key = FeatureKey(ekey, man.fingerprint(), param, int(value))
     fs = load_entry(key, cache_dir)
     kinds = {it.id: it.kind for it in man.items}
     _check_items({int(value): fs}, man.items, kinds, skip_bad, allow_repeated_frames)

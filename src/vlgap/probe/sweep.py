@@ -258,13 +258,20 @@ def run_record(cfg: SweepConfig, man: Manifest) -> dict[str, Any]:
     return {**cfg.to_dict(), "data": data_record(man), "format": SWEEP_FORMAT}
 
 
-def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tuple, seed: int) -> dict[str, Any]:
-    """Everything that determines one cell's numbers (its row and its score matrix)."""
+def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tuple, seed: int,
+             weights: dict[str, str | None] | None = None) -> dict[str, Any]:
+    """Everything that determines one cell's numbers (its row and its score matrix). `weights`: the
+    identity of each model's weights (the features' `weights_id`, vlgap.encoders.identity) by row name;
+    models without one (bundled names, random weights) keep the keys they had."""
     v, t, nf, nc = cell
     settings = {k: v_ for k, v_ in cfg.to_dict().items()
                 if k not in (*RUN_IGNORE, "vision", "text", "n_frames", "n_captions", "seed", "fit")}
-    return {"format": SWEEP_FORMAT, "data": data, "items": items_digest, "vision": v, "text": t, "n_f": nf,
-            "n_c": nc, "seed": seed, **settings}
+    key = {"format": SWEEP_FORMAT, "data": data, "items": items_digest, "vision": v, "text": t, "n_f": nf,
+           "n_c": nc, "seed": seed, **settings}
+    for side, name in (("vision", v), ("text", t)):
+        if (weights or {}).get(name):
+            key[f"{side}_weights_id"] = weights[name]
+    return key
 
 
 #: what a sweep folder of an older vlgap holds without a run record (its cells are unsealed, hence
@@ -384,7 +391,10 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
 
     data = record["data"]
     items_digest = key_digest(ids)[:16]
-    keys = [cell_key(cfg, data, items_digest, cell, cfg.seed + ci) for ci, cell in enumerate(cells)]
+    # replaced weights (a folder's files, a moved hub snapshot) make other features, hence other cells
+    weights = {name: next(iter(res.features.values())).record.get("encoder_key", {}).get("weights_id")
+               for name, res in [*vis.items(), *((t, runs[0]) for t, runs in txt_draws.items())] if res.features}
+    keys = [cell_key(cfg, data, items_digest, cell, cfg.seed + ci, weights) for ci, cell in enumerate(cells)]
 
     report = _report
     by_cell: dict[int, dict] = {}
