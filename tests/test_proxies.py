@@ -76,7 +76,7 @@ def test_linear_labels_a_linear_probe_reads():
 def test_folds_are_lowered_for_small_classes_and_singletons_refused():
     x, y = _clusters(n_per=3, k=3)
     r = knn_classify_cv(x, y, n_folds=5)
-    assert r["n_folds"] == 3 and any("folds lowered" in n for n in r["notes"])
+    assert r["n_folds"] == 3 and any("--folds reduced from 5 to 3 because the largest class has 3 items" in n for n in r["notes"])
     with pytest.raises(VlgapError, match="single item"):
         knn_classify_cv(np.eye(3), ["a", "b", "c"])
     with pytest.raises(VlgapError, match="one label per item"):

@@ -204,7 +204,8 @@ def load_cells(specs: Sequence[str | tuple[str, str | Path]], fmt: str = "auto"
     """`specs`: "CELL=PATH" (one tool output per cell) or "PATH" (a table with train/infer columns).
     Returns {dimension: {(train, infer, seed): {prompt: mean over its videos}}}."""
     merged: dict[str, dict[tuple[str, str, int], dict[str, list[float]]]] = {}
-    for spec in specs:
+    source: dict[tuple[str, str, int], tuple[int, str]] = {}  # the spec (index, file) each cell was read from
+    for i, spec in enumerate(specs):
         if isinstance(spec, tuple):
             cell_name, path = spec
         elif "=" in str(spec):
@@ -216,6 +217,10 @@ def load_cells(specs: Sequence[str | tuple[str, str | Path]], fmt: str = "auto"
             cell = cell or given
             if cell is None:
                 raise VlgapError(f"{Path(path).name}: name its cell (pe/pe={path}) or give train and infer columns")
+            first = source.setdefault(cell, (i, str(path)))
+            if first[0] != i:  # two files for one cell would be pooled into one mean per prompt
+                raise VlgapError(f"cell {cell[0]}/{cell[1]} (seed {cell[2]}) is given twice, by {first[1]} and {path}: "
+                                 "give one file per cell (a second seed is TRAIN/INFER/SEED, e.g. pe/pe/1)")
             for dim, per in dims.items():
                 target = merged.setdefault(dim, {}).setdefault(cell, {})
                 for prompt, xs in per.items():

@@ -15,6 +15,10 @@ from vlgap.errors import VlgapError
 
 console = Console()
 
+#: the most frames `extract --n-frames` samples per video (an hour at 30 fps): a larger n_f is a typo, and its
+#: index arrays would be allocated before any video's length is known
+MAX_N_FRAMES = 108_000
+
 
 @app.command("import")
 def import_cmd(
@@ -38,7 +42,14 @@ def import_cmd(
 ):
     """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations into a manifest, reporting every skip."""
     from vlgap.data.importers import import_dataset
+    from vlgap.paths import input_file, input_folder, output_file
 
+    input_file(annotations, "ANNOTATIONS")
+    input_folder(video_dir, "VIDEO_DIR")
+    for path, what in ((mapping, "--mapping"), (label_map, "--label-map")):
+        if path is not None:
+            input_file(path, what)
+    output_file(out, "--out")
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
                             split=split, mapping=mapping, language=language, label_map=label_map)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
@@ -85,6 +96,21 @@ def extract_cmd(
     check_count("threads", threads, flag="--threads", allow_none=True, example=2)
     check_count("ray_workers", ray_workers, flag="--ray-workers", allow_none=True, example=2)
     check_count("image_size", image_size, flag="--image-size", allow_none=True, example=160)
+    from vlgap.paths import input_file, output_folder
+
+    input_file(manifest, "MANIFEST")
+    if cache_dir is not None:
+        output_folder(cache_dir, "--cache-dir")
+    if image_size is not None:  # one batch of preprocessed frames: float32, 3 channels
+        from vlgap.counts import check_allocation
+
+        check_allocation("--image-size", batch_size * 3 * image_size * image_size * 4,
+                         f"a batch of {batch_size} frames at {image_size} x {image_size} px")
+    if n_frames:
+        n_frames_list = int_list(n_frames, "--n-frames")
+        if max(n_frames_list) > MAX_N_FRAMES:
+            raise VlgapError(f"--n-frames {max(n_frames_list)}: at most {MAX_N_FRAMES:,} frames per video (an hour at "
+                             "30 fps); a video shorter than n_f is refused by name")
     res = extract(
         manifest, encoder,
         n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
@@ -146,7 +172,23 @@ def make_data_cmd(
 
     from vlgap.data import real, shapes, test_of_time
 
+    from vlgap.counts import check_count
+    from vlgap.paths import output_file, output_folder
+
     key = kind.lower().replace("_", "-")
+    check_count("seed", seed, 0, flag="--seed", example=0)
+    if key == "shapes":  # counts and sizes before any file: an absurd one is refused with its limit
+        from vlgap.data.shapes.render import parse_frame_size
+        from vlgap.data.shapes.write import check_video_request
+
+        check_video_request(n_frames, parse_frame_size(size), n=n)
+    elif key == "test-of-time":
+        from vlgap.data.shapes.render import parse_frame_size
+        from vlgap.data.shapes.write import check_video_request
+        from vlgap.data.test_of_time import N_FRAMES
+
+        check_video_request(N_FRAMES, parse_frame_size(size))
+    (output_file if key == "real" and out.suffix.lower() == ".jsonl" else output_folder)(out, "--out")
     if key != "shapes" and (camera_fraction or style != "synthetic"):
         raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")
     if key != "shapes" and caption_mode != "diverse":

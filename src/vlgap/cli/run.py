@@ -84,8 +84,13 @@ def sweep_cmd(
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
+    from vlgap.paths import input_file, output_folder
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
+    input_file(manifest, "MANIFEST")
+    output_folder(out, "--out")
+    if cache_dir is not None:
+        output_folder(cache_dir, "--cache-dir")
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
