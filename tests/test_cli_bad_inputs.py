@@ -308,7 +308,7 @@ def test_a_folder_where_a_file_is_expected_says_so(tmp_path, capsys):
     d.mkdir()
     m = manifest(tmp_path)
     cases = [
-        (["extract", d, "-e", "toy", "--n-frames", "1"], f"MANIFEST {d}: is a folder, expected a file"),
+        (["extract", d, "-e", "toy", "--n-frames", "1"], f"manifest {d}: is a folder, expected a file"),
         (["wsv", "train", "--out", tmp_path / "w", "--corpus", d], f"--corpus {d}: is a folder, expected a file"),
         (["wsv", "caption", d, m, "--out", tmp_path / "p.json"], f"MODEL {d}: is a folder, expected a file"),
         (["cape", "rewrite", d], f"PROMPTS {d}: is a folder, expected a file"),

@@ -42,14 +42,7 @@ def import_cmd(
 ):
     """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations into a manifest, reporting every skip."""
     from vlgap.data.importers import import_dataset
-    from vlgap.paths import input_file, input_folder, output_file
 
-    input_file(annotations, "ANNOTATIONS")
-    input_folder(video_dir, "VIDEO_DIR")
-    for path, what in ((mapping, "--mapping"), (label_map, "--label-map")):
-        if path is not None:
-            input_file(path, what)
-    output_file(out, "--out")
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
                             split=split, mapping=mapping, language=language, label_map=label_map)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
@@ -96,10 +89,9 @@ def extract_cmd(
     check_count("threads", threads, flag="--threads", allow_none=True, example=2)
     check_count("ray_workers", ray_workers, flag="--ray-workers", allow_none=True, example=2)
     check_count("image_size", image_size, flag="--image-size", allow_none=True, example=160)
-    from vlgap.paths import input_file, output_folder
+    from vlgap.paths import output_folder
 
-    input_file(manifest, "MANIFEST")
-    if cache_dir is not None:
+    if cache_dir is not None:  # the manifest is read (and checked: folder, missing, non-UTF-8) by extract
         output_folder(cache_dir, "--cache-dir")
     if image_size is not None:  # one batch of preprocessed frames: float32, 3 channels
         from vlgap.counts import check_allocation
