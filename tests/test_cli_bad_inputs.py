@@ -142,7 +142,7 @@ def test_cape_scores_refuses_two_files_for_one_cell(tmp_path, capsys):
         p.write_text("prompt,score\n" + "".join(f"prompt {i},{i / 10}\n" for i in range(4)))
         files.append(p)
     err = refused(capsys, "cape", "scores", f"pe/pe={files[0]}", f"pe/pe={files[1]}")
-    assert f"cell pe/pe (seed 0) is given twice, by {files[0]} and {files[1]}" in err
+    assert f"cell pe/pe (seed 0) is given twice for 'score', by {files[0]} and {files[1]}" in err
     from vlgap.cape.scores import load_cells
 
     with pytest.raises(VlgapError, match="given twice"):  # the same file twice would count every video twice
@@ -299,6 +299,9 @@ def test_extract_refuses_huge_image_size_and_frame_count_before_work(tmp_path, c
     assert "--image-size: a batch of 32 frames at 100000 x 100000 px would take" in err and "limit 16.0 GiB" in err
     err = refused(capsys, "extract", m, "-e", "toy", "--n-frames", "1000000000")
     assert "--n-frames 1000000000: at most 108,000 frames per video" in err
+    err = refused(capsys, "sweep", m, "--vision", "a", "--text", "b", "--n-frames", "1,1000000000", "--out",
+                  tmp_path / "run")
+    assert "--n-frames 1000000000: at most 108,000" in err and not (tmp_path / "run").exists()
 
 
 # ---- a folder for a file, or the reverse -----------------------------------------------------------
@@ -398,6 +401,8 @@ def test_non_utf8_inputs_name_the_file_line_and_byte(tmp_path, capsys):
     assert "m.jsonl" in err and "UTF-8" in err and "line 2" in err
     err = refused(capsys, "cape", "rewrite", latin1(tmp_path, "prompts.txt"))
     assert "PROMPTS" in err and "prompts.txt: not UTF-8 text at line 2 (byte 0xe9" in err
+    err = refused(capsys, "cape", "scores", f"pe/pe={latin1(tmp_path, 'scores.csv')}")
+    assert "score file" in err and "scores.csv: not UTF-8 text at line 2 (byte 0xe9" in err
 
 
 def test_read_text_utf8_helper(tmp_path):

@@ -10,14 +10,10 @@ from rich.console import Console
 from vlgap.cli._app import app
 from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, FRAME_SAMPLING_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP,
-                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, frame_counts, int_list)
 from vlgap.errors import VlgapError
 
 console = Console()
-
-#: the most frames `extract --n-frames` samples per video (an hour at 30 fps): a larger n_f is a typo, and its
-#: index arrays would be allocated before any video's length is known
-MAX_N_FRAMES = 108_000
 
 
 @app.command("import")
@@ -98,14 +94,9 @@ def extract_cmd(
 
         check_allocation("--image-size", batch_size * 3 * image_size * image_size * 4,
                          f"a batch of {batch_size} frames at {image_size} x {image_size} px")
-    if n_frames:
-        n_frames_list = int_list(n_frames, "--n-frames")
-        if max(n_frames_list) > MAX_N_FRAMES:
-            raise VlgapError(f"--n-frames {max(n_frames_list)}: at most {MAX_N_FRAMES:,} frames per video (an hour at "
-                             "30 fps); a video shorter than n_f is refused by name")
     res = extract(
         manifest, encoder,
-        n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
+        n_frames=frame_counts(n_frames, "--n-frames") if n_frames else None,
         n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad,

@@ -65,6 +65,20 @@ def int_list(text: str, name: str) -> list[int]:
     return vals
 
 
+#: the most frames `--n-frames` samples per video (an hour at 30 fps): a larger n_f is a typo, and its index
+#: arrays would be allocated before any video's length is known
+MAX_N_FRAMES = 108_000
+
+
+def frame_counts(text: str, name: str = "--n-frames") -> list[int]:
+    """`int_list` of n_f values, each at most MAX_N_FRAMES (refused with the limit stated)."""
+    vals = int_list(text, name)
+    if max(vals) > MAX_N_FRAMES:
+        raise VlgapError(f"{name} {max(vals)}: at most {MAX_N_FRAMES:,} frames per video (an hour at 30 fps); a "
+                         "video shorter than n_f is refused by name")
+    return vals
+
+
 def one_int(text: str, name: str) -> int:
     """A comma list holding exactly one integer (for commands that run at one value)."""
     vals = int_list(text, name)

@@ -12,7 +12,8 @@ from rich.table import Table
 from vlgap.cli._app import app
 from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
-                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, int_list)
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, frame_counts,
+                               int_list)
 from vlgap.cli.tables import print_table
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
@@ -92,7 +93,7 @@ def sweep_cmd(
     if cache_dir is not None:
         output_folder(cache_dir, "--cache-dir")
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
-                      int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
+                      frame_counts(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad, allow_repeated_frames=allow_repeated_frames,
