@@ -413,3 +413,16 @@ def test_read_text_utf8_helper(tmp_path):
     assert read_text_utf8(p) == "hello\n"
     with pytest.raises(VlgapError, match=r"^--x .*nope: does not exist \(expected a file\)$"):
         read_text_utf8(tmp_path / "nope", "--x")
+
+
+def test_wsv_eval_api_takes_a_list_of_predictions_and_refuses_its_duplicates(tmp_path):
+    from vlgap.wsv.api import evaluate_predictions
+
+    m = manifest(tmp_path)
+    rows = [{"image_id": "v1", "caption": "a red circle v1"}, {"image_id": "v2", "caption": "a red circle"}]
+    res = evaluate_predictions(rows, m, n_bootstrap=0, metrics=["bleu"])
+    assert res["n"] == 2 and res["BLEU-1"]["score"] > 0.5
+    with pytest.raises(VlgapError, match="several predictions: 'v1'"):
+        evaluate_predictions(rows + [{"image_id": "v1", "caption": "x"}], m, n_bootstrap=0, metrics=["bleu"])
+    with pytest.raises(VlgapError, match=r"REFERENCES .*: is a folder, expected a file"):
+        evaluate_predictions(rows, tmp_path, n_bootstrap=0, metrics=["bleu"])

@@ -171,7 +171,8 @@ def make_data_cmd(
         from vlgap.data.test_of_time import N_FRAMES
 
         check_video_request(N_FRAMES, parse_frame_size(size))
-    (output_file if key == "real" and out.suffix.lower() == ".jsonl" else output_folder)(out, "--out")
+    if key in ("shapes", "test-of-time", "real"):  # real writes a .jsonl file or into a folder
+        (output_file if key == "real" and out.suffix.lower() == ".jsonl" else output_folder)(out, "--out")
     if key != "shapes" and (camera_fraction or style != "synthetic"):
         raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")
     if key != "shapes" and caption_mode != "diverse":

@@ -239,10 +239,9 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
     if isinstance(predictions, (str, Path, list)):
         # caption-eval's reader: the same forms, and the same refusal of an id predicted twice (no silent "last wins")
         from vlgap.captions.io import load_predictions
+        from vlgap.paths import input_file
 
         if isinstance(predictions, (str, Path)):
-            from vlgap.paths import input_file
-
             input_file(predictions, "PREDICTIONS")
         if isinstance(references, (str, Path)):
             input_file(references, "REFERENCES")
