@@ -25,6 +25,10 @@ command and fails on a second spelling of these ideas):
   stride:S | keyframes; the sweep takes a comma list and runs the strategies side by side.
 - `--caption-draws R`: R random draws of each item's n_c captions, scores averaged (1: the first n_c).
 - `--trust-remote-code`: let an hf: model run code from its repository (VideoMAEv2); never implied.
+- Paths: a file or folder option is checked by vlgap.paths before any work (`input_file` / `input_folder`:
+  "is a folder, expected a file" and the reverse; `output_file` / `output_folder`: of the right kind and
+  writable; `read_text_utf8`: non-UTF-8 bytes named by file, line and byte). `--n-frames` is at most
+  MAX_N_FRAMES (`frame_counts`).
 
 Old spellings (RENAMES) are refused with their new name before a command parses its options
 (`VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
