@@ -76,7 +76,7 @@ def test_linear_labels_a_linear_probe_reads():
 def test_folds_are_lowered_for_small_classes_and_singletons_refused():
     x, y = _clusters(n_per=3, k=3)
     r = knn_classify_cv(x, y, n_folds=5)
-    assert r["n_folds"] == 3 and any("folds lowered" in n for n in r["notes"])
+    assert r["n_folds"] == 3 and any("--folds reduced from 5 to 3 because the largest class has 3 items" in n for n in r["notes"])
     with pytest.raises(VlgapError, match="single item"):
         knn_classify_cv(np.eye(3), ["a", "b", "c"])
     with pytest.raises(VlgapError, match="one label per item"):
@@ -194,3 +194,17 @@ def test_proxies_per_layer_equal_direct_scores_and_cli(tmp_path):
     assert isinstance(bad.exception, VlgapError) and "has no label 'genre'" in str(bad.exception)
     bad = runner.invoke(app, ["downstream", str(man), "--task", "classify", "--vision", "toy_img", "--text", "toy_txt"])
     assert isinstance(bad.exception, VlgapError) and "knn-classify" in str(bad.exception)
+
+
+def test_folds_reduced_is_a_warning_on_the_console_and_in_the_json(tmp_path):
+    """--folds 100 on classes of 8 items runs at 8 folds and says so (it used 8 silently)."""
+    man, cache = _toy_data(tmp_path)
+    out = runner.invoke(app, ["downstream", str(man), "--task", "knn-classify", "--labels", "label", "--vision",
+                              "toy_img", "--text", "toy_txt", "--n-f", "4", "--k", "3", "--alignment-k", "3",
+                              "--folds", "100", "--bootstrap", "20", "--cache-dir", str(cache), "--json"])
+    assert out.exit_code == 0, out.output
+    d = json.loads(out.stdout)
+    said = "--folds reduced from 100 to 8 because the largest class has 8 items"
+    assert len(d["warnings"]) == 1 and d["warnings"][0].startswith(said)
+    assert d["config"]["n_folds"] == 100 and d["config"]["n_folds_used"] == 8
+    assert "warning: " + said in " ".join(out.stderr.split())

@@ -115,7 +115,7 @@ def test_read_grid_csv(tmp_path):
         f"{a:g},{b:g},{s},mobilenet\n" for a, b, s in zip(g["n_f"], g["n_c"], g["score"])))
     fit = fit_scaling(read_grid_csv(p), n_bootstrap=0)
     assert fit.params["alpha"] == pytest.approx(0.75, rel=0.01)
-    with pytest.raises(VlgapError, match="no such file"):
+    with pytest.raises(VlgapError, match="missing.csv: does not exist"):
         read_grid_csv(tmp_path / "missing.csv")
 
 

@@ -212,6 +212,10 @@ def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False)
     """Verify every entry of the cache (see module docstring); `prune` removes what is stale, corrupt
     or orphaned. Returns a CacheCheck (`.to_dict()`, `.summary()`, `.remaining`)."""
     root = cache_root(cache_dir)
+    if cache_dir is not None:  # a folder named by the caller must exist: "everything verified" would be a lie
+        from vlgap.paths import input_folder
+
+        input_folder(root, "--cache-dir")
     res = CacheCheck(str(root), pruned=prune)
     if not root.is_dir():
         return res

@@ -19,6 +19,7 @@ identifies all five parameters); the held-out check needs one more value of each
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 from dataclasses import dataclass, field
@@ -196,10 +197,14 @@ def _columns(grid: Any) -> dict[str, np.ndarray]:
         if bad.size:
             raise VlgapError(f"grid column {key!r}: missing or non-finite value in row(s) {bad[:5].tolist()}")
     for key in ("n_f", "n_c"):
-        bad = np.flatnonzero(out[key] <= 0)
+        bad = np.flatnonzero((out[key] <= 0) | (out[key] != np.round(out[key])))
         if bad.size:
-            raise VlgapError(f"grid column {key!r} must be positive (a count of frames/captions); "
-                             f"row(s) {bad[:5].tolist()}")
+            raise VlgapError(f"grid column {key!r} must hold positive whole numbers (a count of frames/captions); "
+                             f"row {bad[0]} has {out[key][bad[0]]:g} (data rows counted from 0)")
+    bad = np.flatnonzero(out["score_lo"] > out["score_hi"]) if "score_lo" in out and "score_hi" in out else []
+    if len(bad):  # an inverted interval is a broken row, not one to drop silently
+        raise VlgapError(f"grid row {bad[0]} (data rows counted from 0): score_lo {out['score_lo'][bad[0]]:.4g} > "
+                         f"score_hi {out['score_hi'][bad[0]]:.4g} ({len(bad)} such row(s)); swap or remove them")
     _refuse_duplicate_cells(out)
     return out
 
@@ -586,13 +591,10 @@ def select_rows(cols: dict[str, list], where: dict[str, str | None], *, what: st
 
 
 def read_grid_csv(path: str | os.PathLike) -> dict[str, list[str]]:
-    """Columns of a CSV file with a header row (n_f, n_c, score[, score_lo, score_hi]; other
-    columns are ignored by `fit_scaling`)."""
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except FileNotFoundError as err:
-        raise VlgapError(f"{path}: no such file") from err
+    """Columns of a CSV file with a header row (n_f, n_c, score[, score_lo, score_hi]; `fit_scaling` ignores others)."""
+    from vlgap.paths import read_text_utf8  # a folder, a missing file, non-UTF-8 bytes: one line each
+
+    rows = list(csv.DictReader(io.StringIO(read_text_utf8(path, "GRID"), newline="")))
     if not rows:
         raise VlgapError(f"{path}: no data rows (need a header n_f,n_c,score and one row per cell)")
     return {key: [row[key] if row[key] not in ("", None) else "nan" for row in rows] for key in rows[0]}

@@ -174,8 +174,9 @@ def read_score_file(path: str | Path, fmt: str = "auto") -> dict[tuple[str, str,
     path = Path(path)
     if fmt not in FORMATS:
         raise VlgapError(f"--format {fmt!r}: choose one of {', '.join(FORMATS)}")
-    if not path.is_file():
-        raise VlgapError(f"score file {str(path)!r} does not exist")
+    from vlgap.paths import read_text_utf8
+
+    read_text_utf8(path, "score file")  # a folder, a missing file, non-UTF-8 bytes: one line naming it
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "vbench":
         try:
@@ -204,7 +205,10 @@ def load_cells(specs: Sequence[str | tuple[str, str | Path]], fmt: str = "auto"
     """`specs`: "CELL=PATH" (one tool output per cell) or "PATH" (a table with train/infer columns).
     Returns {dimension: {(train, infer, seed): {prompt: mean over its videos}}}."""
     merged: dict[str, dict[tuple[str, str, int], dict[str, list[float]]]] = {}
-    for spec in specs:
+    # the spec (index, file) each (dimension, cell) was read from: files may add dimensions to a cell, never
+    # a second set of scores to one dimension (which would be pooled into one mean per prompt)
+    source: dict[tuple[str, tuple[str, str, int]], tuple[int, str]] = {}
+    for i, spec in enumerate(specs):
         if isinstance(spec, tuple):
             cell_name, path = spec
         elif "=" in str(spec):
@@ -217,6 +221,11 @@ def load_cells(specs: Sequence[str | tuple[str, str | Path]], fmt: str = "auto"
             if cell is None:
                 raise VlgapError(f"{Path(path).name}: name its cell (pe/pe={path}) or give train and infer columns")
             for dim, per in dims.items():
+                first = source.setdefault((dim, cell), (i, str(path)))
+                if first[0] != i:
+                    raise VlgapError(f"cell {cell[0]}/{cell[1]} (seed {cell[2]}) is given twice for {dim!r}, by "
+                                     f"{first[1]} and {path}: give one file per cell and dimension (a second seed is "
+                                     "TRAIN/INFER/SEED, e.g. pe/pe/1)")
                 target = merged.setdefault(dim, {}).setdefault(cell, {})
                 for prompt, xs in per.items():
                     target.setdefault(prompt, []).extend(xs)

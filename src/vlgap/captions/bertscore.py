@@ -205,6 +205,9 @@ def signature(model: TextTokenModel, layer: int, idf: bool, rescale: str) -> str
 def build_baseline(model: TextTokenModel, sentences: Sequence[str], *, n_pairs: int = 10000, seed: int = 0,
                    source: str = "sentences") -> dict[str, Any]:
     """Mean P, R, F1 of random pairs of distinct sentences, for every layer (rescaling baseline)."""
+    from vlgap.counts import check_count
+
+    n_pairs = check_count("n_pairs", n_pairs, 1, flag="--baseline-pairs", example=10000)  # 0 pairs: all NaN
     sentences = [s for s in dict.fromkeys(s.strip() for s in sentences) if s]
     if len(sentences) < 2:
         raise VlgapError(f"a BERTScore baseline needs at least 2 distinct non-empty sentences, got {len(sentences)}")
@@ -247,7 +250,7 @@ def read_baseline(baseline: str | Path | dict, model: TextTokenModel, layer: int
         except OSError as err:
             raise VlgapError(f"cannot read BERTScore baseline {where}: {err.strerror or err}; build one with "
                              "`vlgap caption-eval --bertscore-baseline build ...`") from None
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError):
             raise VlgapError(f"{where} is not a vlgap BERTScore baseline (not JSON)") from None
     if not isinstance(baseline, dict) or baseline.get("format") != BASELINE_FORMAT:
         raise VlgapError(f"{where} is not a vlgap BERTScore baseline (format {BASELINE_FORMAT!r} expected)")
@@ -258,6 +261,9 @@ def read_baseline(baseline: str | Path | dict, model: TextTokenModel, layer: int
     row = baseline.get("layers", {}).get(str(layer))
     if row is None:
         raise VlgapError(f"BERTScore baseline {where} has no layer {layer}")
+    if not all(isinstance(row.get(k), (int, float)) and np.isfinite(row[k]) for k in ("P", "R", "F")):
+        raise VlgapError(f"BERTScore baseline {where}, layer {layer}: P/R/F are not finite numbers (built from "
+                         f"{baseline.get('n_pairs')} pairs?); rebuild it (`--bertscore-baseline build`)")
     return {**row, "source": Path(where).name if where != "in-memory baseline" else where}
 
 

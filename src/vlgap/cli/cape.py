@@ -48,9 +48,11 @@ def rewrite_command(
     from vlgap.errors import VlgapError
     from vlgap.io_utils import to_json
 
-    if not prompts.is_file():
-        raise VlgapError(f"prompt file {str(prompts)!r} does not exist")
-    lines = prompts.read_text(encoding="utf-8").splitlines()
+    from vlgap.paths import output_folder, read_text_utf8
+
+    lines = read_text_utf8(prompts, "PROMPTS").splitlines()  # a folder, a missing file, non-UTF-8: one line
+    if cache is not None:
+        output_folder(cache, "--cache-dir")
     while lines and not lines[-1].strip():
         lines.pop()  # a trailing newline is not an empty prompt
     if not lines:
@@ -110,6 +112,14 @@ def train_command(
     check_count("lora_r", lora_r, 1, flag="--lora-r", example=16)
     check_count("lora_alpha", lora_alpha, 1, flag="--lora-alpha", example=32)
     check_count("n_videos", n_videos, 1, flag="--videos", example=48)
+    check_count("seed", seed, 0, flag="--seed", example=0)
+    from vlgap.counts import check_positive
+    from vlgap.paths import input_file, output_folder
+
+    lr = check_positive("lr", lr, flag="--lr", example=3e-3)  # before any file is written
+    output_folder(out, "--out")
+    if targets is not None:
+        input_file(targets, "--targets")
     rt = runtime(device, dtype, spread=True)
     device, dtype = rt.device, rt.dtype
     parse_lora_layers(lora_layers), parse_lora_modules(lora_modules)
@@ -282,6 +292,10 @@ def scores_command(
     from vlgap.cape.scores import analyse_scores, default_embed, load_cells, read_text_file, scores_markdown
     from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
 
+    if out is not None:
+        from vlgap.paths import output_folder
+
+        output_folder(out, "--out")
     cells = load_cells(specs, fmt)
     caps = {op: read_text_file(p) for op, p in _named_files(captions, "--captions").items()}
     rws = {op: {k: v["text"] for k, v in PrecomputedOperator(p, name=op).table.items()}

@@ -90,6 +90,9 @@ def split_captions_cmd(
 
     check_count("batch_size", batch_size, flag="--batch-size", example=8)
     check_count("max_new_tokens", max_new_tokens, flag="--max-new-tokens", allow_none=True, example=200)
+    from vlgap.paths import output_file
+
+    output_file(out, "--out")  # the manifest is read (and checked) by split_captions
     splitter = f"lm:{lm}" if lm else "rule"
     report = split_captions(manifest, out, parts=parts, splitter=splitter, source=source, tolerance=tolerance,
                             on_invalid=on_invalid, device=device, batch_size=batch_size,

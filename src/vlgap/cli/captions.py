@@ -104,6 +104,10 @@ def caption_eval_command(
     per_item = out
     if pred is None:
         raise VlgapError("--pred is required (predictions to score)")
+    if per_item is not None:
+        from vlgap.paths import output_file
+
+        output_file(per_item, "--out")
     model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
@@ -212,13 +216,15 @@ def _build_baseline(model_spec: str, sentences_file, refs, n_pairs: int, seed: i
                     as_json: bool) -> None:
     from vlgap.captions.bertscore import build_baseline, load_text_token_model, write_baseline
     from vlgap.errors import VlgapError
+    from vlgap.counts import check_count
     from vlgap.io_utils import to_json
+    from vlgap.paths import output_file, read_text_utf8
 
+    n_pairs = check_count("n_pairs", n_pairs, 1, flag="--baseline-pairs", example=10000)  # before the model loads
+    if out is not None:
+        output_file(out, "--out")
     if sentences_file is not None:
-        try:
-            sentences = Path(sentences_file).read_text(encoding="utf-8").splitlines()
-        except OSError as err:
-            raise VlgapError(f"cannot read --baseline-sentences {sentences_file}: {err.strerror or err}") from None
+        sentences = read_text_utf8(sentences_file, "--baseline-sentences").splitlines()
         source = str(sentences_file)
     elif refs is not None:
         from vlgap.captions.io import materialise, reference_rows

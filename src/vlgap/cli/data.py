@@ -10,7 +10,7 @@ from rich.console import Console
 from vlgap.cli._app import app
 from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, FRAME_SAMPLING_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP,
-                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, int_list)
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, frame_counts, int_list)
 from vlgap.errors import VlgapError
 
 console = Console()
@@ -85,9 +85,18 @@ def extract_cmd(
     check_count("threads", threads, flag="--threads", allow_none=True, example=2)
     check_count("ray_workers", ray_workers, flag="--ray-workers", allow_none=True, example=2)
     check_count("image_size", image_size, flag="--image-size", allow_none=True, example=160)
+    from vlgap.paths import output_folder
+
+    if cache_dir is not None:  # the manifest is read (and checked: folder, missing, non-UTF-8) by extract
+        output_folder(cache_dir, "--cache-dir")
+    if image_size is not None:  # one batch of preprocessed frames: float32, 3 channels
+        from vlgap.counts import check_allocation
+
+        check_allocation("--image-size", batch_size * 3 * image_size * image_size * 4,
+                         f"a batch of {batch_size} frames at {image_size} x {image_size} px")
     res = extract(
         manifest, encoder,
-        n_frames=int_list(n_frames, "--n-frames") if n_frames else None,
+        n_frames=frame_counts(n_frames, "--n-frames") if n_frames else None,
         n_captions=int_list(n_captions, "--n-captions") if n_captions else None,
         cache_dir=cache_dir, device=device, dtype=dtype, pooling=pooling, image_size=image_size,
         temporal_pooling=temporal_pooling, shard=shard, skip_bad=skip_bad,
@@ -153,7 +162,24 @@ def make_data_cmd(
 
     from vlgap.data import real, shapes, test_of_time
 
+    from vlgap.counts import check_count
+    from vlgap.paths import output_file, output_folder
+
     key = kind.lower().replace("_", "-")
+    check_count("seed", seed, 0, flag="--seed", example=0)
+    if key == "shapes":  # counts and sizes before any file: an absurd one is refused with its limit
+        from vlgap.data.shapes.render import parse_frame_size
+        from vlgap.data.shapes.write import check_video_request
+
+        check_video_request(n_frames, parse_frame_size(size), n=n)
+    elif key == "test-of-time":
+        from vlgap.data.shapes.render import parse_frame_size
+        from vlgap.data.shapes.write import check_video_request
+        from vlgap.data.test_of_time import N_FRAMES
+
+        check_video_request(N_FRAMES, parse_frame_size(size))
+    if key in ("shapes", "test-of-time", "real"):  # real writes a .jsonl file or into a folder
+        (output_file if key == "real" and out.suffix.lower() == ".jsonl" else output_folder)(out, "--out")
     if key != "shapes" and (camera_fraction or style != "synthetic"):
         raise VlgapError(f"--camera-fraction and --style apply to make-data shapes only, not {kind!r}")
     if key != "shapes" and caption_mode != "diverse":

@@ -62,6 +62,9 @@ def gap_command(
     from vlgap.io_utils import to_json
     from vlgap.stats.gap import gap
 
+    from vlgap.counts import check_probability
+
+    alpha = check_probability("alpha", alpha, flag="--alpha", example=0.05)
     if kernel not in KERNELS:
         raise VlgapError(f"--kernel {kernel!r}: choose one of {', '.join(KERNELS)}")
     width = bin_width if bin_width == "auto" else _int_option(bin_width, "--bin-width")

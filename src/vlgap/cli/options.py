@@ -25,6 +25,10 @@ command and fails on a second spelling of these ideas):
   stride:S | keyframes; the sweep takes a comma list and runs the strategies side by side.
 - `--caption-draws R`: R random draws of each item's n_c captions, scores averaged (1: the first n_c).
 - `--trust-remote-code`: let an hf: model run code from its repository (VideoMAEv2); never implied.
+- Paths: a file or folder option is checked by vlgap.paths before any work (`input_file` / `input_folder`:
+  "is a folder, expected a file" and the reverse; `output_file` / `output_folder`: of the right kind and
+  writable; `read_text_utf8`: non-UTF-8 bytes named by file, line and byte). `--n-frames` is at most
+  MAX_N_FRAMES (`frame_counts`).
 
 Old spellings (RENAMES) are refused with their new name before a command parses its options
 (`VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
@@ -62,6 +66,20 @@ def int_list(text: str, name: str) -> list[int]:
         raise VlgapError(f"{name} is empty")
     if min(vals) < 1:
         raise VlgapError(f"{name} {text!r}: every value must be a positive integer")
+    return vals
+
+
+#: the most frames `--n-frames` samples per video (an hour at 30 fps): a larger n_f is a typo, and its index
+#: arrays would be allocated before any video's length is known
+MAX_N_FRAMES = 108_000
+
+
+def frame_counts(text: str, name: str = "--n-frames") -> list[int]:
+    """`int_list` of n_f values, each at most MAX_N_FRAMES (refused with the limit stated)."""
+    vals = int_list(text, name)
+    if max(vals) > MAX_N_FRAMES:
+        raise VlgapError(f"{name} {max(vals)}: at most {MAX_N_FRAMES:,} frames per video (an hour at 30 fps); a "
+                         "video shorter than n_f is refused by name")
     return vals
 
 

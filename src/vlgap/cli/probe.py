@@ -66,8 +66,10 @@ def _print_search(res, x: Path, y: Path) -> None:
     console.print(f"[bold]{res.metric}[/]  X={x.name} ({scores.shape[0]} layers)  "
                   f"Y={y.name} ({scores.shape[1]} layers)  N={res.n}" + (f"  k={res.k}" if res.k else ""))
     line = f"best: [bold]{res.best_score:.4f}[/] at X layer {res.x_layer}, Y layer {res.y_layer}"
-    if res.ci is not None:
-        line += (f"  {res.confidence:.0%} CI [{res.ci[0]:.4f}, {res.ci[1]:.4f}] ({res.bootstrap.method}, "
+    if res.bootstrap is not None:
+        from vlgap.formatting import interval
+
+        line += (f"  {res.confidence:.0%} CI {interval(res.ci, 4, res.ci_reason)} ({res.bootstrap.method}, "
                  f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
     for note in getattr(res, "notes", []):

@@ -12,7 +12,8 @@ from rich.table import Table
 from vlgap.cli._app import app
 from vlgap.cli.options import device_option, dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
-                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, int_list)
+                               TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, frame_counts,
+                               int_list)
 from vlgap.cli.tables import print_table
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
@@ -84,10 +85,15 @@ def sweep_cmd(
     random_weights: bool = typer.Option(False, "--random-weights", help=RANDOM_WEIGHTS_HELP),
 ):
     """Alignment over an n_f x n_c grid for every vision x text pair; writes sweep.csv/json and scaling.json."""
+    from vlgap.paths import input_file, output_folder
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
+    input_file(manifest, "MANIFEST")
+    output_folder(out, "--out")
+    if cache_dir is not None:
+        output_folder(cache_dir, "--cache-dir")
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
-                      int_list(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
+                      frame_counts(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
                       n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad, allow_repeated_frames=allow_repeated_frames,

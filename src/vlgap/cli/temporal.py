@@ -431,6 +431,8 @@ def _proxies_cmd(manifest, alignment, *, task, labels, vision, text, n_f, n_c, k
                              features=src)
     if out is not None:
         write_proxies_section(res, out)
+    for w in res.warnings:  # on stderr, so that --json stays parseable; the JSON holds them too
+        Console(stderr=True).print(f"[yellow]warning:[/] {w}", highlight=False)
     if as_json:
         print(to_json(res.to_dict()))
         return

@@ -143,8 +143,16 @@ def train_cmd(
     ray_workers: Optional[int] = _ray_workers_option(),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
+    from vlgap.paths import output_folder
     from vlgap.wsv.api import train_system
 
+    output_folder(out, "--out")
+    if corpus is not None:
+        from vlgap.wsv.api import read_corpus
+
+        read_corpus(corpus)  # a folder, a missing file, non-UTF-8 bytes or no caption: refused before any file
+    if cache_dir is not None:
+        output_folder(cache_dir, "--cache-dir")
     _threads(threads)
     path = train_system(out, system=system, seed=seed, corpus=corpus, n_train=n_train, generator=generator,
                         latents=latents, video_text=video_text, lm=lm, lora_r=lora_r, n_frames=n_frames, size=size,
@@ -170,8 +178,12 @@ def caption_cmd(
 ):
     """Batched greedy (or beam-search) captions for every video of a manifest (e.g. from `vlgap import
     msrvtt|msvd|vatex`), encoded through the latent encoder the model was trained with."""
+    from vlgap.paths import input_file, output_file
     from vlgap.wsv.api import caption_manifest
 
+    input_file(model, "MODEL")
+    input_file(manifest, "MANIFEST")
+    output_file(out, "--out")
     _threads(threads)
     preds = caption_manifest(model, manifest, out, polish=polish, batch_size=batch_size, beam=beam, latents=latents,
                              device=device, dtype=dtype, log=_log)

@@ -119,25 +119,25 @@ def _parse_line(obj: Any, lineno: int, root: Path, where: str) -> Item:
 def read_manifest(path: str | Path) -> Manifest:
     """Read and validate a JSONL manifest. Structural problems raise at once; problems of one item's
     media or captions are left to extraction, where `--skip-bad` can turn them into reported skips."""
+    from vlgap.paths import read_text_utf8
+
     path = Path(path).expanduser()
-    if not path.is_file():
-        raise VlgapError(f"manifest {str(path)!r} does not exist (expected a JSONL file, one item per line)")
+    text = read_text_utf8(path, "manifest")  # a folder, a missing file, non-UTF-8 bytes: one line naming it
     root = path.resolve().parent
     items: list[Item] = []
     seen: dict[str, int] = {}
-    with open(path, encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise VlgapError(f"{path} line {lineno}: not valid JSON ({err.msg})") from None
-            item = _parse_line(obj, lineno, root, str(path))
-            if item.id in seen:
-                raise VlgapError(f"{path} line {lineno}: duplicate id {item.id!r} (first on line {seen[item.id]})")
-            seen[item.id] = lineno
-            items.append(item)
+    for lineno, line in enumerate(text.split("\n"), 1):  # as a file's lines: \n only
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise VlgapError(f"{path} line {lineno}: not valid JSON ({err.msg})") from None
+        item = _parse_line(obj, lineno, root, str(path))
+        if item.id in seen:
+            raise VlgapError(f"{path} line {lineno}: duplicate id {item.id!r} (first on line {seen[item.id]})")
+        seen[item.id] = lineno
+        items.append(item)
     if not items:
         raise VlgapError(f"manifest {path} is empty: it needs at least one item line")
     return Manifest(path, items)

@@ -142,8 +142,11 @@ def generate_test_of_time(out_dir: str | os.PathLike, seed: int = 0, size: int =
     """Write the 90 distinct videos (30 frames each) to `out_dir/videos/` and the 180-item manifest to
     `out_dir/manifest.jsonl`; each item's meta names its logically equivalent item and its two related
     opposite-meaning items. Returns the manifest path."""
-    parse_frame_size(size)
+    from vlgap.data.shapes.write import check_video_request, remove_stale_temporaries
+
+    check_video_request(N_FRAMES, parse_frame_size(size))
     out_dir = Path(out_dir)
+    remove_stale_temporaries(out_dir / "videos")  # an interrupted run's half-written video
     t0 = time.perf_counter()
     items = tot_items(seed)
     videos = {}

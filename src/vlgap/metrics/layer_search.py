@@ -239,7 +239,12 @@ class LayerSearchResult:
 
     @property
     def ci(self) -> list[float] | None:
-        return None if self.bootstrap is None else [self.bootstrap.low, self.bootstrap.high]
+        return None if self.bootstrap is None else self.bootstrap.ci
+
+    @property
+    def ci_reason(self) -> str | None:
+        """Why the bootstrap gave no interval (vlgap.stats.resampling's rule), None otherwise."""
+        return None if self.bootstrap is None else self.bootstrap.reason
 
     @property
     def confidence(self) -> float | None:
@@ -265,7 +270,7 @@ class LayerSearchResult:
             "preset": self.preset,
         }
         if self.bootstrap is not None:
-            d["ci"] = self.ci
+            d["ci"], d["ci_reason"] = self.ci, self.ci_reason
             d["bootstrap"] = self.bootstrap.to_dict()
         if self.permutation is not None:
             d["p_value"] = self.permutation.p_value
@@ -348,6 +353,10 @@ def layer_search(
     feature files and stacked hidden states). None: LND, unless the other side's item count says NLD;
     an array that reads both ways (same N and L, both >= k+1) is refused with a message, never guessed.
     """
+    from vlgap.counts import check_count
+
+    n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=1000)
+    n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=1000)
     q = preset_quantile(preset, q)
     kw = dict(k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
               device=device, chunk_bytes=chunk_bytes, ray=ray)

@@ -90,6 +90,10 @@ def weighted_knn_predict(train_x, train_y, test_x, *, k: int = PAPER_K,
     return votes.argmax(axis=1)
 
 
+#: how the warning that --folds was lowered begins (lifted to the result's warnings by vlgap.probe.proxies)
+FOLDS_REDUCED = "--folds reduced"
+
+
 def stratified_folds(codes: np.ndarray, n_folds: int, seed: int) -> tuple[list[tuple[np.ndarray, np.ndarray]], list[str]]:
     """Stratified K folds (scikit-learn StratifiedKFold, shuffled with `seed`). With a class smaller
     than n_folds the folds cannot all hold it: n_folds is lowered to the largest class count that
@@ -104,8 +108,8 @@ def stratified_folds(codes: np.ndarray, n_folds: int, seed: int) -> tuple[list[t
         raise VlgapError("every class has a single item: cross-validated classification needs classes with "
                          ">= 2 items (check the labels)")
     if n_folds > counts.max():
-        notes.append(f"folds lowered from {n_folds} to {int(counts.max())} (the largest class has "
-                     f"{int(counts.max())} items)")
+        notes.append(f"{FOLDS_REDUCED} from {n_folds} to {int(counts.max())} because the largest class has "
+                     f"{int(counts.max())} items (stratified folds need a class in every fold)")
         n_folds = int(counts.max())
     if counts.min() < n_folds:
         notes.append(f"{int(np.sum(counts < n_folds))} classes have fewer than {n_folds} items: some folds "

@@ -51,7 +51,7 @@ import numpy as np
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.base import AlignmentMetric
-from vlgap.stats.resampling import percentile_interval, permutation_p_value
+from vlgap.stats.resampling import interval_reason, percentile_interval, permutation_p_value
 
 IntervalMethod = Literal["basic", "percentile", "simultaneous"]
 INTERVAL_METHODS = ("basic", "percentile", "simultaneous")
@@ -106,11 +106,19 @@ class BootstrapSummary:
     #: how often each layer pair was the best in a resample (most frequent first, at most 5)
     best_pair_frequency: list[dict[str, Any]] = field(default_factory=list)
     samples: np.ndarray | None = field(default=None, repr=False)
+    #: why there is no interval (too few resamples, degenerate: vlgap.stats.resampling's rule); None when there is
+    reason: str | None = None
+
+    @property
+    def ci(self) -> list[float] | None:
+        """[low, high], or None where the interval is withheld (see `reason`): never printed as a point."""
+        return None if self.reason is not None else [self.low, self.high]
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("samples")
-        d["ci"] = [self.low, self.high]
+        d["ci"] = self.ci
+        d["ci_reason"] = d.pop("reason")
         return d
 
 
@@ -179,8 +187,10 @@ def bootstrap_best_pair(
     n_y = len(sy)
     freq = [{"x_layer": int(pairs[i] // n_y), "y_layer": int(pairs[i] % n_y),
              "frequency": float(counts[i] / n_bootstrap)} for i in order]
+    reason = (f"{n_bootstrap} resample: an interval needs at least 2 (1000 or more for a {confidence:.0%} interval)"
+              if n_bootstrap < 2 else interval_reason(float(lo), float(hi)))
     return BootstrapSummary(float(lo), float(hi), confidence, ci_method, float(np.std(best, ddof=1))
-                            if n_bootstrap > 1 else float("nan"), n_bootstrap, freq, best)
+                            if n_bootstrap > 1 else float("nan"), n_bootstrap, freq, best, reason)
 
 
 def _simultaneous_interval(observed: np.ndarray, scores: np.ndarray, confidence: float) -> tuple[float, float]:

@@ -196,13 +196,14 @@ def loo_linear(x, y, groups: Sequence | None = None) -> dict[str, Any]:
 # ==================================================================================================
 
 def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
+    import io
+
+    from vlgap.paths import read_text_utf8
+
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise VlgapError(f"CSV file {str(p)!r} does not exist")
-    with open(p, newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in r.items()} for r in reader]
-        cols = [(c or "").strip().lower() for c in (reader.fieldnames or [])]
+    reader = csv.DictReader(io.StringIO(read_text_utf8(p, "CSV file"), newline=""))  # folder, missing, non-UTF-8
+    rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in r.items()} for r in reader]
+    cols = [(c or "").strip().lower() for c in (reader.fieldnames or [])]
     if not rows:
         raise VlgapError(f"{p} has no data rows")
     return cols, rows
@@ -303,6 +304,13 @@ def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path 
         if r.get("family"):
             family[r["model"]] = r["family"]
     missing = sorted({r["model"] for r in rows} - set(align))
+    if not {r["model"] for r in rows} & set(align):
+        def _few(ms):
+            ms = sorted(ms)
+            return ", ".join(map(repr, ms[:8])) + (f" and {len(ms) - 8} more" if len(ms) > 8 else "")
+        raise VlgapError(f"no model in common between the scores ({_few({r['model'] for r in rows})}) and the "
+                         f"alignment ({_few(align)}): name the same models in both (as the sweep's --vision names "
+                         "them)")
     tasks = list(dict.fromkeys(r["task"] for r in rows))
     out = []
     for ti, task in enumerate(tasks):

@@ -99,9 +99,12 @@ class ProxyResult:
     per_layer: dict[str, Any] | None  # per-layer analysis
     config: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    #: what the run changed from the request (e.g. --folds lowered for a small class): printed as warnings
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layers": self.layers, "encoders": self.encoders, "correlation": self.correlation,
+        return {"warnings": self.warnings, "layers": self.layers, "encoders": self.encoders,
+                "correlation": self.correlation,
                 "per_layer": self.per_layer, "config": self.config, "notes": self.notes}
 
 
@@ -233,7 +236,14 @@ def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str 
     if "knn-classify" in tasks:
         notes.append(f"weighted k-NN: k = {k} (Dynamic Reflections Fig 2); the paper does not state a temperature, "
                      f"T = {temperature} follows DINO (weights exp(sim / T))")
-    return ProxyResult(rows, encoders, correlation, per, config, notes)
+    from vlgap.metrics.proxies import FOLDS_REDUCED
+
+    warnings = list(dict.fromkeys(n for r in rows for n in (r["detail"].get("notes") or [])
+                                  if n.startswith(FOLDS_REDUCED)))
+    used = sorted({r["detail"]["n_folds"] for r in rows if "n_folds" in r["detail"]})
+    if used:
+        config["n_folds_used"] = used[0] if len(used) == 1 else used
+    return ProxyResult(rows, encoders, correlation, per, config, notes, warnings)
 
 
 # ---- report ---------------------------------------------------------------------------------------

@@ -94,9 +94,11 @@ class GapResult:
         return disagreement_note(self.ci, self.p_value, alpha, MMD_DISAGREEMENT_WHY)
 
     def verdict(self, alpha: float = 0.05) -> str:
+        from vlgap.counts import check_probability
         from vlgap.formatting import not_available
         from vlgap.stats.resampling import is_significant
 
+        alpha = check_probability("alpha", alpha, flag="--alpha", example=0.05)
         level = f"{int(round(self.confidence * 100))}%"
         if self.ci:
             ci = f", {level} CI [{self.ci[0]:.4g}, {self.ci[1]:.4g}]"
@@ -168,6 +170,12 @@ def gap(
     Returns a GapResult; `.to_dict()` has keys mmd2_unbiased, mmd2_biased, p_value, ci, n_a, n_b,
     kernel, bandwidth, and c2st / fd / witness / length_match when computed.
     """
+    from vlgap.counts import check_count
+
+    top_k = check_count("top_k", top_k, 0, flag="--top-k", example=5)
+    c2st_permutations = check_count("c2st_permutations", c2st_permutations, 0, flag="--c2st-permutations",
+                                    example=100)
+    fd_bootstrap = check_count("fd_bootstrap", fd_bootstrap, 0, flag="--fd-bootstrap", example=1000)
     set_a, set_b = _as_item_set(a, "A", layer), _as_item_set(b, "B", layer)
     labels_a = labels_b = None
     match_summary = None

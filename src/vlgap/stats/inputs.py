@@ -48,10 +48,9 @@ def load_captions(path: str | Path) -> list[str]:
     """Captions from a .txt (one per line) or .jsonl file ({"caption": ...} per line)."""
     path = Path(path)
     suffix = path.suffix.lower()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise VlgapError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from None
+    from vlgap.paths import read_text_utf8
+
+    lines = read_text_utf8(path).splitlines()
     # one trailing blank line is an editor artefact, not an empty caption
     while lines and not lines[-1].strip():
         lines.pop()
@@ -82,6 +81,8 @@ def load_item_set(path: str | Path, layer: int | str | None = None) -> ItemSet:
     path = Path(path)
     if not path.exists():
         raise VlgapError(f"{path}: no such file")
+    if path.is_dir():
+        raise VlgapError(f"{path}: is a folder, expected a file")
     suffix = path.suffix.lower()
     if suffix in ARRAY_SUFFIXES:
         return ItemSet(str(path), array=load_array(path, layer))
@@ -93,13 +94,14 @@ def load_item_set(path: str | Path, layer: int | str | None = None) -> ItemSet:
 
 def read_table(path: str | Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header; checks that the `required` columns exist."""
+    import io
+
+    from vlgap.paths import read_text_utf8
+
     path = Path(path)
-    if not path.exists():
-        raise VlgapError(f"{path}: no such file")
-    with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        missing = [c for c in required if c not in header]
-        if missing:
-            raise VlgapError(f"{path}: missing column(s) {missing}; found {header}, need {list(required)}")
-        return list(reader)
+    reader = csv.DictReader(io.StringIO(read_text_utf8(path, "SCORES"), newline=""))  # folder, missing, non-UTF-8
+    header = reader.fieldnames or []
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise VlgapError(f"{path}: missing column(s) {missing}; found {header}, need {list(required)}")
+    return list(reader)

@@ -116,6 +116,9 @@ def paired_from_rows(
             raise VlgapError(f"found {len(systems)} systems {systems[:10]}; name the two to compare "
                              "(system_a=, system_b= / --a, --b)")
         system_a, system_b = systems
+    if system_a is not None and system_a == system_b:
+        raise VlgapError(f"--a and --b both name system {system_a!r}: a paired comparison needs two different "
+                         f"systems; systems are {systems[:10]}")
     for s in (system_a, system_b):
         if s not in systems:
             raise VlgapError(f"system {s!r} is not in the table; systems are {systems[:10]}")

@@ -1,7 +1,6 @@
 """Python API behind `vlgap wsv train | caption | eval | gap` (files in, files and dicts out)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
@@ -33,10 +32,10 @@ def default_corpus_with_specs(n_train: int = 150, world_seed: int = 0) -> list[t
 
 
 def read_corpus(path: str | Path) -> list[str]:
+    from vlgap.paths import read_text_utf8
+
     path = Path(path)
-    if not path.is_file():
-        raise VlgapError(f"corpus file {path} not found (one caption per line)")
-    lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    lines = [ln.strip() for ln in read_text_utf8(path, "--corpus").splitlines()]
     caps = [ln for ln in lines if ln]
     if not caps:
         raise VlgapError(f"corpus {path} is empty: it needs at least one caption, one per line")
@@ -237,13 +236,17 @@ def evaluate_predictions(predictions: str | Path | Any, references: str | Path |
 
     n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=1000)
     pred = predictions
-    if isinstance(predictions, (str, Path)):
-        p = Path(predictions)
-        if not p.is_file():
-            raise VlgapError(f"predictions file {p} not found")
-        pred = json.loads(p.read_text())
-    if isinstance(pred, list):
-        pred = {str(r["image_id"]): r["caption"] for r in pred}
+    if isinstance(predictions, (str, Path, list)):
+        # caption-eval's reader: the same forms, and the same refusal of an id predicted twice (no silent "last wins")
+        from vlgap.captions.io import load_predictions
+        from vlgap.paths import input_file
+
+        if isinstance(predictions, (str, Path)):
+            input_file(predictions, "PREDICTIONS")
+        if isinstance(references, (str, Path)):
+            input_file(references, "REFERENCES")
+        data = load_predictions(predictions, on_empty="keep")  # empty captions: score_captions' rule
+        pred = {str(i): c for i, c in zip(data.ids, data.predictions)}
     refs, specs = references, None
     if isinstance(references, (str, Path)) and str(references).endswith(".jsonl"):
         from vlgap.data.manifest import read_manifest

@@ -60,4 +60,12 @@ def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path,
         if key != "ssv2":
             raise VlgapError(f"--label-map is for ssv2 only; {key} has no such option")
         extra["label_map"] = label_map
+    from vlgap.paths import input_file, input_folder, output_file
+
+    input_file(annotations, "ANNOTATIONS")  # a folder for a file (or the reverse) says so, before any work
+    input_folder(video_dir, "VIDEO_DIR")
+    for what, path in (("--mapping", mapping), ("--label-map", label_map)):
+        if path is not None:
+            input_file(path, what)
+    output_file(out, "--out")
     return IMPORTERS[key](annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad, split=split, **extra)

@@ -23,6 +23,47 @@ from vlgap.io_utils import atomic_write_text, cache_root
 #: with caption_mode="both": the same items with the paraphrase group as captions
 PARAPHRASE_MANIFEST = "manifest_paraphrase.jsonl"
 
+#: the most videos one make-data run writes (a count above it is a typo, not a dataset: the paper uses 1024)
+MAX_VIDEOS = 1_000_000
+
+
+def check_video_request(n_frames: int, size: tuple[int, int], *, n: int | None = None) -> None:
+    """Refuse, before anything is written, a count or a frame size whose rendering cannot fit: n videos in
+    [1, MAX_VIDEOS]; one video's uint8 frames (n_frames x H x W x 3, held whole before encoding) plus a
+    frame of float32 scratch within vlgap.counts.MAX_ALLOCATION_BYTES."""
+    from vlgap.counts import check_allocation, check_count
+
+    if n is not None:
+        check_count("n", n, 1, flag="--n", example=256)
+        if n > MAX_VIDEOS:
+            raise VlgapError(f"--n {n}: at most {MAX_VIDEOS:,} videos per run (the paper uses 1024)")
+    check_count("n_frames", n_frames, 1, flag="--n-frames", example=32)
+    h, w = size
+    check_allocation("--size", n_frames * h * w * 3 + h * w * 3 * 4, f"rendering {n_frames} frames of {h} x {w} px")
+
+
+def remove_stale_temporaries(folder: Path) -> list[Path]:
+    """Remove the `.NAME.PID.tmp` files that a killed write_mp4 left in `folder` (their process is gone)."""
+    removed = []
+    for p in folder.glob(".*.tmp") if folder.is_dir() else []:
+        pid = p.name[:-len(".tmp")].rsplit(".", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
+
 
 @lru_cache(maxsize=1)
 def _default_codec() -> str:
@@ -100,8 +141,10 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
     if caption_mode not in CAPTION_MODES:
         raise VlgapError(f"unknown caption mode {caption_mode!r}; valid: {', '.join(CAPTION_MODES)}")
     h, w = parse_frame_size(size)
+    check_video_request(n_frames, (h, w), n=n)
     out_dir = Path(out_dir)
     (out_dir / "videos").mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(out_dir / "videos")  # an interrupted run's half-written video
     items, paraphrase_items = [], []
     t0 = time.perf_counter()
     for i in range(n):

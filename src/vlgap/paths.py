@@ -1,0 +1,109 @@
+"""Paths checked at the door: one helper per kind, used by every command and API entry that takes a path.
+
+- `input_file(path, what)` / `input_folder(path, what)`: the path must exist and be of that kind; a folder
+  given for a file (or the reverse) says so ("is a folder, expected a file"), not "does not exist".
+- `output_file(path, what)` / `output_folder(path, what)`: the path, if it exists, must be of that kind,
+  and it (or the nearest folder above it that exists) must be writable, so a run is refused before any
+  work rather than failing with a traceback at its end.
+- `read_text_utf8(path, what)`: the file as text (UTF-8, a byte-order mark allowed); bytes that are not
+  UTF-8 are a one-line error naming the file, the line and the byte.
+
+`what` names the option or argument ("--corpus", "MANIFEST"); every message is a one-line
+`vlgap.errors.VlgapError` beginning with it, which the CLI prints and exits 2 on.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from vlgap.errors import VlgapError
+
+
+def _label(path: Path, what: str) -> str:
+    return f"{what} {path}" if what else str(path)
+
+
+def input_file(path: str | os.PathLike, what: str = "") -> Path:
+    """`path` as a Path when it is a readable file; else a VlgapError naming `what` and the path."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise VlgapError(f"{_label(p, what)}: is a folder, expected a file")
+    if not p.exists():
+        raise VlgapError(f"{_label(p, what)}: does not exist (expected a file)")
+    if not os.access(p, os.R_OK):
+        raise VlgapError(f"{_label(p, what)}: is not readable (permission denied)")
+    return p
+
+
+def input_folder(path: str | os.PathLike, what: str = "") -> Path:
+    """`path` as a Path when it is a folder; else a VlgapError naming `what` and the path."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise VlgapError(f"{_label(p, what)}: is a file, expected a folder")
+    if not p.exists():
+        raise VlgapError(f"{_label(p, what)}: does not exist (expected a folder)")
+    return p
+
+
+def _nearest_existing(p: Path) -> Path:
+    q = p.absolute()
+    while not q.exists() and q != q.parent:
+        q = q.parent
+    return q
+
+
+def _check_writable_below(p: Path, what: str, start: Path | None = None) -> None:
+    """The nearest existing folder above (or at) `start` (default `p`) must be a writable folder."""
+    base = _nearest_existing(p if start is None else start)
+    if not base.is_dir():
+        raise VlgapError(f"{_label(p, what)}: cannot be created, {base} is a file, not a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise VlgapError(f"{_label(p, what)}: cannot write there ({base} is not writable)")
+
+
+def output_file(path: str | os.PathLike, what: str = "") -> Path:
+    """`path` as a Path when a file can be written there: not a folder, and its folder (or the nearest
+    existing one above it) writable; else a VlgapError naming `what` and the path."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise VlgapError(f"{_label(p, what)}: is a folder, expected a file")
+    if p.exists():
+        if not os.access(p, os.W_OK) or not os.access(p.parent, os.W_OK | os.X_OK):
+            raise VlgapError(f"{_label(p, what)}: cannot write there (permission denied)")
+        return p
+    _check_writable_below(p, what, p.parent)
+    return p
+
+
+def output_folder(path: str | os.PathLike, what: str = "") -> Path:
+    """`path` as a Path when it is (or can become) a writable folder; else a VlgapError naming `what`."""
+    p = Path(path).expanduser()
+    if p.exists() and not p.is_dir():
+        raise VlgapError(f"{_label(p, what)}: is a file, expected a folder")
+    if p.is_dir():
+        if not os.access(p, os.W_OK | os.X_OK):
+            raise VlgapError(f"{_label(p, what)}: cannot write there (permission denied)")
+        return p
+    _check_writable_below(p, what)
+    return p
+
+
+def decode_utf8(data: bytes, path: str | os.PathLike, what: str = "") -> str:
+    """`data` (the bytes of `path`) as text; a byte-order mark is dropped. Bytes that are not UTF-8 are a
+    one-line VlgapError naming the file, the line and the byte."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise VlgapError(f"{_label(Path(path), what)}: not UTF-8 text at line {line} (byte 0x{data[err.start]:02x} "
+                         f"at offset {err.start}); re-encode the file as UTF-8") from None
+
+
+def read_text_utf8(path: str | os.PathLike, what: str = "") -> str:
+    """The file at `path` as text (checked as `input_file`, decoded as `decode_utf8`)."""
+    p = input_file(path, what)
+    try:
+        data = p.read_bytes()
+    except OSError as err:
+        raise VlgapError(f"{_label(p, what)}: cannot be read ({err.strerror or err})") from None
+    return decode_utf8(data, p, what)
