@@ -13,23 +13,10 @@ import sys
 import numpy as np
 import pytest
 
+from in_process_cli import refused
+
 from vlgap.cli import main
 from vlgap.errors import VlgapError
-
-
-def refused(capsys, *args: str) -> str:
-    """Run `vlgap ARGS`; assert exit 2 with one line on stderr and no traceback; return that line."""
-    old = sys.argv
-    sys.argv = ["vlgap", *map(str, args)]
-    try:
-        with pytest.raises(SystemExit) as ei:
-            main()
-    finally:
-        sys.argv = old
-    err = capsys.readouterr().err.strip()
-    assert ei.value.code == 2, err
-    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
-    return err
 
 
 def arrays(tmp_path, n: int = 12):
@@ -335,7 +322,7 @@ def test_an_output_of_the_wrong_kind_is_one_line(tmp_path, capsys):
     score.write_text("prompt,score\np,0.5\n")
     cases = [
         (["sweep", m, "--vision", "a", "--text", "b", "--out", f], f"--out {f}: is a file, expected a folder"),
-        (["sweep", m, "--vision", "a", "--text", "b", "--out", f / "sub"], f"is a file, not a folder"),
+        (["sweep", m, "--vision", "a", "--text", "b", "--out", f / "sub"], "is a file, not a folder"),
         (["extract", m, "-e", "toy", "--n-frames", "1", "--cache-dir", f], f"--cache-dir {f}: is a file"),
         (["make-data", "shapes", "--out", f], f"--out {f}: is a file, expected a folder"),
         (["make-data", "real", "--out", f / "x.jsonl"], f"--out {f / 'x.jsonl'}: cannot be created, {f} is a file"),

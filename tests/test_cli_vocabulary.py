@@ -9,13 +9,13 @@ others by name; every old spelling (vlgap.cli.options.RENAMES) is refused with i
 from __future__ import annotations
 
 import re
-import sys
 
 import pytest
 import typer
+from in_process_cli import refused
 from typer.testing import CliRunner
 
-from vlgap.cli import app, main
+from vlgap.cli import app
 from vlgap.cli.options import (CI_METHODS, COMMAND_CI_METHODS, FIXED_INTERVALS, FIXED_LEVEL, RENAMES, check_ci_method,
                                check_confidence, seed_list)
 from vlgap.errors import VlgapError
@@ -190,15 +190,8 @@ def test_every_old_spelling_is_refused_with_its_new_name(rename, path):
 
 
 def test_old_spelling_exits_2_with_one_line_from_the_entry_point(capsys):
-    old = sys.argv
-    sys.argv = ["vlgap", "cape", "rewrite", "p.txt", "--cache", "runs/rw"]
-    try:
-        with pytest.raises(SystemExit) as ei:
-            main()
-    finally:
-        sys.argv = old
-    err = capsys.readouterr().err
-    assert ei.value.code == 2 and err.strip() == "error: --cache runs/rw is now --cache-dir runs/rw"
+    assert refused(capsys, "cape", "rewrite", "p.txt", "--cache", "runs/rw") == (
+        "error: --cache runs/rw is now --cache-dir runs/rw")
 
 
 class Called(Exception):

@@ -9,14 +9,13 @@ import os
 import re
 import shlex
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 from conftest import write_video
+from in_process_cli import refused
 from typer.testing import CliRunner
 
-from vlgap.cli import main
 from vlgap.cli._app import app
 from vlgap.data.importers import (
     import_msrvtt,
@@ -466,19 +465,7 @@ def test_manifest_and_skip_list_get_normal_permissions(tmp_path, msrvtt_2016):
 
 
 # ---- the CLI ----------------------------------------------------------------------------------------
-def cli_error(capsys, *args) -> str:
-    """Run the real entry point (the one `vlgap` uses): bad input must exit 2 with one line on stderr."""
-    old = sys.argv
-    sys.argv = ["vlgap", *map(str, args)]
-    try:
-        with pytest.raises(SystemExit) as ei:
-            main()
-    finally:
-        sys.argv = old
-    err = capsys.readouterr().err
-    assert ei.value.code == 2, err
-    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err
-    return err.strip()
+cli_error = refused  # the real entry point: bad input exits 2 with one line on stderr
 
 
 def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, msrvtt_2016, vatex_videos):

@@ -16,3 +16,23 @@ def run_cli(monkeypatch, capsys, *args) -> tuple[int, str, str]:
         code = exc.code or 0
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+def refused(capsys, *args) -> str:
+    """`vlgap ARGS...` in-process must be refused as bad input: exit code 2, exactly one line on stderr
+    starting "error: ", no traceback. Returns that line."""
+    import pytest
+
+    from vlgap.cli import main
+
+    old = sys.argv
+    sys.argv = ["vlgap", *map(str, args)]
+    try:
+        with pytest.raises(SystemExit) as ei:
+            main()
+    finally:
+        sys.argv = old
+    err = capsys.readouterr().err
+    assert ei.value.code == 2, err
+    assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
+    return err.strip()
