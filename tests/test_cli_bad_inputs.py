@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
 
-from in_process_cli import refused
+from in_process_cli import refused, run_cli
 
-from vlgap.cli import main
 from vlgap.errors import VlgapError
 
 
@@ -207,7 +205,7 @@ def test_a_nan_baseline_is_refused_with_a_reason(tmp_path):
 
 # ---- align -----------------------------------------------------------------------------------------
 
-def test_align_with_one_resample_gives_no_interval(tmp_path, capsys):
+def test_align_with_one_resample_gives_no_interval(tmp_path, capsys, monkeypatch):
     from vlgap.metrics.layer_search import layer_search
 
     rng = np.random.default_rng(1)
@@ -220,15 +218,9 @@ def test_align_with_one_resample_gives_no_interval(tmp_path, capsys):
     assert layer_search([x], [y], k=5, n_bootstrap=30).ci is not None
     np.save(tmp_path / "x.npy", x)
     np.save(tmp_path / "y.npy", y)
-    old = sys.argv
-    sys.argv = ["vlgap", "align", str(tmp_path / "x.npy"), str(tmp_path / "y.npy"), "--k", "5", "--bootstrap", "1"]
-    try:
-        with pytest.raises(SystemExit) as ei:
-            main()
-    finally:
-        sys.argv = old
-    assert ei.value.code == 0
-    out = capsys.readouterr().out
+    code, out, _ = run_cli(monkeypatch, capsys, "align", tmp_path / "x.npy", tmp_path / "y.npy", "--k", "5",
+                           "--bootstrap", "1")
+    assert code == 0
     assert "95% CI n/a (1 resample: an interval needs at least 2" in " ".join(out.split())
 
 
