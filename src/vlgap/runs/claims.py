@@ -12,6 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from vlgap.io_utils import process_alive
+
 
 def lock_path(cell_path: str | os.PathLike) -> Path:
     """The lock file of a cell file: cells/<name>.json -> cells/<name>.lock."""
@@ -22,16 +24,13 @@ def lock_holder(lock: str | os.PathLike) -> int | None:
     """The live process holding a lock file of `claim`: its pid; 0 while the file is still empty (its
     creator has not written its pid yet, so it counts as held); None when that process is gone, the file
     vanished or does not hold a pid."""
-    pid = 0
     try:
         pid = int(Path(lock).read_text() or "0")
-        if pid:
-            os.kill(pid, 0)  # signal 0: only asks whether the process exists
-        return pid
-    except (ValueError, ProcessLookupError, FileNotFoundError):
+    except (ValueError, FileNotFoundError):
         return None
-    except PermissionError:  # alive, another user's
-        return pid
+    except PermissionError:  # another user's lock that we cannot read: held
+        return 0
+    return pid if pid == 0 or process_alive(pid) else None
 
 
 def claim(lock: str | os.PathLike) -> bool:

@@ -17,7 +17,7 @@ from vlgap.data.shapes.render import parse_frame_size, render
 from vlgap.data.shapes.spec import item_rng, sample_spec
 from vlgap.data.shapes.style import STYLES
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_text, cache_root
+from vlgap.io_utils import atomic_write_text, cache_root, process_alive
 
 
 #: with caption_mode="both": the same items with the paraphrase group as captions
@@ -47,22 +47,10 @@ def remove_stale_temporaries(folder: Path) -> list[Path]:
     removed = []
     for p in folder.glob(".*.tmp") if folder.is_dir() else []:
         pid = p.name[:-len(".tmp")].rsplit(".", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not process_alive(int(pid)):
             p.unlink(missing_ok=True)
             removed.append(p)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
 
 
 @lru_cache(maxsize=1)
