@@ -269,3 +269,18 @@ def test_two_worker_processes_share_the_cells_each_computed_once(tmp_path):
     assert sorted(int(ln.split()[0]) for ln in lines) == list(range(6))  # every cell, none twice
     assert all(runs.read_cell(tmp_path / "cells" / f"c{i}.json", {"cell": i}) == {"cell": i} for i in range(6))
     assert not list((tmp_path / "cells").glob("*.lock"))  # every claim given back
+
+
+def test_a_cell_another_worker_is_still_sealing_is_left_alone(tmp_path):
+    """Between writing a cell and sealing it, its holder's file is unsealed: a worker that looks at it
+    before claiming must neither remove it nor compute it (that made a cell computed twice)."""
+    path = tmp_path / "cells" / "c0.json"
+    path.parent.mkdir()
+    path.write_text('{"cell": 0}\n')  # written, seal not yet
+    runs.lock_path(path).write_text(str(os.getppid()))  # held by a live process
+    made = []
+    assert runs.cell(path, {"cell": 0}, lambda: made.append(1) or {"cell": 0}, lock=True) is None
+    assert path.exists() and not made
+    assert runs.peek_cell(path, {"cell": 0}) is None and path.exists()
+    write_cell = runs.write_cell(path, {"cell": 0}, {"cell": 0})  # the holder seals it
+    assert runs.peek_cell(path, {"cell": 0}) == write_cell == {"cell": 0}

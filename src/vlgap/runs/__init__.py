@@ -13,7 +13,7 @@ its cells are and what determines each (its key); this package says *how* they a
 - `summaries` intervals over seeds (Student t) and over items (bootstrap), Markdown/HTML tables and
               pandas frames.
 """
-from vlgap.runs.cells import cell, read_cell, write_cell
+from vlgap.runs.cells import cell, peek_cell, read_cell, write_cell
 from vlgap.runs.claims import (available_cores, claim, claimed, live_holders, lock_holder, lock_path,
                                oversubscription_warning, release)
 from vlgap.runs.folder import is_legacy_folder, open_run_folder
@@ -22,5 +22,5 @@ from vlgap.runs.summaries import (interval_frame, interval_text, over_items, ove
 
 __all__ = ["available_cores", "cell", "claim", "claimed", "interval_frame", "interval_text", "is_legacy_folder",
            "live_holders", "lock_holder", "lock_path", "open_run_folder", "over_items", "over_seeds",
-           "oversubscription_warning", "read_cell", "release", "t_interval", "tables_frame", "tables_html",
+           "oversubscription_warning", "peek_cell", "read_cell", "release", "t_interval", "tables_frame", "tables_html",
            "tables_markdown", "write_cell"]

@@ -17,7 +17,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from vlgap.io_utils import to_json
-from vlgap.reuse import discard, read_verified, write_artefact
+from vlgap.reuse import check_artefact, discard, read_verified, write_artefact
 from vlgap.runs.claims import claimed, lock_path
 
 Report = Callable[[str], None]
@@ -39,6 +39,15 @@ def read_cell(path: str | os.PathLike, key: Any, *, what: str = "cell", report: 
     return json.loads(raw)
 
 
+def peek_cell(path: str | os.PathLike, key: Any, *, what: str = "cell", report: Report | None = None) -> Any | None:
+    """The cell's value when it is sealed under `key` and unchanged, else None, removing nothing: read
+    before claiming a cell that other workers share, an unsealed file may be one whose holder is between
+    writing it and sealing it. Only the claim's holder reads with `read_cell`, which removes a bad one."""
+    if not check_artefact(path, key, verify_bytes=False).ok:
+        return None
+    return read_cell(path, key, what=what, report=report)
+
+
 def write_cell(path: str | os.PathLike, value: Any, key: Any, *, extra: dict | None = None) -> Any:
     """Seal `value` (as indented JSON) under `key` at `path`; returns the value as read back from JSON
     (NaN and tuples included), so a resumed run's tables equal this run's. `extra`: facts for people kept
@@ -53,11 +62,12 @@ def cell(path: str | os.PathLike, key: Any, make: Callable[[], Any] | None, *, w
     """The cell at `path` for `key`: read verified, else `make()`d and sealed. `make=None`: read only.
     With `lock`, only the worker that claims the cell's lock file computes it (None here when another
     live worker holds it); the claim is released when done, also on an error."""
-    found = read_cell(path, key, what=what, report=report)
+    if not lock:
+        found = read_cell(path, key, what=what, report=report)
+        return found if found is not None or make is None else write_cell(path, make(), key)
+    found = peek_cell(path, key, what=what, report=report)
     if found is not None or make is None:
         return found
-    if not lock:
-        return write_cell(path, make(), key)
     with claimed(lock_path(path)) as mine:
         if not mine:
             return None

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlgap.io_utils import atomic_write_json, atomic_write_text
-from vlgap.runs.cells import cell, write_cell
+from vlgap.runs.cells import cell, peek_cell, write_cell
 from vlgap.runs.claims import available_cores, claimed, lock_path, oversubscription_warning
 from vlgap.runs.folder import open_run_folder
 from vlgap.wsv.experiment.cells import _cell_key, _read_cell, _row_cell_key, chance_cell, run_cell
@@ -55,7 +55,8 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
         name = f"{g}-{s}-s{seed}"
         path = out / "cells" / f"{name}.json"
         key = _row_cell_key(cfg, g, s, seed)
-        res = _read_cell(path, key, log)
+        # before the claim, nothing is removed: another worker may be between writing this cell and sealing it
+        res = peek_cell(path, key, what="WSV result", report=log)
         if res is not None:
             done[name] = res
             log(f"cell {j + 1}/{len(cells)} {name}: done earlier, skipped")
@@ -65,6 +66,11 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
         with claimed(lock_path(path)) as mine:
             if not mine:
                 log(f"cell {j + 1}/{len(cells)} {name}: another worker is on it, skipped")
+                continue
+            res = _read_cell(path, key, log)  # finished by another worker between the look and the claim
+            if res is not None:
+                done[name] = res
+                log(f"cell {j + 1}/{len(cells)} {name}: done by another worker, skipped")
                 continue
             log(f"cell {j + 1}/{len(cells)} {name}: training ({time.perf_counter() - t0:.0f} s elapsed)")
             if not warned:
