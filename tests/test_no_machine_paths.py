@@ -95,7 +95,7 @@ def _p(*parts: str) -> str:
     f"open file://{_p('home', 'alice', 'site', 'index.html')}",
     f"written to {_p('var', 'folders', 'xy', 'T', 'pytest-1')}",
     f"cache: {_p('tmp')}.",
-    r"C:\Users\carol\vlgap\runs",
+    "C:" + "\\Users\\carol\\vlgap\\runs",
 ])
 def test_the_scan_finds_machine_paths(line):
     assert machine_paths(f"some text\n{line}\n"), line

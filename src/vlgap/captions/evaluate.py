@@ -245,7 +245,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
     per_item: also return one row of per-item scores per item.
     Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
-    or videos=manifest.jsonl, and clip="hf:<id or folder>" or "pacs:<file.pth>"; clip_convention
+    or videos=manifest.jsonl, and `clip="hf:<id or folder>"` or `"pacs:<file.pth>"`; clip_convention
     "hessel" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames) and "bertscore"
     (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for
     the reference-free ones. See captions.embedding_eval.EmbeddingOptions.

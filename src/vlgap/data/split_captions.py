@@ -265,7 +265,7 @@ def split_captions(manifest: str | Path, out: str | Path, *, parts: int, splitte
                    generator: Generator | None = None, device: str = "cpu", batch_size: int = 8,
                    max_new_tokens: int | None = None, progress: bool = False) -> dict[str, Any]:
     """Write a manifest (`out`, JSONL) whose items' captions are `parts` pieces of one caption of each item
-    of `manifest` (see the module docstring); the split report goes to <out>.split_report.json and is
+    of `manifest` (see the module docstring); the split report goes to `<out>.split_report.json` and is
     returned: counts of ok / fallback / skipped items and every invalid split with its reasons.
     generator: for lm: splitters, a callable prompts -> completions instead of loading the model."""
     from vlgap.counts import check_count

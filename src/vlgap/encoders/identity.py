@@ -116,7 +116,7 @@ def _timm_id(arch: str) -> str:
 
 
 def weights_id(spec: str, *, random_weights: bool = False) -> str | None:
-    """The identity of `spec`'s weights (module doc): "sha256:<hex>", "revision:<commit>", UNRESOLVED
+    """The identity of `spec`'s weights (module doc): `"sha256:<hex>"`, `"revision:<commit>"`, UNRESOLVED
     (only loading can tell), or None where the name alone says it."""
     from vlgap.encoders.registry import NAMED, _split_at
 

@@ -172,7 +172,7 @@ def run_cross_alignment(manifest, encoders_names: Sequence[str], *, n_f: "int | 
                         figure_name: str = "figures/cross_vision_heatmap.png") -> dict[str, Any]:
     """Encoder x encoder matrix on a manifest (features from the cache or extracted): every vision encoder
     at its n_f (`n_f`: one int, or {name: n_f} for every encoder) and every `text` encoder on n_c
-    captions as extra rows. With `out`, writes out/<json_name> and the report section `section` with
+    captions as extra rows. With `out`, writes `out/<json_name>` and the report section `section` with
     its heatmap."""
     from vlgap.counts import check_count
 

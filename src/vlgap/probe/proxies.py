@@ -146,7 +146,7 @@ def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str 
                        per_layer: bool = True) -> ProxyResult:
     """Downstream proxies per encoder and per layer, and their correlation with alignment (module
     docstring). `task`: comma list of knn-classify, linear-probe, retrieval; `labels`: one or more label
-    keys (classification tasks run once per key, named "<task>:<key>")."""
+    keys (classification tasks run once per key, named `"<task>:<key>"`)."""
     from vlgap.data.manifest import Manifest, read_manifest
     from vlgap.features.source import FeatureSource, common_ids, layer_name
     from vlgap.metrics.proxies import retrieval_scores

@@ -16,7 +16,7 @@ from vlgap.io_utils import process_alive
 
 
 def lock_path(cell_path: str | os.PathLike) -> Path:
-    """The lock file of a cell file: cells/<name>.json -> cells/<name>.lock."""
+    """The lock file of a cell file: `cells/<name>.json` -> `cells/<name>.lock`."""
     return Path(cell_path).with_suffix(".lock")
 
 

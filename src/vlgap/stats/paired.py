@@ -183,7 +183,7 @@ class ComparisonResult(dict):
 
     def to_frame(self):
         """pandas DataFrame, one row per estimate. Paired: each system's mean and the difference A - B
-        (its p-value). 2x2: the four cells ("a=<level>, b=<level>") and the effects main_a, main_b,
+        (its p-value). 2x2: the four cells (`"a=<level>, b=<level>"`) and the effects main_a, main_b,
         interaction (with p-values). Columns quantity, estimate, ci_low, ci_high, p_value, n_items,
         confidence."""
         from vlgap.frames import FLOAT, INT, STRING, interval_bounds, make_frame, require_pandas

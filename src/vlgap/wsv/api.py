@@ -51,9 +51,9 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
     """Captions -> synthetic latents (cached) -> train `system`; returns OUT/model.pt. OUT records the
     run's configuration and parts: another one is refused with the differences unless `force`.
 
-    Parts (vlgap.wsv.parts): `generator` shapes[:<style>] | diffusers:<hub id or folder>; `latents`
-    mobilenet | vae:<hub id or folder> (default: a diffusers generator's own VAE, else mobilenet);
-    `video_text` latent-tower | clip:<hub id or folder>; `lm` scratch | smollm2 | hf:<hub id or folder>
+    Parts (vlgap.wsv.parts): `generator` `shapes[:<style>]` | `diffusers:<hub id or folder>`; `latents`
+    `mobilenet` | `vae:<hub id or folder>` (default: a diffusers generator's own VAE, else mobilenet);
+    `video_text` `latent-tower` | `clip:<hub id or folder>`; `lm` `scratch` | `smollm2` | `hf:<hub id or folder>`
     (`lora_r` > 0: LoRA, default 0 for hf: = every weight trains). `device` / `dtype` apply to every model.
     `ray` ("auto" or a cluster address) / `ray_workers`: a diffusers generator's missing latents are made
     on Ray actors (vlgap.distributed.wsv), bit-identical to this process's.
