@@ -479,7 +479,7 @@ def test_cli_errors_are_one_line_exit_2(tmp_path, capsys, msrvtt_2016, vatex_vid
                                                            tmp_path / "m.jsonl", "--skip-missing")
     assert cli_error(capsys, "import", "vatex", f, vatex_videos, "--out", tmp_path / "m.jsonl", "--mapping", "x") == (
         "error: --mapping is for msvd only; vatex has no such option")
-    assert "choose one of ['kinetics', 'msrvtt', 'msvd', 'ssv2', 'vatex']" in cli_error(capsys, "import", "youtube8m", f, vatex_videos,
+    assert "choose one of ['folder', 'kinetics', 'msrvtt', 'msvd', 'ssv2', 'vatex']" in cli_error(capsys, "import", "youtube8m", f, vatex_videos,
                                                                     "--out", tmp_path / "m.jsonl")
     assert "--skip-missing is now --skip-bad" in cli_error(capsys, "make-data", "real", "--out", tmp_path / "r",
                                                            "--skip-missing")

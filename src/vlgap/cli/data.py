@@ -18,9 +18,12 @@ console = Console()
 
 @app.command("import")
 def import_cmd(
-    dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd | kinetics | ssv2"),
-    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see docs/datasets.md)"),
-    video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id"),
+    dataset: str = typer.Argument(..., help="vatex | msrvtt | msvd | kinetics | ssv2 | folder (your own media "
+                                  "and captions: docs/own-data.md)"),
+    annotations: Path = typer.Argument(..., help="official annotation file (layouts: see docs/datasets.md); "
+                                       "folder: a captions CSV (id,caption) or JSON"),
+    video_dir: Path = typer.Argument(..., help="folder holding the video files, named by video id; folder: "
+                                     "videos, pictures or frame folders named <id>"),
     out: Path = typer.Option(..., "--out", "-o", help="file: the manifest to write (JSONL)"),
     limit: Optional[int] = typer.Option(None, help="random subset of this many videos (the paper: 1024)"),
     seed: int = typer.Option(0, help="seed of the random subset"),
@@ -36,7 +39,8 @@ def import_cmd(
     label_map: Optional[Path] = typer.Option(None, "--label-map", help="ssv2: labels.json (class name -> index), "
                                              "found automatically beside the annotations or videos"),
 ):
-    """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations into a manifest, reporting every skip."""
+    """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations, or your own folder of videos or images
+    with a captions CSV / JSON (`folder`), into a manifest, reporting every skip."""
     from vlgap.data.importers import import_dataset
 
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,

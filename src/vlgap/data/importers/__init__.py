@@ -1,5 +1,6 @@
 """Importers from official annotation files into a vlgap manifest: VATEX, MSR-VTT, MSVD, Kinetics
 (400/600/700, CSV) and Something-Something v2 (JSON); the last two write class labels into meta.label.
+`folder` (folder.py) takes your own folder of videos or pictures plus a captions CSV or JSON.
 
 Each format module (vatex.py, msrvtt.py, msvd.py) documents the layouts it accepts; a file in no
 known layout is refused, naming the accepted ones. Shared rules (common.py):
@@ -22,6 +23,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from vlgap.data.importers.common import ImportReport
+from vlgap.data.importers.folder import import_folder
 from vlgap.data.importers.kinetics import import_kinetics
 from vlgap.data.importers.msrvtt import import_msrvtt
 from vlgap.data.importers.msvd import import_msvd
@@ -30,12 +32,12 @@ from vlgap.data.importers.vatex import import_vatex
 from vlgap.errors import VlgapError
 
 IMPORTERS = {"vatex": import_vatex, "msrvtt": import_msrvtt, "msvd": import_msvd, "kinetics": import_kinetics,
-             "ssv2": import_ssv2}
+             "ssv2": import_ssv2, "folder": import_folder}
 #: other spellings of dataset names
 ALIASES = {"kinetics400": "kinetics", "kinetics600": "kinetics", "kinetics700": "kinetics", "k400": "kinetics",
            "k700": "kinetics", "somethingsomethingv2": "ssv2", "smthsmthv2": "ssv2"}
 
-__all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_kinetics", "import_msrvtt", "import_msvd",
+__all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_folder", "import_kinetics", "import_msrvtt", "import_msvd",
            "import_ssv2", "import_vatex"]
 
 
@@ -43,7 +45,8 @@ def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path,
                    limit: int | None = None, seed: int = 0, skip_bad: bool = False, split: str | None = None,
                    mapping: str | Path | None = None, language: str | None = None,
                    label_map: str | Path | None = None) -> ImportReport:
-    """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd | kinetics | ssv2).
+    """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd | kinetics | ssv2 |
+    folder: your own media folder and captions CSV / JSON).
     Options that the format does not have (`mapping`, `language`: MSVD only; `label_map`: SSv2 only) are
     refused, never ignored."""
     key = dataset.lower().replace("-", "").replace("_", "")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vlgap.data.manifest import VIDEO_SUFFIXES, Item, write_manifest
+from vlgap.data.manifest import IMAGE_SUFFIXES, VIDEO_SUFFIXES, Item, write_manifest
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_text
 
@@ -218,8 +218,17 @@ def index_videos(video_dir: Path) -> tuple[dict[str, list[Path]], dict[str, Path
     return found, broken
 
 
+def _kind(path: Path) -> str:
+    """"image" for a picture file (one frame), else "video" (a video file or a folder of frames)."""
+    suffix = path.suffix.lower()
+    return "image" if path.is_file() and suffix in IMAGE_SUFFIXES and suffix not in VIDEO_SUFFIXES else "video"
+
+
 def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit: int | None, seed: int,
-           skip_bad: bool) -> ImportReport:
+           skip_bad: bool, media: dict[str, list[Path]] | None = None) -> ImportReport:
+    """Item-level checks, `limit`, the manifest and its skipped-items file. `media`: the files by id when
+    the importer indexed the folder itself (pictures too: an item whose file is a picture is an image
+    item); by default the videos and frame folders of `video_dir`."""
     if limit is not None and limit < 1:
         raise VlgapError(f"--limit must be >= 1, got {limit}")
     name = annotations.name
@@ -248,6 +257,8 @@ def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit:
     empty = {r["id"] for r in no_caption}
 
     videos, broken = index_videos(video_dir)
+    if media is not None:
+        videos = media
     usable: list[tuple[Entry, Path]] = []
     no_video: list[dict] = []
     for e in parsed.entries.values():
@@ -258,7 +269,8 @@ def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit:
         if hits is None:
             link = next((broken[n] for n in names if n in broken), None)
             why = (f"no video file: {link.name} is a broken symlink" if link is not None else
-                   f"no video file named {' or '.join(names)} (.mp4, .webm, ... or a frame folder) in {video_dir}")
+                   f"no video file{' or picture' if media is not None else ''} named {' or '.join(names)} (.mp4, .webm, "
+                   f"...{', .jpg, .png, ...' if media is not None else ''} or a frame folder) in {video_dir}")
             no_video.append({"kind": "item", "id": e.id, "where": e.where, "reason": why})
             continue
         if len(hits) > 1:
@@ -290,7 +302,7 @@ def finish(parsed: Parsed, annotations: Path, video_dir: Path, out: Path, limit:
         report.skipped_file = skipped_file
     elif skipped_file.exists():  # a list from an earlier run would describe a different manifest
         skipped_file.unlink()
-    items = [Item(e.id, media, "video", tuple(e.captions), e.meta) for e, media in usable]
+    items = [Item(e.id, path, _kind(path), tuple(e.captions), e.meta) for e, path in usable]
     write_manifest(items, out)
     report.manifest = out
     report.n_written = len(items)
