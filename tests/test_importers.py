@@ -526,6 +526,10 @@ def lay_out_import_sources(root: Path, clip: bytes) -> None:
     names = ["video0", "video1", "video7010", "video7011"] + VATEX_IDS + ["-4wsuPCjDBc_5_15", "mv89psg6zh4_33_46"]
     videos(root / "videos", [f"{n}.mp4" for n in names], clip)
     videos(root / "YouTubeClips", ["-4wsuPCjDBc_5_15.avi", "mv89psg6zh4_33_46.avi"], clip)
+    # your own folder and captions CSV (docs/own-data.md; its first example writes the same names there)
+    videos(root / "my_videos", ["shapes_00000.mp4", "shapes_00001.mp4"], clip)
+    (root / "my_captions.csv").write_text("id,caption\nshapes_00000,a disc moves\nshapes_00001,a square stays\n"
+                                          "shapes_00000,a red disc\n", encoding="utf-8")
     # the folder every node mounts (shared/ in "Running on a cluster"): the VATEX videos
     videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)
     vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}
