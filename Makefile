@@ -1,5 +1,8 @@
 # Two entry points do all set-up on a fresh machine: `make demo` and `make test`.
-PY ?= python3.11
+# The first supported Python on PATH (3.11 or newer; tested: 3.11); `make PY=python3.12 setup` chooses one.
+PY ?= $(shell for p in python3.11 python3.12 python3.13 python3.14 python3; do \
+	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+	&& { echo $$p; break; }; done)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
@@ -7,7 +10,14 @@ STAMP := $(VENV)/.installed-stamp
 .PHONY: demo test test-slow docs setup bench clean-venv
 
 $(STAMP): pyproject.toml Makefile
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	@if test -x $(BIN)/python; then \
+		echo "make: Python for $(VENV): $$($(BIN)/python -c 'import platform; print(platform.python_version())') (the existing $(VENV); make clean-venv to start over)"; \
+	elif test -z "$(PY)"; then \
+		echo "make: no Python 3.11 or newer on PATH (tried python3.11, python3.12, python3.13, python3.14, python3); install one or give it: make PY=/path/to/python3.12"; exit 1; \
+	else \
+		echo "make: Python for $(VENV): $(PY) ($$($(PY) -c 'import platform; print(platform.python_version())'))"; \
+		$(PY) -m venv $(VENV); \
+	fi
 	$(BIN)/pip install --upgrade pip wheel setuptools
 	# torch/torchvision come from the machine's wheel store when it has one (pinned pair).
 	$(BIN)/pip install "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install torch torchvision

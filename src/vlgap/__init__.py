@@ -6,8 +6,12 @@ does not import torch until a function that needs it is called.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 
-__version__ = "0.1.0"
+try:  # one source of truth: the installed distribution's metadata (pyproject.toml's version)
+    __version__ = importlib.metadata.version("vlgap")
+except importlib.metadata.PackageNotFoundError:  # a source tree on sys.path that was never installed
+    __version__ = "0+unknown"
 
 # public name -> "module:attribute"
 _API = {

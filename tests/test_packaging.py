@@ -1,0 +1,197 @@
+"""What the package ships and that it installs (issue 34, items 1 and 5).
+
+Fast: `vlgap --version` is the installed metadata's version (= pyproject.toml's), the license metadata
+and LICENSE agree (Apache-2.0), CITATION.cff carries what CFF 1.2.0 requires and agrees with
+pyproject, CHANGELOG.md lists every renamed option of `vlgap.cli.options.RENAMES`, and the changelog
+page mirrors CHANGELOG.md.
+
+Slow: `python -m build` makes a wheel and an sdist; the wheel holds every file of src/vlgap (package
+data included) and installs with its `offline` extra into a clean virtual environment (no system site
+packages), where `vlgap --help`, `vlgap demo --help`, `vlgap --version`, `vlgap caption-eval` on two
+captions and the README's Python examples run; the sdist then installs over it.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tarfile
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from in_process_cli import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+# ---- fast -------------------------------------------------------------------------------------------
+def test_version_option_prints_the_installed_version(monkeypatch, capsys):
+    code, out, err = run_cli(monkeypatch, capsys, "--version")
+    assert code == 0, err
+    assert out.strip() == f"vlgap {importlib.metadata.version('vlgap')}"
+    assert importlib.metadata.version("vlgap") == PYPROJECT["project"]["version"]
+    import vlgap
+
+    assert vlgap.__version__ == importlib.metadata.version("vlgap")
+
+
+def test_version_is_listed_in_the_root_help(monkeypatch, capsys):
+    code, out, _ = run_cli(monkeypatch, capsys, "--help")
+    assert code == 0 and "--version" in out
+
+
+def test_license_is_apache_2_everywhere():
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text and len(text.splitlines()) > 150  # the full text, not a stub
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    assert PYPROJECT["project"]["license-files"] == ["LICENSE"]
+
+
+def test_citation_cff_has_what_cff_1_2_0_requires():
+    import yaml
+
+    cff = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    # CFF 1.2.0's required keys; the schema's only top-level keys (validated in full with cffconvert 2.0.0)
+    assert {"cff-version", "message", "title", "authors"} <= set(cff)
+    allowed = {"abstract", "authors", "cff-version", "commit", "contact", "date-released", "doi", "identifiers",
+               "keywords", "license", "license-url", "message", "preferred-citation", "references",
+               "repository", "repository-artifact", "repository-code", "title", "type", "url", "version"}
+    assert set(cff) <= allowed, set(cff) - allowed
+    assert cff["cff-version"] == "1.2.0" and cff["type"] == "software"
+    assert cff["authors"] and all("name" in a or "family-names" in a for a in cff["authors"])
+    assert str(cff["version"]) == PYPROJECT["project"]["version"]
+    assert cff["license"] == PYPROJECT["project"]["license"]
+
+
+def test_changelog_lists_every_renamed_option():
+    from vlgap.cli.options import RENAMES
+
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    assert text.startswith("# Changelog") and "## [Unreleased]" in text
+    lines = text.splitlines()
+    missing = []
+    for r in RENAMES:
+        entry = f"`{r.old}` is now `{r.new}`"
+        hit = [i for i, ln in enumerate(lines) if entry in ln]
+        # the commands are on the entry's line or the one after (wrapped)
+        said = " ".join(lines[i] + " " + (lines[i + 1] if i + 1 < len(lines) else "") for i in hit)
+        if not hit or not all(f"`{c}`" in said for c in r.commands):
+            missing.append(f"{r.old} -> {r.new} ({', '.join(r.commands)})")
+    assert not missing, f"CHANGELOG.md does not list these renames: {missing}"
+
+
+def test_changelog_page_mirrors_the_changelog():
+    assert (ROOT / "docs" / "changelog.md").read_text(encoding="utf-8") == \
+        (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), "docs/changelog.md must be a copy of CHANGELOG.md"
+
+
+# ---- slow: build, clean venv, run -------------------------------------------------------------------
+def _pip_versions(python: str, name: str) -> list[str]:
+    proc = subprocess.run([python, "-m", "pip", "index", "versions", name], capture_output=True, text=True,
+                          timeout=300)
+    m = re.search(r"Available versions: (.*)", proc.stdout)
+    return [v.strip() for v in m.group(1).split(",")] if m else []
+
+
+def torch_requirements() -> list[str]:
+    """torch and torchvision for the clean venv: VLGAP_TEST_TORCH if set (space-separated requirements);
+    else the newest CPU-only build (+cpu) that pip can find (it installs in a fraction of the time of a
+    CUDA build, whose nvidia-* wheels are gigabytes), with its torchvision; else the versions installed
+    here."""
+    given = os.environ.get("VLGAP_TEST_TORCH")
+    if given:
+        return given.split()
+    cpu = [v for v in _pip_versions(sys.executable, "torch") if v.endswith("+cpu")]
+    if cpu:
+        major, minor = (int(x) for x in cpu[0].split(".")[:2])
+        return [f"torch=={cpu[0]}", f"torchvision==0.{minor + 15}.*"] if major == 2 else [f"torch=={cpu[0]}"]
+    import torch
+    import torchvision
+
+    return [f"torch=={torch.__version__}", f"torchvision=={torchvision.__version__}"]
+
+
+def _run(cmd, cwd, timeout=600, env=None):
+    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert proc.returncode == 0, f"{' '.join(map(str, cmd))}: exit {proc.returncode}\n{proc.stdout[-3000:]}\n" \
+                                 f"{proc.stderr[-3000:]}"
+    return proc
+
+
+def readme_python_blocks() -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+@pytest.mark.slow  # builds, then installs the package and torch into a new venv: ~3-4 min on 2 cores
+def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path):
+    if importlib.util.find_spec("build") is None:
+        pytest.skip("the build package is not installed here: pip install -e '.[test]'")
+    dist = tmp_path / "dist"
+    _run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=tmp_path, timeout=900)
+    version = PYPROJECT["project"]["version"]
+    wheel = dist / f"vlgap-{version}-py3-none-any.whl"
+    sdist = dist / f"vlgap-{version}.tar.gz"
+    assert wheel.is_file() and sdist.is_file(), sorted(p.name for p in dist.iterdir())
+
+    # every file of the package (modules and package data) is in both
+    package = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "vlgap").rglob("*")
+                     if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc")
+    assert "vlgap/resources/real_media.jsonl" in package
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+        metadata = z.read(f"vlgap-{version}.dist-info/METADATA").decode()
+        entry_points = z.read(f"vlgap-{version}.dist-info/entry_points.txt").decode()
+    assert not [p for p in package if p not in names], "files of src/vlgap missing from the wheel"
+    assert f"vlgap-{version}.dist-info/licenses/LICENSE" in names
+    assert "License-Expression: Apache-2.0" in metadata and "vlgap = vlgap.cli:main" in entry_points
+    with tarfile.open(sdist) as t:
+        snames = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
+    assert not [p for p in package if f"src/{p}" not in snames], "files of src/vlgap missing from the sdist"
+    assert {"LICENSE", "README.md", "pyproject.toml"} <= snames
+
+    # a clean venv: nothing but the wheel with its offline extra (and torch, chosen to install fast)
+    venv = tmp_path / "venv"
+    _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
+    py, exe = venv / "bin" / "python", venv / "bin" / "vlgap"
+    _run([py, "-m", "pip", "install", "--quiet", f"{wheel}[offline]", *torch_requirements()], cwd=tmp_path,
+         timeout=1500)
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["VLGAP_CACHE"] = str(work / "cache")
+    assert "caption-eval" in _run([exe, "--help"], cwd=work, env=env).stdout
+    assert "Usage" in _run([exe, "demo", "--help"], cwd=work, env=env).stdout
+    assert _run([exe, "--version"], cwd=work, env=env).stdout.strip() == f"vlgap {version}"
+    where = _run([py, "-c", "import vlgap; print(vlgap.__file__)"], cwd=work, env=env).stdout
+    assert str(venv) in where, where  # the installed copy, not this source tree
+
+    (work / "pred.json").write_text(json.dumps(["a man is riding a horse", "a cat sits on a mat"]))
+    (work / "refs.json").write_text(json.dumps([["a man rides a horse", "a person on a horse"], ["a cat on a mat"]]))
+    out = _run([exe, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu,cider"],
+               cwd=work, env=env).stdout
+    assert "BLEU-4" in out and "CIDEr" in out and "N = 2" in out, out
+
+    blocks = readme_python_blocks()
+    assert any("caption_eval" in b for b in blocks), "the README's caption example is gone"
+    has_pandas = subprocess.run([py, "-c", "import pandas"], capture_output=True).returncode == 0
+    for block in blocks:
+        proc = subprocess.run([py, "-c", block], cwd=work, capture_output=True, text=True, timeout=600, env=env)
+        if "to_frame()" in block and not has_pandas:
+            # pandas is optional and the offline extra does not bring it: the one-line error says so
+            assert proc.returncode != 0 and "to_frame() needs pandas, which is not installed: pip install pandas" \
+                in proc.stderr, proc.stderr[-3000:]
+        else:
+            assert proc.returncode == 0, f"README example failed in the clean venv:\n{block}\n{proc.stderr[-3000:]}"
+
+    # the sdist builds and installs too (over the wheel; its dependencies are there already)
+    _run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", sdist], cwd=tmp_path, timeout=900)
+    assert _run([exe, "--version"], cwd=work, env=env).stdout.strip() == f"vlgap {version}"
