@@ -148,24 +148,32 @@ def load_port(folder):
 
 # ---- jmhessel/clipscore, aimagelab/pacscore ------------------------------------------------------
 
-def _extract_captions(captions, clip, tok, context, prefix="A photo depicts"):
+def _extract_captions(captions, clip, tok, context, prefix="A photo depicts", batch_size=256):
+    """clipscore.extract_all_captions: batches of 256 of clip.tokenize(prefix + caption, truncate=True)."""
     import torch
 
     if prefix[-1] != " ":
         prefix += " "
+    rows = []
     with torch.no_grad():
-        rows = [clip.encode_text(tok.tokenize(prefix + c, context, truncate=True)).numpy() for c in captions]
+        for s in range(0, len(captions), batch_size):
+            ids = tok.tokenize([prefix + c for c in captions[s:s + batch_size]], context, truncate=True)
+            rows.append(clip.encode_text(ids).numpy())
     return np.vstack(rows)
 
 
-def _extract_images(paths, clip, n_px):
+def _extract_images(paths, clip, n_px, batch_size=64):
+    """clipscore.extract_all_images: batches of 64 pictures through the openai preprocess."""
     import torch
     from PIL import Image
 
     preprocess = openai_preprocess(n_px)
+    rows = []
     with torch.no_grad():
-        batch = torch.stack([preprocess(Image.open(p)) for p in paths])
-        return clip.encode_image(batch).numpy()
+        for s in range(0, len(paths), batch_size):
+            batch = torch.stack([preprocess(Image.open(p)) for p in paths[s:s + batch_size]])
+            rows.append(clip.encode_image(batch).numpy())
+    return np.vstack(rows)
 
 
 def clipscore_main(folder, image_paths, candidates, references=None, w=2.5):
@@ -253,17 +261,22 @@ def emscore_score(folder, cands, refs, videos, batch_size=64):
     idf = _idf_dict(refs if refs else cands, tok, context)
     text_local, text_global = {}, {}
     with torch.no_grad():
-        for sen in set((refs or []) + list(cands) + list(ori_cands)):
-            ids = tok.tokenize([sen], context)          # raises on an over-long caption, as clip.tokenize
+        sentences = sorted(set((refs or []) + list(cands)), key=lambda x: len(x.split(" ")), reverse=True)
+        for s in range(0, len(sentences), batch_size):      # em_cos_score's dedup_and_sort and batches
+            chunk = sentences[s:s + batch_size]
+            ids = tok.tokenize(chunk, context)              # raises on an over-long caption, as clip.tokenize
             feats = clip.encode_text(ids, local=True).float()
             feats = feats / feats.norm(dim=-1, keepdim=True)
-            n = int(ids.argmax(dim=-1)[0]) + 1              # [SOS] .. [EOS]
-            text_local[sen] = (feats[0, :n], torch.tensor([idf[int(i)] for i in ids[0]])[:n])
-            text_global[sen] = feats[0, n - 1]
+            weights = torch.tensor([[idf[int(i)] for i in row] for row in ids])
+            for k, sen in enumerate(chunk):
+                n = int(ids[k].argmax()) + 1                # [SOS] .. [EOS]
+                text_local[sen] = (feats[k, :n], weights[k, :n])
+                text_global[sen] = feats[k, n - 1]
         preprocess = openai_preprocess(n_px)
         vid_local, vid_global = [], []
-        for frames in videos:
-            f = clip.encode_image(torch.stack([preprocess(im.convert("RGB")) for im in frames])).float()
+        for frames in videos:                               # encode_video: batches of 512 frames
+            pixels = torch.stack([preprocess(im.convert("RGB")) for im in frames])
+            f = torch.cat([clip.encode_image(pixels[k:k + 512]).float() for k in range(0, len(pixels), 512)])
             f = f / f.norm(dim=-1, keepdim=True)
             g = f.mean(dim=0, keepdim=True)
             vid_local.append(f)

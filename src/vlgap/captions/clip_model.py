@@ -142,13 +142,22 @@ class ClipModel:
         if pixels == "openai":
             from PIL import Image
 
-            from vlgap.captions.openai_clip import openai_transform
+            from vlgap.captions.openai_clip import OPENAI_MEAN, OPENAI_STD, openai_transform
 
-            transform = openai_transform(self.image_size)
+            geometry = openai_transform(self.image_size).transforms[:3]  # resize, crop, RGB: per picture (PIL)
+            mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
+            std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
 
             def prepare(batch):
-                return torch.stack([transform(x if hasattr(x, "convert") else Image.fromarray(np.asarray(x)))
-                                    for x in batch])
+                # ToTensor and Normalize on the whole batch: the same elementwise operations, at once
+                arrays = []
+                for x in batch:
+                    img = x if hasattr(x, "convert") else Image.fromarray(np.asarray(x))
+                    for step in geometry:
+                        img = step(img)
+                    arrays.append(np.asarray(img))
+                pixels = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous().float().div(255)
+                return pixels.sub_(mean).div_(std)
         rows: list[np.ndarray] = []
         with torch.inference_mode():
             for start in range(0, len(images), self.batch_size):

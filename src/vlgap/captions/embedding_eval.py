@@ -117,7 +117,7 @@ class EmbeddingContext:
     convention: ClipConvention | None = None
     manifest_items: dict[str, Any] | None = None
     picture_cache: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (pixels, item) -> unit rows
-    caption_cache: dict[tuple, tuple[np.ndarray, bool, list[int]]] = field(default_factory=dict)
+    caption_cache: dict[tuple, tuple[np.ndarray | None, bool, list[int]]] = field(default_factory=dict)
     token_cache: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     # ---- models ------------------------------------------------------------------------------
@@ -168,6 +168,19 @@ class EmbeddingContext:
         prefix = self.convention.prefix if prefix is None else prefix
         clean = self.convention.clean_text if clean is None else clean
         truncate = self.options.truncate if truncate is None else truncate
+        keys = self.tokenised(texts, names, prefix, clean=clean, truncate=truncate, refusal=refusal)
+        todo = list(dict.fromkeys(k for k in keys if self.caption_cache[k][0] is None))
+        if todo:
+            vectors = model.embed_token_ids([self.caption_cache[k][2] for k in todo])
+            for k, v in zip(todo, vectors):
+                self.caption_cache[k] = (v, *self.caption_cache[k][1:])
+        rows = [self.caption_cache[k] for k in keys]
+        return np.stack([r[0] for r in rows]), np.array([r[1] for r in rows])
+
+    def tokenised(self, texts: Sequence[str], names: Sequence[Any], prefix: str = "", *, clean: bool,
+                  truncate: bool, refusal: str | None = None) -> list[tuple]:
+        """Tokenise captions (each distinct text once) without embedding them; their cache keys."""
+        model = self.clip()
         keys = [(clean, truncate, prefix + t) for t in texts]
         todo = list(dict.fromkeys(k for k in keys if k not in self.caption_cache))
         if todo:
@@ -175,11 +188,9 @@ class EmbeddingContext:
             extra = {"refusal": refusal} if refusal else {}
             tokens = model.tokenise([k[2] for k in todo], truncate=truncate, names=[first[k] for k in todo],
                                     clean=clean, **extra)
-            vectors = model.embed_token_ids(tokens.ids)
-            for k, v, cut, ids in zip(todo, vectors, tokens.truncated, tokens.ids):
-                self.caption_cache[k] = (v, cut, ids)
-        rows = [self.caption_cache[k] for k in keys]
-        return np.stack([r[0] for r in rows]), np.array([r[1] for r in rows])
+            for k, cut, ids in zip(todo, tokens.truncated, tokens.ids):
+                self.caption_cache[k] = (None, cut, ids)
+        return keys
 
     def caption_ids(self, texts: Sequence[str], prefix: str = "", *, clean: bool, truncate: bool) -> list[list[int]]:
         """Token ids of captions already embedded by caption_embeddings with the same settings."""
@@ -187,7 +198,7 @@ class EmbeddingContext:
 
     def caption_tokens(self, texts: Sequence[str], prefix: str = "", *, clean: bool = False,
                        truncate: bool | None = None, specials_too: bool = False) -> list[np.ndarray]:
-        """Per-token joint-space embeddings of captions already embedded by caption_embeddings."""
+        """Per-token joint-space embeddings of captions already tokenised (caption_embeddings, tokenised)."""
         model = self.clip()
         truncate = self.options.truncate if truncate is None else truncate
         keys = [(clean, truncate, prefix + t) for t in texts]

@@ -60,14 +60,21 @@ def emscore_table(data, ctx, names: Sequence[str]) -> MetricTable:
     refusal = ("the official EMScore (clip.tokenize without truncation) raises on it; shorten it, or use "
                "--emscore-convention content-tokens") if official else None
     frames = ctx.picture_frames(data.ids, pixels=pixels)
-    cap_vecs, _ = ctx.caption_embeddings(data.predictions, names, prefix="", refusal=refusal, **text)
-    tokens = ctx.caption_tokens(data.predictions, specials_too=official, **text)
     with_refs = all(data.references)
     flat = [r for refs in data.references for r in refs] if with_refs else []
+    owners = [names[i] for i, refs in enumerate(data.references) for _ in refs] if with_refs else []
+
+    def embed(texts, who):
+        if official:  # one pass: the caption embedding is the [EOS] row of its tokens (encode_text's global_emb)
+            ctx.tokenised(texts, who, refusal=refusal, **text)
+            toks = ctx.caption_tokens(texts, specials_too=True, **text)
+            return np.stack([t[-1] for t in toks]) if toks else np.zeros((0, 0)), toks
+        vecs, _ = ctx.caption_embeddings(texts, who, prefix="", refusal=refusal, **text)
+        return vecs, ctx.caption_tokens(texts, specials_too=False, **text)
+
+    cap_vecs, tokens = embed(data.predictions, names)
     if with_refs:
-        owners = [names[i] for i, refs in enumerate(data.references) for _ in refs]
-        flat_vecs, _ = ctx.caption_embeddings(flat, owners, prefix="", refusal=refusal, **text)
-        flat_tokens = ctx.caption_tokens(flat, specials_too=official, **text)
+        flat_vecs, flat_tokens = embed(flat, owners)
     weights: list[Any] = [None] * len(names)
     ref_weights: list[Any] = [None] * len(flat)
     video_floors = [(False, False)] * len(names)
