@@ -83,12 +83,6 @@ def clip_convention(name: str = "official", *, w: float | None = None, prefix: s
     return base
 
 
-EMSCORE_CONVENTIONS = ("official", "content-tokens")
-EMSCORE_CONVENTION_HELP = ("official (default): ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai "
-                           "pixels and text, over-long captions refused | content-tokens: content tokens only, "
-                           "uniform weights, the checkpoint's processor, truncation (vlgap before 0.x)")
-
-
 @dataclass
 class EmbeddingOptions:
     clip: str | None = None
@@ -364,7 +358,8 @@ def score_refclipscore(s: Scoring) -> MetricTable:
 def score_emscore(s: Scoring) -> MetricTable:
     from vlgap.captions.emscore_eval import emscore_table
 
-    return emscore_table(s.data, s.embedding(), [str(i) for i in s.data.ids])
+    ctx = s.embedding()
+    return emscore_table(s.data, ctx, [str(i) for i in s.data.ids], visual=lambda: _visual(ctx))
 
 
 def _visual(ctx: EmbeddingContext) -> dict[str, Any]:

@@ -24,6 +24,11 @@ from vlgap.errors import VlgapError
 
 BATCH = 64  # EMScorer.score's batch_size
 
+EMSCORE_CONVENTIONS = ("official", "content-tokens")
+EMSCORE_CONVENTION_HELP = ("official (default): ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai "
+                           "pixels and text, over-long captions refused | content-tokens: content tokens only, "
+                           "uniform weights, the checkpoint's processor, truncation (vlgap before 0.x)")
+
 
 def _floors(rows: Sequence[tuple[int, int]], batch: int = BATCH) -> list[tuple[bool, bool]]:
     """Per (matched-against length, caption length) row: whether its best matches are floored at 0,
@@ -43,13 +48,13 @@ def _check_weights(weights: np.ndarray, who: str, item: str) -> None:
                          "items or use --emscore-convention content-tokens")
 
 
-def emscore_table(data, ctx, names: Sequence[str]) -> MetricTable:
+def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
+    """EMScore (and EMScore-Ref where every item has references) of one system; ctx is the
+    captions.embedding_eval.EmbeddingContext, visual() what the result records of the pictures."""
     from vlgap.captions.intervals import mean_statistic
 
     name = ctx.options.emscore_convention
     if name not in ("official", "content-tokens"):
-        from vlgap.captions.embedding_eval import EMSCORE_CONVENTION_HELP
-
         raise VlgapError(f"--emscore-convention {name!r} is not known: use {EMSCORE_CONVENTION_HELP}")
     official = name == "official"
     model = ctx.openai_model("--emscore-convention official", "--emscore-convention content-tokens") \
@@ -108,8 +113,6 @@ def emscore_table(data, ctx, names: Sequence[str]) -> MetricTable:
         per["EMScore-Ref"] = np.array(combined)
         table_names.append("EMScore-Ref")
     stats = np.stack([per[n] for n in table_names], axis=1)
-    from vlgap.captions.embedding_eval import _visual
-
     extra = {"variant": "F: (coarse + fine F1) / 2; EMScore-Ref adds the reference side, EMScore(X, V, X*)",
              "convention": name,
              "parts": {"coarse": float(np.mean([p.coarse for p in parts])),
@@ -119,6 +122,6 @@ def emscore_table(data, ctx, names: Sequence[str]) -> MetricTable:
              "tokens": ("[SOS] to [EOS], idf over the " + ("references" if with_refs else "candidates")
                         + " (ShiYaya/emscore EMScorer.score defaults), openai text cleaning, no prefix") if official
              else "the caption's content tokens (no prefix, special tokens left out), uniform weights",
-             "model": ctx.clip_model.describe(), "visual": _visual(ctx)}
+             "model": ctx.clip_model.describe(), "visual": visual()}
     statistic = (lambda s, n: np.asarray(s, dtype=float) / n) if with_refs else mean_statistic
     return MetricTable(table_names, stats, statistic, [float(x) for x in stats.mean(axis=0)], per, extra)
