@@ -62,7 +62,9 @@ def write_pictures(folder: Path, n_px: int, seed: int = 0) -> dict[str, Path]:
     return out
 
 
-@pytest.fixture(scope="module", params=GEOMETRIES, ids=lambda g: f"{g[0]}px-w{g[2]}-l{g[3]}")
+# the first geometry in the fast suite, all three in the slow one (each costs ~30 s on 2 cores)
+@pytest.fixture(scope="module", params=[pytest.param(g, marks=() if n == 1 else pytest.mark.slow,
+                                                     id=f"{g[0]}px-w{g[2]}-l{g[3]}") for n, g in enumerate(GEOMETRIES)])
 def geometry(request, tmp_path_factory):
     root = tmp_path_factory.mktemp("official")
     folder = _geometry_clip(root, request.param)
@@ -273,3 +275,28 @@ def test_frame_rules_by_name():
     for bad in ("none", "int-linspace:0", "rint-linspace:x", "0", "-3", "linspace:4"):
         with pytest.raises(VlgapError, match="is not a frame rule"):
             parse_frame_rule(bad)
+
+
+def test_cli_frame_rule_and_conventions(tmp_path, media, capsys):
+    from in_process_cli import refused
+
+    folder = _geometry_clip(tmp_path, GEOMETRIES[0])
+    manifest, _ = media
+    pred = tmp_path / "pred.json"
+    pred.write_text(json.dumps({"v7": "a cat", "v13": "two dogs"}))
+    capsys.readouterr()  # the model writer's progress bar
+    base = ["caption-eval", "--pred", pred, "--videos", manifest, "--clip", f"hf:{folder}", "--metrics", "emscore"]
+    line = refused(capsys, *base, "--frames", "every")
+    assert "--frames 'every' is not a frame rule" in line and "int-linspace:N" in line
+    line = refused(capsys, *base, "--emscore-convention", "bert")
+    assert "--emscore-convention 'bert' is not known" in line
+    line = refused(capsys, *base[:-1], "clipscore", "--clip-convention", "paper")
+    assert "--clip-convention 'paper' is not known" in line
+    from typer.testing import CliRunner
+
+    from vlgap.cli import app
+
+    run = CliRunner().invoke(app, [str(x) for x in base] + ["--frames", "int-linspace:5", "--json"])
+    assert run.exit_code == 0, run.output
+    res = json.loads(run.output)
+    assert res["EMScore"]["visual"]["frames"] == "int-linspace:5" and res["EMScore"]["convention"] == "official"
