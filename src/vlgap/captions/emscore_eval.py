@@ -27,7 +27,7 @@ BATCH = 64  # EMScorer.score's batch_size
 EMSCORE_CONVENTIONS = ("official", "content-tokens")
 EMSCORE_CONVENTION_HELP = ("official (default): ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai "
                            "pixels and text, over-long captions refused | content-tokens: content tokens only, "
-                           "uniform weights, the checkpoint's processor, truncation (vlgap before 0.x)")
+                           "uniform weights, the checkpoint's processor, truncation (vlgap's earlier default)")
 
 
 def _floors(rows: Sequence[tuple[int, int]], batch: int = BATCH) -> list[tuple[bool, bool]]:
