@@ -55,7 +55,7 @@ class ClipConvention:
 CLIP_CONVENTIONS = ("official", "transformers", "torchmetrics")
 CLIP_CONVENTION_HELP = ("official (default; alias hessel): jmhessel/clipscore, or aimagelab/pacscore with a pacs: "
                         "checkpoint | transformers: the checkpoint's image processor and tokenizer, RefCLIP-S clamped "
-                        "(vlgap before 0.x) | torchmetrics: 100 x max(cos, 0), no prefix")
+                        "(vlgap's earlier default) | torchmetrics: 100 x max(cos, 0), no prefix")
 
 
 def clip_convention(name: str = "official", *, w: float | None = None, prefix: str | None = None,
