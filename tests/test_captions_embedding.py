@@ -64,14 +64,15 @@ def _hand_features(model, processor, texts=None, pictures=None):
 
 # ---- CLIPScore / RefCLIPScore -------------------------------------------------------------------
 
-def test_clipscore_hessel_equals_get_clip_score_formula(clip_folder, images):
-    """jmhessel/clipscore get_clip_score: w * clip(sum(normalised image * normalised caption), 0) with
-    'A photo depicts ' before each caption, w = 2.5; RefCLIP-S the harmonic mean with the best
-    reference cosine (references prefixed too), clamped at 0 as in the paper."""
+def test_clipscore_transformers_convention_equals_get_clip_score_formula(clip_folder, images):
+    """The transformers convention: jmhessel/clipscore get_clip_score's formula, w * clip(sum(normalised
+    image * normalised caption), 0) with 'A photo depicts ' before each caption, w = 2.5, on the
+    checkpoint's own processor; RefCLIP-S the harmonic mean with the best reference cosine
+    (references prefixed too), clamped at 0 as in the paper."""
     import vlgap
 
     res = vlgap.caption_eval(_preds(), _refs(), "clipscore,refclipscore", images=images, clip=f"hf:{clip_folder}",
-                             per_item=True)
+                             per_item=True, clip_convention="transformers")
     model, proc = _hf(clip_folder)
     img = _hand_features(model, proc, pictures=[_picture(images, i) for i in IDS])
     cap = _hand_features(model, proc, texts=["A photo depicts " + c for c in CAPTIONS])
@@ -81,7 +82,9 @@ def test_clipscore_hessel_equals_get_clip_score_formula(clip_folder, images):
     got = np.array([row["CLIPScore"] for row in res["per_item"]])
     np.testing.assert_allclose(got, per, atol=1e-5)
     assert res["CLIPScore"]["score"] == pytest.approx(per.mean(), abs=1e-5)
-    assert res["CLIPScore"]["convention"] == {"name": "hessel", "w": 2.5, "prefix": "A photo depicts "}
+    conv = res["CLIPScore"]["convention"]
+    assert (conv["name"], conv["w"], conv["prefix"]) == ("transformers", 2.5, "A photo depicts ")
+    assert conv["ref_text_text"].startswith("clamped")
     refs = [_hand_features(model, proc, texts=["A photo depicts " + r for r in REFS[i]]) for i in IDS]
     best = np.array([np.max((r / np.linalg.norm(r, axis=1, keepdims=True)) @ c) for r, c in zip(refs, cap)])
     best = np.maximum(best, 0)
@@ -120,7 +123,8 @@ def test_clipscore_torchmetrics_convention_equals_torchmetrics(tmp_path, images,
 
     res = vlgap.caption_eval(_preds(), None, "clipscore", images=images, clip=f"hf:{clip_folder}",
                              clip_convention="torchmetrics", per_item=True)
-    assert res["CLIPScore"]["convention"] == {"name": "torchmetrics", "w": 100.0, "prefix": ""}
+    conv = res["CLIPScore"]["convention"]
+    assert (conv["name"], conv["w"], conv["prefix"]) == ("torchmetrics", 100.0, "")
     model, proc = _hf(clip_folder)
     wrapped = _TensorFeatures(model)
     tensors = [torch.from_numpy(np.array(_picture(images, i))).permute(2, 0, 1) for i in IDS]
@@ -230,7 +234,8 @@ def test_pacs_checkpoint_loads_onto_the_clip_architecture_with_w_2(clip_folder, 
     got = vlgap.caption_eval(_preds(), None, "clipscore", images=images, clip=f"pacs:{tmp_path / 'pacs.pth'}@{clip_folder}",
                              per_item=True)
     want = vlgap.caption_eval(_preds(), None, "clipscore", images=images, clip=f"hf:{other}", clip_w=2.0, per_item=True)
-    assert got["CLIPScore"]["convention"]["w"] == 2.0 and got["CLIPScore"]["convention"]["name"] == "pacs"
+    assert got["CLIPScore"]["convention"]["w"] == 2.0 and got["CLIPScore"]["convention"]["name"] == "official"
+    assert got["CLIPScore"]["convention"]["code"] == "aimagelab/pacscore"
     np.testing.assert_allclose([r["CLIPScore"] for r in got["per_item"]], [r["CLIPScore"] for r in want["per_item"]],
                                atol=1e-5)
     with pytest.raises(VlgapError, match="not found"):
@@ -282,7 +287,9 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path, monkey
     preds = {f"v{n}": c for n, c in enumerate(["grey frames", "a dark video", "light"])}
     cache = tmp_path / "cache"
     res = vlgap.caption_eval(preds, None, "clipscore,emscore", videos=manifest, n_frames=4, clip=f"hf:{clip_folder}",
-                             per_item=True, n_bootstrap=50, cache_dir=cache)
+                             per_item=True, n_bootstrap=50, cache_dir=cache, clip_convention="transformers",
+                             emscore_convention="content-tokens")
+    assert res["EMScore"]["visual"]["frames"] == "rint-linspace:4"
     assert res["input"]["references"].startswith("captions of the video manifest")
     clip = load_clip(f"hf:{clip_folder}")
     items = {i.id: i for i in read_manifest(manifest).items}
@@ -309,7 +316,7 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path, monkey
 
     monkeypatch.setattr(video_module, "read_frames", no_decoding)
     again = vlgap.caption_eval(preds, None, "clipscore", videos=manifest, n_frames=4, clip=f"hf:{clip_folder}",
-                               per_item=True, cache_dir=cache)
+                               per_item=True, cache_dir=cache, clip_convention="transformers")
     assert [r["CLIPScore"] for r in again["per_item"]] == [r["CLIPScore"] for r in res["per_item"]]
     monkeypatch.undo()
     with pytest.raises(VlgapError, match="item 'v9': not in the video manifest"):

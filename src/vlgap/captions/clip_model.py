@@ -50,23 +50,26 @@ class ClipModel:
         return self.processor.tokenizer
 
     # ---- text --------------------------------------------------------------------------------
-    def tokenise(self, texts: Sequence[str], *, truncate: bool = True, names: Sequence[Any] | None = None
+    def tokenise(self, texts: Sequence[str], *, truncate: bool = True, names: Sequence[Any] | None = None,
+                 clean: bool = False, refusal: str = "shorten it, or allow truncation (drop --no-truncate)"
                  ) -> TokenisedCaptions:
-        """Token ids per caption, special tokens included. Longer than the limit: the first
+        """Token ids per caption, special tokens included. clean: openai clip's text cleaning first
+        (captions.openai_clip.openai_clean: ftfy, html unescaping). Longer than the limit: the first
         max_length - 1 tokens and the final end-of-text token (openai clip.tokenize(truncate=True)
-        does the same); with truncate=False a VlgapError names the caption."""
+        does the same); with truncate=False a VlgapError names the caption (`refusal` says what to do)."""
+        from vlgap.captions.openai_clip import openai_clean
+
         tok = self.tokenizer
         specials = set(tok.all_special_ids)
         out, flags = [], []
         for n, text in enumerate(texts):
-            ids = list(tok(text, add_special_tokens=True)["input_ids"])
+            ids = list(tok(openai_clean(text) if clean else text, add_special_tokens=True)["input_ids"])
             cut = len(ids) > self.max_length
             if cut:
                 if not truncate:
                     who = names[n] if names is not None else n
                     raise VlgapError(f"item {who!r}: caption of {len(ids)} tokens exceeds the text tower's limit "
-                                     f"of {self.max_length} ({text[:60]!r}...); shorten it, or allow truncation "
-                                     "(drop --no-truncate)")
+                                     f"of {self.max_length} ({text[:60]!r}...); {refusal}")
                 ids = ids[:self.max_length - 1] + [ids[-1]] if ids[-1] in specials else ids[:self.max_length]
             out.append(ids)
             flags.append(cut)
@@ -106,10 +109,11 @@ class ClipModel:
         tokens = self.tokenise(texts, truncate=truncate, names=names)
         return self.embed_token_ids(tokens.ids), tokens.truncated
 
-    def embed_caption_tokens(self, ids: list[list[int]]) -> list[np.ndarray]:
-        """Projected per-token embeddings of each caption's content tokens (special tokens left out),
-        for EMScore's fine-grained matching: the text tower's last hidden states through the same
-        projection that makes the pooled embedding."""
+    def embed_caption_tokens(self, ids: list[list[int]], *, specials_too: bool = False) -> list[np.ndarray]:
+        """Projected per-token embeddings of each caption's tokens, for EMScore's fine-grained matching:
+        the text tower's last hidden states through the same projection that makes the pooled
+        embedding. specials_too: every token from start- to end-of-text (the official EMScore's
+        active branch); else the content tokens only."""
         import torch
 
         text_model = self.model.text_model
@@ -123,22 +127,51 @@ class ClipModel:
                 # last_hidden_state is after the final layer norm in both families, as the pooled one is
                 tokens = project(text_model(**inputs).last_hidden_state).float().cpu().numpy()
                 for i, x in enumerate(batch):
-                    keep = [j for j, t in enumerate(x) if t not in specials]
+                    keep = list(range(len(x))) if specials_too else [j for j, t in enumerate(x) if t not in specials]
                     out.append(tokens[i, keep].astype(np.float64))
         return out
 
     # ---- pictures ----------------------------------------------------------------------------
-    def embed_images(self, images: Sequence[Any]) -> np.ndarray:
-        """Projected embeddings (n, d) of PIL images or HxWx3 uint8 arrays."""
+    def embed_images(self, images: Sequence[Any], *, pixels: str = "processor") -> np.ndarray:
+        """Projected embeddings (n, d) of PIL images or HxWx3 uint8 arrays. pixels: "processor" (the
+        checkpoint's transformers image processor) or "openai" (openai clip's preprocess, as the
+        official CLIPScore, PAC-S and EMScore code: captions.openai_clip.openai_transform)."""
         import torch
 
+        prepare = None
+        if pixels == "openai":
+            from PIL import Image
+
+            from vlgap.captions.openai_clip import OPENAI_MEAN, OPENAI_STD, openai_transform
+
+            geometry = openai_transform(self.image_size).transforms[:3]  # resize, crop, RGB: per picture (PIL)
+            mean = torch.tensor(OPENAI_MEAN).view(1, 3, 1, 1)
+            std = torch.tensor(OPENAI_STD).view(1, 3, 1, 1)
+
+            def prepare(batch):
+                # ToTensor and Normalize on the whole batch: the same elementwise operations, at once
+                arrays = []
+                for x in batch:
+                    img = x if hasattr(x, "convert") else Image.fromarray(np.asarray(x))
+                    for step in geometry:
+                        img = step(img)
+                    arrays.append(np.asarray(img))
+                pixels = torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous().float().div(255)
+                return pixels.sub_(mean).div_(std)
         rows: list[np.ndarray] = []
         with torch.inference_mode():
             for start in range(0, len(images), self.batch_size):
                 batch = list(images[start:start + self.batch_size])
-                pixels = self.processor(images=batch, return_tensors="pt")["pixel_values"].to(self.device)
+                pixels_in = (prepare(batch) if prepare is not None
+                             else self.processor(images=batch, return_tensors="pt")["pixel_values"])
+                pixels = pixels_in.to(self.device, dtype=next(self.model.parameters()).dtype)
                 rows.append(_features(self.model.get_image_features(pixel_values=pixels)))
         return np.concatenate(rows) if rows else np.zeros((0, 0))
+
+    @property
+    def image_size(self) -> int:
+        """The vision tower's input resolution (openai clip's n_px)."""
+        return int(self.model.config.vision_config.image_size)
 
     def describe(self) -> dict[str, Any]:
         return {"spec": self.spec, "family": self.family, "max_tokens": self.max_length, **self.source}

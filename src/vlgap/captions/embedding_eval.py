@@ -10,7 +10,7 @@ once, also across the two systems of a paired comparison or the rows of a human-
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,45 +27,73 @@ HESSEL_PREFIX = "A photo depicts "
 
 @dataclass(frozen=True)
 class ClipConvention:
-    """How a cosine becomes CLIP-S: w * max(cos, 0), with `prefix` put before every caption."""
+    """How a picture and a caption become CLIP-S and RefCLIP-S: w * max(cos, 0) with `prefix` before
+    every caption; pixels through openai clip's preprocess ("openai") or the checkpoint's transformers
+    image processor ("processor"); openai's text cleaning or not; RefCLIP-S's text-text cosine
+    clamped at 0 (the paper's eq. 2) or not (the official code)."""
 
     name: str
     w: float
     prefix: str
+    pixels: str = "openai"
+    clean_text: bool = True
+    clamp_text_text: bool = False
+    code: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "w": self.w, "prefix": self.prefix}
+        out = {"name": self.name, "w": self.w, "prefix": self.prefix,
+               "pixels": "openai clip preprocess (bicubic short side, torchvision CenterCrop, then RGB)"
+               if self.pixels == "openai" else "the checkpoint's transformers image processor (after RGB)",
+               "text": "openai cleaning (ftfy, html unescape) + the checkpoint's tokenizer" if self.clean_text
+               else "the checkpoint's tokenizer",
+               "ref_text_text": "clamped at 0 (paper eq. 2)" if self.clamp_text_text else "unclamped (official code)"}
+        if self.code:
+            out["code"] = self.code
+        return out
 
 
-def clip_convention(name: str = "hessel", *, w: float | None = None, prefix: str | None = None,
+CLIP_CONVENTIONS = ("official", "transformers", "torchmetrics")
+CLIP_CONVENTION_HELP = ("official (default; alias hessel): jmhessel/clipscore, or aimagelab/pacscore with a pacs: "
+                        "checkpoint | transformers: the checkpoint's image processor and tokenizer, RefCLIP-S clamped "
+                        "(vlgap's earlier default) | torchmetrics: 100 x max(cos, 0), no prefix")
+
+
+def clip_convention(name: str = "official", *, w: float | None = None, prefix: str | None = None,
                     model_default_w: float = 2.5) -> ClipConvention:
-    """hessel: w = 2.5 (2.0 for a PAC-S checkpoint), prefix 'A photo depicts ' (jmhessel/clipscore);
-    torchmetrics: w = 100, no prefix; custom w / prefix override either (the name then says so)."""
-    if name == "hessel":
-        base = ClipConvention("hessel" if model_default_w == 2.5 else "pacs", model_default_w, HESSEL_PREFIX)
+    """official (alias hessel): as jmhessel/clipscore (w = 2.5) or aimagelab/pacscore (w = 2.0, a PAC-S
+    checkpoint): prefix 'A photo depicts ', openai pixels and text cleaning, RefCLIP-S unclamped.
+    transformers: the same w and prefix through the checkpoint's transformers processor (no openai
+    cleaning), RefCLIP-S clamped as in the paper. torchmetrics: w = 100, no prefix, transformers'
+    processor (torchmetrics' CLIPScore). Custom w / prefix override any (the name then says so)."""
+    code = "jmhessel/clipscore" if model_default_w == 2.5 else "aimagelab/pacscore"
+    if name in ("official", "hessel"):
+        base = ClipConvention("official", model_default_w, HESSEL_PREFIX, "openai", True, False, code)
+    elif name == "transformers":
+        base = ClipConvention("transformers", model_default_w, HESSEL_PREFIX, "processor", False, True)
     elif name == "torchmetrics":
-        base = ClipConvention("torchmetrics", 100.0, "")
+        base = ClipConvention("torchmetrics", 100.0, "", "processor", False, True)
     else:
-        raise VlgapError(f"--clip-convention {name!r} is not known: use hessel (w = 2.5, 'A photo depicts ') or "
-                         "torchmetrics (100 x cosine, no prefix), and --clip-w / --clip-prefix for others")
+        raise VlgapError(f"--clip-convention {name!r} is not known: use {CLIP_CONVENTION_HELP}; "
+                         "--clip-w / --clip-prefix for others")
     if w is not None and w <= 0:
         raise VlgapError(f"--clip-w must be positive, got {w}")
     if (w is not None and w != base.w) or (prefix is not None and prefix != base.prefix):
-        return ClipConvention(f"custom (from {base.name})", float(base.w if w is None else w),
-                              base.prefix if prefix is None else prefix)
+        return replace(base, name=f"custom (from {base.name})", w=float(base.w if w is None else w),
+                       prefix=base.prefix if prefix is None else prefix)
     return base
 
 
 @dataclass
 class EmbeddingOptions:
     clip: str | None = None
-    clip_convention: str = "hessel"
+    clip_convention: str = "official"
     clip_w: float | None = None
     clip_prefix: str | None = None
     truncate: bool = True
     images: str | Path | None = None
     videos: str | Path | None = None
-    n_frames: int = 8
+    n_frames: Any = "all"          # a frame rule (captions.frame_rules): all | int-linspace:N | rint-linspace:N | N
+    emscore_convention: str = "official"
     bertscore_model: str = "minilm"
     bertscore_layer: int | None = None
     idf: bool = False
@@ -82,9 +110,9 @@ class EmbeddingContext:
     text_model: Any = None
     convention: ClipConvention | None = None
     manifest_items: dict[str, Any] | None = None
-    picture_cache: dict[str, np.ndarray] = field(default_factory=dict)  # item -> (frames, d) unit rows
-    caption_cache: dict[str, tuple[np.ndarray, bool, list[int]]] = field(default_factory=dict)
-    token_cache: dict[str, np.ndarray] = field(default_factory=dict)
+    picture_cache: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (pixels, item) -> unit rows
+    caption_cache: dict[tuple, tuple[np.ndarray | None, bool, list[int]]] = field(default_factory=dict)
+    token_cache: dict[tuple, np.ndarray] = field(default_factory=dict)
 
     # ---- models ------------------------------------------------------------------------------
     def clip(self):
@@ -94,11 +122,28 @@ class EmbeddingContext:
                                  "hf:<hub id or folder> (e.g. hf:openai/clip-vit-base-patch32) or pacs:<file.pth>")
             from vlgap.captions.clip_model import load_clip
 
+            self.convention = clip_convention(self.options.clip_convention, w=self.options.clip_w,
+                                              prefix=self.options.clip_prefix)  # a bad name before the load
+            self.frame_rule()
             self.clip_model = load_clip(self.options.clip, device=self.options.device)
             self.convention = clip_convention(self.options.clip_convention, w=self.options.clip_w,
                                               prefix=self.options.clip_prefix,
                                               model_default_w=self.clip_model.default_w)
         return self.clip_model
+
+    def frame_rule(self):
+        from vlgap.captions.frame_rules import parse_frame_rule
+
+        return parse_frame_rule(self.options.n_frames)
+
+    def openai_model(self, what: str, flag: str):
+        """The CLIP model, refused where `what` (an official convention) cannot apply: openai's
+        preprocessing is CLIP's, not SigLIP's."""
+        model = self.clip()
+        if model.family != "clip":
+            raise VlgapError(f"{what} prepares pictures and text as openai CLIP does; {self.options.clip!r} is a "
+                             f"{model.family} checkpoint: pass {flag}")
+        return model
 
     def text(self):
         if self.text_model is None:
@@ -108,51 +153,75 @@ class EmbeddingContext:
         return self.text_model
 
     # ---- captions ----------------------------------------------------------------------------
-    def caption_embeddings(self, texts: Sequence[str], names: Sequence[Any], prefix: str | None = None
+    def caption_embeddings(self, texts: Sequence[str], names: Sequence[Any], prefix: str | None = None, *,
+                           clean: bool | None = None, truncate: bool | None = None, refusal: str | None = None
                            ) -> tuple[np.ndarray, np.ndarray]:
-        """Embeddings (n, d) of prefix + caption (the convention's prefix unless given) and whether each
-        was truncated; each distinct text is embedded once."""
+        """Embeddings (n, d) of prefix + caption (the convention's prefix and cleaning unless given) and
+        whether each was truncated; each distinct text is embedded once."""
         model = self.clip()
         prefix = self.convention.prefix if prefix is None else prefix
-        prefixed = [prefix + t for t in texts]
-        todo = list(dict.fromkeys(t for t in prefixed if t not in self.caption_cache))
+        clean = self.convention.clean_text if clean is None else clean
+        truncate = self.options.truncate if truncate is None else truncate
+        keys = self.tokenised(texts, names, prefix, clean=clean, truncate=truncate, refusal=refusal)
+        todo = list(dict.fromkeys(k for k in keys if self.caption_cache[k][0] is None))
         if todo:
-            first = {t: names[i] for i, t in reversed(list(enumerate(prefixed)))}
-            tokens = model.tokenise(todo, truncate=self.options.truncate, names=[first[t] for t in todo])
-            vectors = model.embed_token_ids(tokens.ids)
-            for t, v, cut, ids in zip(todo, vectors, tokens.truncated, tokens.ids):
-                self.caption_cache[t] = (v, cut, ids)
-        rows = [self.caption_cache[t] for t in prefixed]
+            vectors = model.embed_token_ids([self.caption_cache[k][2] for k in todo])
+            for k, v in zip(todo, vectors):
+                self.caption_cache[k] = (v, *self.caption_cache[k][1:])
+        rows = [self.caption_cache[k] for k in keys]
         return np.stack([r[0] for r in rows]), np.array([r[1] for r in rows])
 
-    def caption_tokens(self, texts: Sequence[str], prefix: str = "") -> list[np.ndarray]:
-        """Per-token joint-space embeddings of captions already embedded by caption_embeddings."""
+    def tokenised(self, texts: Sequence[str], names: Sequence[Any], prefix: str = "", *, clean: bool,
+                  truncate: bool, refusal: str | None = None) -> list[tuple]:
+        """Tokenise captions (each distinct text once) without embedding them; their cache keys."""
         model = self.clip()
-        prefixed = [prefix + t for t in texts]
-        todo = list(dict.fromkeys(t for t in prefixed if t not in self.token_cache))
+        keys = [(clean, truncate, prefix + t) for t in texts]
+        todo = list(dict.fromkeys(k for k in keys if k not in self.caption_cache))
         if todo:
-            for t, tokens in zip(todo, model.embed_caption_tokens([self.caption_cache[t][2] for t in todo])):
-                self.token_cache[t] = tokens
-        return [self.token_cache[t] for t in prefixed]
+            first = {k: names[i] for i, k in reversed(list(enumerate(keys)))}
+            extra = {"refusal": refusal} if refusal else {}
+            tokens = model.tokenise([k[2] for k in todo], truncate=truncate, names=[first[k] for k in todo],
+                                    clean=clean, **extra)
+            for k, cut, ids in zip(todo, tokens.truncated, tokens.ids):
+                self.caption_cache[k] = (None, cut, ids)
+        return keys
+
+    def caption_ids(self, texts: Sequence[str], prefix: str = "", *, clean: bool, truncate: bool) -> list[list[int]]:
+        """Token ids of captions already embedded by caption_embeddings with the same settings."""
+        return [self.caption_cache[(clean, truncate, prefix + t)][2] for t in texts]
+
+    def caption_tokens(self, texts: Sequence[str], prefix: str = "", *, clean: bool = False,
+                       truncate: bool | None = None, specials_too: bool = False) -> list[np.ndarray]:
+        """Per-token joint-space embeddings of captions already tokenised (caption_embeddings, tokenised)."""
+        model = self.clip()
+        truncate = self.options.truncate if truncate is None else truncate
+        keys = [(clean, truncate, prefix + t) for t in texts]
+        todo = list(dict.fromkeys(k for k in keys if (specials_too, k) not in self.token_cache))
+        if todo:
+            made = model.embed_caption_tokens([self.caption_cache[k][2] for k in todo], specials_too=specials_too)
+            for k, tokens in zip(todo, made):
+                self.token_cache[(specials_too, k)] = tokens
+        return [self.token_cache[(specials_too, k)] for k in keys]
 
     # ---- pictures and videos -----------------------------------------------------------------
-    def picture_frames(self, ids: Sequence[Any]) -> list[np.ndarray]:
-        """Per item, the unit-norm joint-space embeddings of its picture (one row) or sampled frames."""
+    def picture_frames(self, ids: Sequence[Any], pixels: str = "openai") -> list[np.ndarray]:
+        """Per item, the unit-norm joint-space embeddings of its picture (one row) or its video's frames
+        (the frame rule's), pictures prepared as `pixels` says (see ClipModel.embed_images)."""
         model = self.clip()
-        todo = [str(i) for i in dict.fromkeys(str(i) for i in ids) if str(i) not in self.picture_cache]
+        todo = [str(i) for i in dict.fromkeys(str(i) for i in ids) if (pixels, str(i)) not in self.picture_cache]
         if self.options.videos is not None:
             for item in todo:
-                self.picture_cache[item] = es.normalise_rows(self._video_embeddings(item))
+                self.picture_cache[(pixels, item)] = es.normalise_rows(self._video_embeddings(item, pixels))
         elif todo:
             batch = 64
             for start in range(0, len(todo), batch):
                 chunk = todo[start:start + batch]
-                vectors = model.embed_images([self._image(item) for item in chunk])
+                vectors = model.embed_images([self._image(item, pixels) for item in chunk], pixels=pixels)
                 for item, v in zip(chunk, es.normalise_rows(vectors)):
-                    self.picture_cache[item] = v[None, :]
-        return [self.picture_cache[str(i)] for i in ids]
+                    self.picture_cache[(pixels, item)] = v[None, :]
+        return [self.picture_cache[(pixels, str(i))] for i in ids]
 
-    def _image(self, item: str):
+    def _image(self, item: str, pixels: str = "openai"):
         from PIL import Image
 
         if self.options.images is None:
@@ -167,7 +236,8 @@ class EmbeddingContext:
             raise BadItemError(item, f"no picture {folder}/{item}.<{'|'.join(x[1:] for x in IMAGE_SUFFIXES)}>")
         try:
             with Image.open(path) as img:
-                return img.convert("RGB")
+                # openai's preprocess resizes the picture in its own mode and converts to RGB after
+                return img.convert("RGB") if pixels != "openai" else _loaded(img)
         except Exception as err:  # Pillow raises many types for unreadable files
             raise BadItemError(item, f"cannot read picture {path}: {type(err).__name__}: {err}") from None
 
@@ -178,37 +248,33 @@ class EmbeddingContext:
             self.manifest_items = {item.id: item for item in read_manifest(self.options.videos).items}
         return self.manifest_items
 
-    def _video_embeddings(self, item_id: str) -> np.ndarray:
+    def _video_embeddings(self, item_id: str, pixels: str = "openai") -> np.ndarray:
         """Joint-space embeddings of a video's sampled frames: read from the cache when an earlier run
         made them with the same checkpoint, video bytes and frame indices (vlgap.reuse), else computed."""
         import io
 
         from vlgap.data.manifest import _media_digest
-        from vlgap.data.sampling import frame_indices
         from vlgap.data.video import count_frames, read_frames
         from vlgap.reuse import key_digest, read_verified, write_artefact
 
         item = self.manifest().get(item_id)
         if item is None:
             raise BadItemError(item_id, f"not in the video manifest {self.options.videos}")
-        if self.options.n_frames < 1:
-            raise VlgapError(f"--frames must be >= 1, got {self.options.n_frames}")
-        # the feature store's sampler: n_f frames spread uniformly over the video, nearest frame
-        indices = frame_indices(count_frames(item), self.options.n_frames)
+        indices = self.frame_rule().indices(count_frames(item))
         model = self.clip()
         identity = model.describe()
         path = key = None
         if self.options.frame_cache and (identity.get("weights_files") or identity.get("revision")):
             from vlgap.io_utils import cache_root
 
-            key = {"kind": "clip frame embeddings", "format": 1, "model": identity,
+            key = {"kind": "clip frame embeddings", "format": 2, "model": identity, "pixels": pixels,
                    "media": _media_digest(item.media), "frame_indices": indices.tolist()}
             path = cache_root(self.options.cache_dir) / "caption_frames" / f"{key_digest(key)[:24]}.npy"
             cached = read_verified(path, key, what=f"frame embeddings of item {item_id!r}")
             if cached is not None:
                 return np.load(io.BytesIO(cached))
         frames, _ = read_frames(item, indices)
-        vectors = model.embed_images(list(frames))
+        vectors = model.embed_images(list(frames), pixels=pixels)
         if path is not None:
             buf = io.BytesIO()
             np.save(buf, vectors)
@@ -218,6 +284,12 @@ class EmbeddingContext:
     def manifest_references(self, ids: Sequence[Any]) -> list[list[str]]:
         items = self.manifest()
         return [list(items[str(i)].captions) if str(i) in items else [] for i in ids]
+
+
+def _loaded(img):
+    """A picture read in full, left in its own mode (palette, greyscale, RGBA...)."""
+    img.load()
+    return img.copy()
 
 
 def embedding_tables(data, metrics: Sequence[str], ctx: EmbeddingContext) -> dict[str, Any]:
@@ -235,8 +307,11 @@ def _clip_shared(s: Scoring) -> dict[str, Any]:
     def make() -> dict[str, Any]:
         ctx, data = s.embedding(), s.data
         names = [str(i) for i in data.ids]
+        ctx.clip()
+        if ctx.convention.pixels == "openai":
+            ctx.openai_model("--clip-convention official", "--clip-convention transformers")
         cap_vecs, cut = ctx.caption_embeddings(data.predictions, names)
-        frames = ctx.picture_frames(data.ids)
+        frames = ctx.picture_frames(data.ids, pixels=ctx.convention.pixels)
         pictures = np.stack([f.mean(axis=0) for f in frames])  # a video: the mean of its unit frame embeddings
         conv = ctx.convention
         clip_s = es.clip_scores(pictures, cap_vecs, conv.w)
@@ -270,57 +345,29 @@ def score_refclipscore(s: Scoring) -> MetricTable:
         per_item.append(ref_vecs[k:k + len(refs)])
         k += len(refs)
     best = es.best_reference_cosines(shared["cap_vecs"], per_item)
-    ref_s = es.ref_clip_scores(shared["clip_s"], best)
+    ref_s = es.ref_clip_scores(shared["clip_s"], best, clamp=ctx.convention.clamp_text_text)
+    text_text = ("max over references of cos, clamped at 0 (paper eq. 2)" if ctx.convention.clamp_text_text
+                 else "max over references of cos, unclamped (jmhessel/clipscore, aimagelab/pacscore code)")
     return mean_table("RefCLIPScore", ref_s, {**shared["info"], "truncated_references": int(ref_cut.sum()),
-                                              "text_text": "max over references of cos, clamped at 0 (paper eq. 2)"})
+                                              "text_text": text_text})
 
 
 @caption_metric("emscore", keys=("EMScore", "EMScore-Ref"), **{**_PICTURES, "references": "optional"},
                 manifest_references=True, order=130,
                 summary="EMScore (Shi et al. 2022) over sampled frames; EMScore-Ref where every item has references")
 def score_emscore(s: Scoring) -> MetricTable:
-    shared = _clip_shared(s)
-    return _emscore_table(s.data, s.embedding(), shared["frames"], shared["names"])
+    from vlgap.captions.emscore_eval import emscore_table
+
+    ctx = s.embedding()
+    return emscore_table(s.data, ctx, [str(i) for i in s.data.ids], visual=lambda: _visual(ctx))
 
 
 def _visual(ctx: EmbeddingContext) -> dict[str, Any]:
     if ctx.options.videos is not None:
-        return {"videos": str(ctx.options.videos), "frames": ctx.options.n_frames,
-                "sampling": "uniform over the whole video, nearest frame (vlgap.data.sampling.frame_indices)",
+        return {"videos": str(ctx.options.videos), "frames": ctx.frame_rule().name,
+                "frame_rule": "see captions.frame_rules (all: every decoded frame, as the official EMScorer)",
                 "video_embedding": "mean of unit-norm frame embeddings"}
     return {"images": str(ctx.options.images)}
-
-
-def _emscore_table(data, ctx: EmbeddingContext, frames: list[np.ndarray], names):
-    from vlgap.captions.intervals import mean_statistic
-
-    # EMScore reads the caption as written: no prompt prefix (Shi et al. 2022)
-    cap_vecs, _ = ctx.caption_embeddings(data.predictions, names, prefix="")
-    tokens = ctx.caption_tokens(data.predictions)
-    parts = [es.emscore_video(f, c, t) for f, c, t in zip(frames, cap_vecs, tokens)]
-    video_f = np.array([p.f1 for p in parts])
-    per = {"EMScore": video_f}
-    table_names = ["EMScore"]
-    with_refs = all(data.references)
-    if with_refs:
-        combined = []
-        for i, (refs, cap, tok, vpart) in enumerate(zip(data.references, cap_vecs, tokens, parts)):
-            ref_vecs, _ = ctx.caption_embeddings(refs, [names[i]] * len(refs), prefix="")
-            ref_tokens = ctx.caption_tokens(refs)
-            tpart = es.emscore_text(cap, tok, list(ref_vecs), ref_tokens)
-            combined.append(es.combine_emscore(vpart, tpart)[2])
-        per["EMScore-Ref"] = np.array(combined)
-        table_names.append("EMScore-Ref")
-    stats = np.stack([per[n] for n in table_names], axis=1)
-    extra = {"variant": "F: (coarse + fine F1) / 2; EMScore-Ref adds the reference side, EMScore(X, V, X*)",
-             "parts": {"coarse": float(np.mean([p.coarse for p in parts])),
-                       "fine_P": float(np.mean([p.fine.precision for p in parts])),
-                       "fine_R": float(np.mean([p.fine.recall for p in parts])),
-                       "fine_F": float(np.mean([p.fine.f1 for p in parts]))},
-             "tokens": "the caption's content tokens (no prefix, special tokens left out), uniform weights",
-             "model": ctx.clip_model.describe(), "visual": _visual(ctx)}
-    statistic = (lambda s, n: np.asarray(s, dtype=float) / n) if with_refs else mean_statistic
-    return MetricTable(table_names, stats, statistic, [float(x) for x in stats.mean(axis=0)], per, extra)
 
 
 def __getattr__(name: str):

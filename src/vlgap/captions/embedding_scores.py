@@ -58,10 +58,16 @@ def best_reference_cosines(caption_embeddings: np.ndarray, reference_embeddings:
     return out
 
 
-def ref_clip_scores(clip_s: np.ndarray, best_ref_cos: np.ndarray) -> np.ndarray:
-    """RefCLIP-S per item: harmonic mean of CLIP-S and max(max_r cos(c, r), 0) (the paper's eq. 2;
-    jmhessel/clipscore's code leaves the text-text cosine unclamped)."""
-    return harmonic_mean(clip_s, np.maximum(best_ref_cos, 0.0))
+def ref_clip_scores(clip_s: np.ndarray, best_ref_cos: np.ndarray, clamp: bool = True) -> np.ndarray:
+    """RefCLIP-S per item: harmonic mean of CLIP-S and max(max_r cos(c, r), 0) (the paper's eq. 2);
+    clamp=False: of CLIP-S and the unclamped max_r cos(c, r), as jmhessel/clipscore's and
+    aimagelab/pacscore's code compute it (0 where the two sum to 0, where that code divides by 0)."""
+    best = np.maximum(best_ref_cos, 0.0) if clamp else np.asarray(best_ref_cos, dtype=np.float64)
+    if clamp:
+        return harmonic_mean(clip_s, best)
+    a = np.asarray(clip_s, dtype=np.float64)
+    total = a + best
+    return np.where(total != 0, 2 * a * best / np.where(total != 0, total, 1.0), 0.0)
 
 
 @dataclass
@@ -72,19 +78,23 @@ class GreedyMatch:
 
 
 def greedy_match(candidate: np.ndarray, reference: np.ndarray, candidate_weights: np.ndarray | None = None,
-                 reference_weights: np.ndarray | None = None) -> GreedyMatch:
+                 reference_weights: np.ndarray | None = None, floor_precision: bool = False,
+                 floor_recall: bool = False) -> GreedyMatch:
     """BERTScore between two token-embedding matrices (tokens x d): each candidate token matched to
     its most similar reference token (precision), each reference token to its most similar candidate
     token (recall), averaged with the given weights (idf; uniform when None) normalised to sum 1.
-    F1 is 2PR / (P + R), 0 when P + R is 0 (bert-score sets its NaN to 0)."""
+    F1 is 2PR / (P + R), 0 when P + R is 0 (bert-score sets its NaN to 0).
+    floor_precision / floor_recall: each best match is at least 0, as in code that pads a batch with
+    zero rows and takes the maximum over the padding too (EMScore's, for a shorter item in its batch)."""
     c, r = normalise_rows(candidate), normalise_rows(reference)
     if c.shape[0] == 0 or r.shape[0] == 0:
         return GreedyMatch(0.0, 0.0, 0.0)
     sim = c @ r.T
     wc = np.ones(len(c)) if candidate_weights is None else np.asarray(candidate_weights, dtype=np.float64)
     wr = np.ones(len(r)) if reference_weights is None else np.asarray(reference_weights, dtype=np.float64)
-    p = _weighted_mean(sim.max(axis=1), wc)
-    rec = _weighted_mean(sim.max(axis=0), wr)
+    best_p, best_r = sim.max(axis=1), sim.max(axis=0)
+    p = _weighted_mean(np.maximum(best_p, 0.0) if floor_precision else best_p, wc)
+    rec = _weighted_mean(np.maximum(best_r, 0.0) if floor_recall else best_r, wr)
     f = 2 * p * rec / (p + rec) if (p + rec) != 0 else 0.0
     return GreedyMatch(p, rec, float(f))
 
@@ -117,7 +127,8 @@ class EMScoreParts:
 
 
 def emscore_video(frame_embeddings: np.ndarray, caption_embedding: np.ndarray, token_embeddings: np.ndarray,
-                  token_weights: np.ndarray | None = None) -> EMScoreParts:
+                  token_weights: np.ndarray | None = None, floors: tuple[bool, bool] = (False, False)
+                  ) -> EMScoreParts:
     """EMScore(X, V) of one caption against one video (Shi et al. 2022).
 
     frame_embeddings (frames x d), caption_embedding (d,), token_embeddings (tokens x d) all in the
@@ -126,14 +137,15 @@ def emscore_video(frame_embeddings: np.ndarray, caption_embedding: np.ndarray, t
     frames = normalise_rows(frame_embeddings)
     video = frames.mean(axis=0)
     coarse = float(normalise_rows(video[None])[0] @ normalise_rows(np.asarray(caption_embedding)[None])[0])
-    fine = greedy_match(token_embeddings, frames, token_weights, None)
+    fine = greedy_match(token_embeddings, frames, token_weights, None, *floors)
     return EMScoreParts(coarse, fine)
 
 
 def emscore_text(caption_embedding: np.ndarray, token_embeddings: np.ndarray,
                  reference_embeddings: Sequence[np.ndarray], reference_tokens: Sequence[np.ndarray],
                  token_weights: np.ndarray | None = None,
-                 reference_token_weights: Sequence[np.ndarray | None] | None = None) -> EMScoreParts:
+                 reference_token_weights: Sequence[np.ndarray | None] | None = None,
+                 floors: Sequence[tuple[bool, bool]] | None = None) -> EMScoreParts:
     """EMScore(X, X*) of one caption against its references: coarse cosine and fine token matching
     per reference, each part's best reference kept (as bert-score keeps each of P, R, F)."""
     if not reference_embeddings:
@@ -141,7 +153,9 @@ def emscore_text(caption_embedding: np.ndarray, token_embeddings: np.ndarray,
     cap = normalise_rows(np.asarray(caption_embedding)[None])[0]
     coarse = max(float(normalise_rows(np.asarray(e)[None])[0] @ cap) for e in reference_embeddings)
     weights = reference_token_weights or [None] * len(reference_tokens)
-    matches = [greedy_match(token_embeddings, rt, token_weights, rw) for rt, rw in zip(reference_tokens, weights)]
+    floors = floors or [(False, False)] * len(reference_tokens)
+    matches = [greedy_match(token_embeddings, rt, token_weights, rw, *fl)
+               for rt, rw, fl in zip(reference_tokens, weights, floors)]
     fine = GreedyMatch(max(m.precision for m in matches), max(m.recall for m in matches), max(m.f1 for m in matches))
     return EMScoreParts(coarse, fine)
 
@@ -165,7 +179,28 @@ def idf_weights(reference_token_ids: Sequence[Sequence[int]]) -> "IdfTable":
 class IdfTable:
     n_documents: int
     counts: dict[int, int]
+    values: dict[int, float] | None = None  # idf per id where it is not log((M + 1) / (count + 1))
 
     def __call__(self, token_ids: Sequence[int]) -> np.ndarray:
-        m = self.n_documents
-        return np.array([np.log((m + 1) / (self.counts.get(int(t), 0) + 1)) for t in token_ids], dtype=np.float64)
+        m, values = self.n_documents, self.values or {}
+        return np.array([values[int(t)] if int(t) in values else np.log((m + 1) / (self.counts.get(int(t), 0) + 1))
+                         for t in token_ids], dtype=np.float64)
+
+
+def emscore_idf(corpus_token_ids: Sequence[Sequence[int]], context_length: int, pad_id: int = 0) -> "IdfTable":
+    """Inverse document frequencies as ShiYaya/emscore's EMScorer.score computes them (utils.get_idf_dict):
+    each document is its openai clip.tokenize row, so a caption shorter than the context also holds
+    the padding id 0; idf(t) = log((M + 1) / (df(t) + 1)) over the M documents, an unseen token
+    log(M + 1); then the largest counted id (the end-of-text token) gets the mean of all counted idfs."""
+    counts: dict[int, int] = {}
+    for ids in corpus_token_ids:
+        seen = set(int(x) for x in ids)
+        if len(ids) < context_length:
+            seen.add(pad_id)
+        for t in seen:
+            counts[t] = counts.get(t, 0) + 1
+    m = len(corpus_token_ids)
+    values = {t: float(np.log((m + 1) / (c + 1))) for t, c in counts.items()}
+    if values:
+        values[max(values)] = sum(values.values()) / len(values)
+    return IdfTable(m, counts, values)

@@ -246,7 +246,8 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     per_item: also return one row of per-item scores per item.
     Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
     or videos=manifest.jsonl, and `clip="hf:<id or folder>"` or `"pacs:<file.pth>"`; clip_convention
-    "hessel" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames) and "bertscore"
+    "official" | "transformers" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames (a frame rule:
+    "all" | "int-linspace:N" | "rint-linspace:N"), emscore_convention "official" | "content-tokens") and "bertscore"
     (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for
     the reference-free ones. See captions.embedding_eval.EmbeddingOptions.
     human: a CSV of human judgments (see captions.human): adds "human_agreement" (Kendall tau-b and

@@ -61,9 +61,10 @@ def caption_eval_command(
     metrics: Optional[str] = metrics_option("--metrics"),
     images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for " + _names(lambda m: "pictures" in m.needs) + "."),
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
-    frames: int = typer.Option(8, "--frames", help="With --videos: frames sampled uniformly per video (the feature store's sampler)."),
+    frames: str = typer.Option("all", "--frames", help="With --videos: the frame rule, all (every frame, the official EMScorer) | int-linspace:N (the VATEX-EVAL demo, N = 10) | rint-linspace:N (nearest; a bare N means this); recorded in the result."),
     clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),
-    clip_convention: str = typer.Option("hessel", "--clip-convention", help="hessel (2.5 x max(cos, 0), 'A photo depicts ' prefix) | torchmetrics (100 x max(cos, 0), no prefix)."),
+    clip_convention: str = typer.Option("official", "--clip-convention", help="official (default, alias hessel: jmhessel/clipscore, or aimagelab/pacscore with a pacs: checkpoint: openai pixels and text cleaning, 'A photo depicts ', RefCLIP-S unclamped) | transformers (the checkpoint's processor and tokenizer, RefCLIP-S clamped as the paper) | torchmetrics (100 x max(cos, 0), no prefix)."),
+    emscore_convention: str = typer.Option("official", "--emscore-convention", help="official (default: ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai pixels and text, over-long captions refused) | content-tokens (content tokens only, uniform weights, the checkpoint's processor)."),
     clip_w: Optional[float] = typer.Option(None, "--clip-w", help="Custom CLIP-S weight w (overrides the convention's)."),
     clip_prefix: Optional[str] = typer.Option(None, "--clip-prefix", help="Custom text put before every caption (overrides the convention's; '' for none)."),
     no_truncate: bool = typer.Option(False, "--no-truncate", help="Reject captions longer than the text tower's limit instead of truncating them (end-of-text kept)."),
@@ -109,6 +110,7 @@ def caption_eval_command(
 
         output_file(per_item, "--out")
     model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
+                         emscore_convention=emscore_convention,
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)
