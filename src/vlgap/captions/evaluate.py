@@ -244,7 +244,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
         DocumentFrequencies, or references (path or data) to freeze them from.
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
     per_item: also return one row of per-item scores per item.
-    Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
+    Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR [with image_pattern, see captions.pictures]
     or videos=manifest.jsonl, and clip="hf:<id or folder>" or "pacs:<file.pth>"; clip_convention
     "hessel" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames) and "bertscore"
     (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for

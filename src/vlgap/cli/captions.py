@@ -59,7 +59,8 @@ def caption_eval_command(
     pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}], JSONL {id, caption}, a JSON {id: caption}, or a JSON list of captions (list-aligned with --refs)."),
     refs: Optional[Path] = _RegistryHelp(typer.Option(None, "--refs"), lambda: "References: coco annotations JSON {annotations: [...]}, JSONL {id, captions: [...]}, a JSON {id: [captions]}, or a JSON list of reference lists (list-aligned with --pred) (not needed for " + _names(lambda m: m.references != "required") + ")."),
     metrics: Optional[str] = metrics_option("--metrics"),
-    images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for " + _names(lambda m: "pictures" in m.needs) + "."),
+    images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures for " + _names(lambda m: "pictures" in m.needs) + ": DIR/<image_id>.<jpg|jpeg|png|webp>, else for a numeric id DIR/<12-digit id>.<ext> or COCO's DIR/COCO_<split>_<12-digit id>.<ext>."),
+    image_pattern: Optional[str] = typer.Option(None, "--image-pattern", help="File name of an item's picture in --images, instead of the default rules: a Python format string with the field {id}, e.g. '{id:012d}.jpg' or 'COCO_val2014_{id:012d}.jpg'."),
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
     frames: int = typer.Option(8, "--frames", help="With --videos: frames sampled uniformly per video (the feature store's sampler)."),
     clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),
@@ -108,7 +109,7 @@ def caption_eval_command(
         from vlgap.paths import output_file
 
         output_file(per_item, "--out")
-    model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
+    model_options = dict(images=images, image_pattern=image_pattern, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)
