@@ -101,3 +101,20 @@ def test_caption_eval_agreement_on_flickr8k_files_without_predictions(tmp_path):
     assert got["kendall_tau_b"]["value"] == pytest.approx(stats.kendalltau(scores, ratings, variant="b").statistic)
     with pytest.raises(VlgapError, match="pass the predictions"):
         vlgap.caption_eval(None, None, "rouge")
+
+
+def test_cli_human_agreement_from_flickr8k_files_without_pred(tmp_path, monkeypatch, capsys):
+    import json
+
+    from in_process_cli import run_cli
+
+    _flickr8k_files(tmp_path / "t")
+    human = tmp_path / "t" / "ExpertAnnotations.txt"
+    code, out, err = run_cli(monkeypatch, capsys, "caption-eval", "--human", human, "--metrics", "rouge,cider",
+                             "--json")
+    assert code == 0, err
+    agree = json.loads(out)["human_agreement"]
+    assert agree["n_rows"] == 9 and set(agree["metrics"]) == {"ROUGE-L", "CIDEr"}
+    code, out, err = run_cli(monkeypatch, capsys, "caption-eval", "--human", human, "--metrics", "rouge")
+    assert code == 0, err
+    assert "Kendall tau-c" in out and "papers report kendall_tau_c" in out and "1 candidate(s) equal to a reference" in out
