@@ -336,3 +336,16 @@ def test_first_character_tables_equal_the_parsed_tests():
     for rule in _ptb_rules.rules():
         tests = _ptb_rules._first_chars(sre_parse.parse(rule.source))
         assert [ch in rule.first for ch in chars] == [_ptb_rules._starts(tests, ch) for ch in chars], rule.name
+
+
+def test_prefilters_compile_to_the_standard_code():
+    """The charset memo changes nothing: every rule's prefilter equals the standard compiler's (same
+    code, compared by re.Pattern's equality), also when built a second time from the memo."""
+    from re import _compiler as sre_compile, _parser as sre_parse
+
+    for _ in range(2):
+        for rule in _ptb_rules.rules():
+            plain = sre_compile.compile(sre_parse.parse(rule.source))
+            assert _ptb_rules._compile_parsed(sre_parse.parse(rule.source)) == plain, rule.name
+    assert _ptb_rules._charsets  # the memo was used
+    assert sre_compile._optimize_charset is not _ptb_rules._memo_optimize_charset  # and put back

@@ -431,7 +431,7 @@ class Rule:
     def prefilter(self) -> re.Pattern:
         if self._prefilter is None:
             # (from the parse made above: parsing is a third of compiling these large classes)
-            self._prefilter = sre_compile.compile(self._parsed)
+            self._prefilter = _compile_parsed(self._parsed)
             self._parsed = None
         return self._prefilter
 
@@ -440,6 +440,37 @@ class Rule:
         if self._posix is None:
             self._posix = regex.compile("(?p)" + self.source)
         return self._posix
+
+
+# The rules repeat a few very large Unicode classes (letters, digits) many times; the standard
+# compiler rebuilds each occurrence's charset (most of a prefilter's compile time). The charset it
+# builds is a pure function of the class, so it is memoised while the rules' prefilters compile.
+_charsets: dict = {}
+
+
+def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None,
+                           _plain=getattr(sre_compile, "_optimize_charset", None)):
+    try:
+        key = (tuple((op, tuple(av) if av.__class__ is list else av) for op, av in charset),
+               iscased, fixup, id(fixes))
+        hit = _charsets.get(key)
+    except TypeError:  # pragma: no cover - an unhashable class item: compile it plainly
+        return _plain(charset, iscased, fixup, fixes)
+    if hit is None:
+        hit = _charsets[key] = _plain(charset, iscased, fixup, fixes)
+    return list(hit[0]), hit[1]
+
+
+def _compile_parsed(parsed) -> re.Pattern:
+    """sre_compile.compile(parsed), each distinct character class's charset built once."""
+    plain = getattr(sre_compile, "_optimize_charset", None)
+    if plain is None:  # pragma: no cover - a Python whose compiler has no such step
+        return sre_compile.compile(parsed)
+    sre_compile._optimize_charset = _memo_optimize_charset
+    try:
+        return sre_compile.compile(parsed)
+    finally:
+        sre_compile._optimize_charset = plain
 
 
 def _required_chars(seq) -> set[str]:

@@ -5,9 +5,12 @@ Pure functions on arrays. Rows are (item, caption) pairs: several captions of on
 systems, or Flickr8k-Expert's candidates per image) share an item, and the bootstrap resamples
 *items* with all their rows, since captions of one picture are not independent judgments.
 
-Conventions: tau-b (ties corrected on both sides; scipy.stats.kendalltau's default, used by
-Flickr8k-Expert papers such as CLIPScore's) and tau-c (Stuart's, for rectangular tables with few
-rating levels; used on Composite and Flickr8k-CF by PAC-S and others). Pairwise preference (A vs B
+The protocol of the CLIPScore and PAC-S papers (jmhessel/clipscore flickr8k_example): one row per
+human rating, so a Flickr8k-Expert candidate judged by three experts is three rows sharing its metric
+score (ties on the metric side), and one tau over all rows. Flickr8k-Expert and Composite are reported
+as tau-c (Stuart's, for few rating levels), Flickr8k-CrowdFlower as tau-b; both are computed here by
+pair counting (Knight's method, ties on both sides) and equal scipy.stats.kendalltau(variant='b'/'c').
+Pairwise preference (A vs B
 votes, e.g. CapArena, Pascal-50S): the metric agrees when it scores the preferred caption higher;
 a metric tie counts 1/2 (Pascal-50S's convention), votes for a tie are left out and counted.
 """
@@ -33,12 +36,70 @@ def kendall_tau_c(x: Sequence[float], y: Sequence[float]) -> float:
     return _kendall(x, y, "c")
 
 
-def _kendall(x, y, variant: str) -> float:
+def _tied_pairs(ranks: np.ndarray) -> int:
+    counts = np.bincount(ranks)
+    return int((counts * (counts - 1) // 2).sum())
+
+
+def _discordant(y: np.ndarray, levels: int) -> int:
+    """Pairs i < j with y[i] > y[j] (y: dense ranks 0..levels-1): per level, the earlier rows above it."""
+    if levels <= 64:
+        total = 0
+        above = np.zeros(len(y), dtype=np.int64)  # rows before each row whose rank exceeds the current level
+        for level in range(levels - 1, 0, -1):
+            hit = y == level
+            above += np.cumsum(hit) - hit
+            total += int(above[y == level - 1].sum())
+        return total
+    # many levels: a bottom-up merge sort, counting at each merge the left-half rows above each right row
+    total, width, n = 0, 1, len(y)
+    keys = y.astype(np.int64)
+    while width < n:
+        block = np.arange(n) // width
+        pair, right = block // 2, (block % 2).astype(bool)
+        shifted = pair * levels + keys  # sorted within each block, blocks in order
+        left_keys = shifted[~right]
+        ends = np.searchsorted(left_keys, (pair[right] + 1) * levels)
+        total += int((ends - np.searchsorted(left_keys, shifted[right], side="right")).sum())
+        keys = np.sort(shifted, kind="stable") - pair * levels
+        width *= 2
+    return total
+
+
+def concordance(x: Sequence[float], y: Sequence[float]) -> tuple[int, int, int, int, int, int]:
+    """(n, C - D, pairs tied in x, pairs tied in y, distinct x, distinct y) by Knight's method: sort by
+    (x, y), then the pairs that disagree are the inversions of y; O(n log n) or O(n * levels)."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return float("nan")
-    # scipy's O(n log n) merge-sort count: the bootstrap recomputes it a thousand times
-    return float(sps.kendalltau(x, y, variant=variant).statistic)
+    rx = np.unique(x, return_inverse=True)[1].ravel()
+    ry = np.unique(y, return_inverse=True)[1].ravel()
+    kx, ky = int(rx.max()) + 1 if len(x) else 0, int(ry.max()) + 1 if len(y) else 0
+    n = len(x)
+    n0 = n * (n - 1) // 2
+    n1, n2 = _tied_pairs(rx), _tied_pairs(ry)
+    if kx < ky:  # count inversions along the side with fewer levels (C - D is symmetric)
+        rx, ry, kx, ky = ry, rx, ky, kx
+    order = np.lexsort((ry, rx))
+    sx, sy = rx[order], ry[order]
+    starts = np.flatnonzero(np.r_[True, (sx[1:] != sx[:-1]) | (sy[1:] != sy[:-1])]) if n else np.zeros(0, int)
+    runs = np.diff(np.r_[starts, n])
+    n3 = int((runs * (runs - 1) // 2).sum())  # pairs tied on both sides
+    discordant = _discordant(sy, ky)
+    return n, (n0 - n1 - n2 + n3) - 2 * discordant, n1, n2, min(kx, ky), max(kx, ky)
+
+
+def kendall_taus(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """(tau-b, tau-c) as scipy.stats.kendalltau(variant='b' / 'c') defines them (ties on both sides),
+    from one pass of `concordance`; NaN when either side is constant."""
+    n, s, n1, n2, m, _ = concordance(x, y)
+    n0 = n * (n - 1) // 2
+    if m < 2:
+        return float("nan"), float("nan")
+    tau_b = float(s / np.sqrt(float(n0 - n1) * float(n0 - n2)))
+    return tau_b, float(min(1.0, max(-1.0, 2.0 * s / (n * n * (m - 1) / m))))
+
+
+def _kendall(x, y, variant: str) -> float:
+    return kendall_taus(x, y)[0 if variant == "b" else 1]
 
 
 def pearson(x, y) -> float:
@@ -97,8 +158,11 @@ def correlation_agreement(metric_scores: Sequence[float], human_ratings: Sequenc
         boot = {name: [] for name in CORRELATIONS}
         for _ in range(n_bootstrap):
             rows = _resampled_rows(groups, rng)
+            xs, ys = x[rows], y[rows]
+            taus = kendall_taus(xs, ys)  # one pair count for both taus
             for name, fn in CORRELATIONS.items():
-                boot[name].append(fn(x[rows], y[rows]))
+                boot[name].append(taus[0] if name == "kendall_tau_b" else taus[1] if name == "kendall_tau_c"
+                                  else fn(xs, ys))
         alpha = (1 - confidence) / 2
         for name, values in boot.items():
             v = np.asarray(values)

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, group_max, lookup, reference_layout
+from vlgap.captions.ngrams import NgramIndex, lookup, reference_layout, reference_maxima
 from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric
 from vlgap.captions.tables import MetricTable
@@ -54,8 +54,7 @@ def bleu_statistics(hypotheses: Sequence[str], references: Sequence[Sequence[str
         counts = index.orders[k - 1]
         g = max(1, counts.n_grams)
         is_ref = counts.doc < n_refs
-        ref_keys = item_of_ref[counts.doc[is_ref]] * g + counts.gram[is_ref]
-        max_keys, max_counts = group_max(ref_keys, counts.count[is_ref])
+        max_keys, max_counts = reference_maxima(index, k, n_refs, item_of_ref)
         hyp_item = counts.doc[~is_ref] - n_refs
         clip = lookup(max_keys, max_counts, hyp_item * g + counts.gram[~is_ref], default=0)
         correct = np.minimum(counts.count[~is_ref], clip)

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, lookup, reference_layout
+from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, lookup, reference_layout, reference_maxima
 from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
@@ -85,9 +85,9 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
     for k in range(1, n + 1):
         c = index.orders[k - 1]
         if df is None:
-            is_ref_doc = c.doc < n_refs
-            dfk = np.bincount(distinct(item_of_ref[c.doc[is_ref_doc]] * max(1, c.n_grams) + c.gram[is_ref_doc])
-                              % max(1, c.n_grams), minlength=c.n_grams).astype(float)
+            # items holding each gram = the distinct (item, gram) keys of the references (shared with BLEU)
+            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]
+            dfk = np.bincount(item_grams % max(1, c.n_grams), minlength=c.n_grams).astype(float)
         else:
             dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)
         idf = ref_len - np.log(np.maximum(1.0, dfk))

@@ -21,7 +21,6 @@ from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import BadItemError, VlgapError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 HESSEL_PREFIX = "A photo depicts "
 
 
@@ -91,6 +90,7 @@ class EmbeddingOptions:
     clip_prefix: str | None = None
     truncate: bool = True
     images: str | Path | None = None
+    image_pattern: str | None = None  # file name of an item's picture in `images` (captions.pictures)
     videos: str | Path | None = None
     n_frames: Any = "all"          # a frame rule (captions.frame_rules): all | int-linspace:N | rint-linspace:N | N
     emscore_convention: str = "official"
@@ -101,6 +101,15 @@ class EmbeddingOptions:
     device: str = "cpu"
     cache_dir: str | Path | None = None   # per-frame embeddings of videos, reused across runs (None: VLGAP_CACHE)
     frame_cache: bool = True
+
+    def __post_init__(self):
+        if self.image_pattern is not None:
+            from vlgap.captions.pictures import check_pattern
+
+            check_pattern(self.image_pattern)
+            if self.images is None:
+                raise VlgapError(f"--image-pattern {self.image_pattern!r} names files in the --images folder: "
+                                 "pass --images DIR too")
 
 
 @dataclass
@@ -113,6 +122,7 @@ class EmbeddingContext:
     picture_cache: dict[tuple[str, str], np.ndarray] = field(default_factory=dict)  # (pixels, item) -> unit rows
     caption_cache: dict[tuple, tuple[np.ndarray | None, bool, list[int]]] = field(default_factory=dict)
     token_cache: dict[tuple, np.ndarray] = field(default_factory=dict)
+    picture_folder: Any = None  # captions.pictures.PictureFolder of options.images, made on first use
 
     # ---- models ------------------------------------------------------------------------------
     def clip(self):
@@ -225,15 +235,13 @@ class EmbeddingContext:
         from PIL import Image
 
         if self.options.images is None:
-            raise VlgapError("CLIPScore needs the pictures: pass --images DIR (files DIR/<image_id>.jpg|jpeg|png|webp) "
-                             "or --videos manifest.jsonl")
-        folder = Path(self.options.images).expanduser()
-        if not folder.is_dir():
-            raise VlgapError(f"--images {str(folder)!r} is not a folder")
-        path = next((folder / f"{item}{s}" for s in IMAGE_SUFFIXES + tuple(x.upper() for x in IMAGE_SUFFIXES)
-                     if (folder / f"{item}{s}").is_file()), None)
-        if path is None:
-            raise BadItemError(item, f"no picture {folder}/{item}.<{'|'.join(x[1:] for x in IMAGE_SUFFIXES)}>")
+            raise VlgapError("CLIPScore needs the pictures: pass --images DIR (files DIR/<image_id>.jpg|jpeg|png|webp, "
+                             "COCO's names, or --image-pattern) or --videos manifest.jsonl")
+        if self.picture_folder is None:
+            from vlgap.captions.pictures import PictureFolder
+
+            self.picture_folder = PictureFolder(self.options.images, self.options.image_pattern)
+        path = self.picture_folder.path(item)
         try:
             with Image.open(path) as img:
                 # openai's preprocess resizes the picture in its own mode and converts to RGB after

@@ -232,7 +232,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
                  **model_options: Any) -> CaptionScores:
     """Caption metrics of predictions against references, coco-caption's numbers plus intervals.
 
-    pred, refs: paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
+    pred, refs: (pred None: only the captions of `human` are scored) paths (coco JSON or JSONL) or in-memory data (see vlgap.captions.io): id-keyed
         (coco results and annotations, JSONL rows, dicts) or list-aligned as `evaluate` and torchmetrics
         take them (`pred: list[str]`, `refs: list[list[str]]` or `list[str]`, pandas Series / columns).
     metrics: names or aliases of registered metrics (captions.registry; a list or "a,b"); None means the
@@ -245,7 +245,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     on_missing / on_duplicate / on_empty: input policies, see vlgap.captions.io.
     per_item: also return one row of per-item scores per item.
     Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
-    or videos=manifest.jsonl, and `clip="hf:<id or folder>"` or `"pacs:<file.pth>"`; clip_convention
+    [image_pattern, see captions.pictures] or videos=manifest.jsonl, and `clip="hf:<id or folder>"` or `"pacs:<file.pth>"`; clip_convention
     "official" | "transformers" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames (a frame rule:
     "all" | "int-linspace:N" | "rint-linspace:N"), emscore_convention "official" | "content-tokens") and "bertscore"
     (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for
@@ -261,12 +261,19 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     """
     wanted, explicit = _parse_metrics(metrics)
     ctx = _embedding_context(wanted, model_options)
-    data = _load_data(pred, refs, wanted, ctx, on_missing=on_missing, on_duplicate=on_duplicate, on_empty=on_empty)
+    if pred is None:  # only the captions of a human-judgment file are scored
+        if human is None:
+            raise VlgapError("pass the predictions to score (--pred), or a human-judgment file (--human) whose "
+                             "rated captions are scored")
+        data = CaptionData(ids=[], predictions=[], references=[])
+    else:
+        data = _load_data(pred, refs, wanted, ctx, on_missing=on_missing, on_duplicate=on_duplicate,
+                          on_empty=on_empty)
     notes: list[str] = []
     df = _frozen_df(cider_df)
     settings = _settings(wanted, explicit, notes, ctx, cider_df=df, sacrebleu_options=sacrebleu_options,
                          meteor_jar=meteor_jar, meteor_timeout=meteor_timeout)
-    tables = score_items(data, wanted, settings=settings)
+    tables = score_items(data, wanted, settings=settings) if pred is not None else {}
     result = CaptionScores(n=len(data))
     for table in tables.values():
         intervals = None
@@ -289,7 +296,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     if human is not None:
         from vlgap.captions.human import human_agreement
 
-        systems = {_system_name(pred): pred, **(human_systems or {})}
+        systems = {**({_system_name(pred): pred} if pred is not None else {}), **(human_systems or {})}
         rated = ScoringSettings(options={**settings.options, "sacrebleu_options": None},
                                 resources=settings.resources, embedding_ctx=ctx)
         if df is None and refs is not None and "cider" in wanted:

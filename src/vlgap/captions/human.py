@@ -9,7 +9,9 @@ Two kinds of file, told apart by their columns (header row required):
     preferences  item, preference, and either caption_a + caption_b or system_a + system_b;
                  preference is a | b | tie (or 1 | -1 | 0). CapArena and Pascal-50S votes.
 
-`item` may also be named image_id, id or video_id. Each rated caption is scored like a
+`item` may also be named image_id, id or video_id. Flickr8k's official ExpertAnnotations.txt and
+CrowdFlowerAnnotations.txt are read directly (captions.flickr8k: the CLIPScore paper's protocol, with
+the references of Flickr8k.token.txt unless refs are given). Each rated caption is scored like a
 prediction for its item (same references, pictures and models), so every per-item score the run
 computes gets Kendall tau-b, tau-c, Pearson and Spearman (or the preference agreement rate), with a
 bootstrap interval over items.
@@ -75,12 +77,21 @@ def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Seq
                     on_empty: str = "error") -> dict[str, Any]:
     """Score every judged caption with `score_rows` (rows of CaptionData -> MetricTables, as
     captions.evaluate.score_items) and measure agreement (see the module docstring)."""
-    kind, rows, item_col = read_judgments(human)
+    from vlgap.captions.flickr8k import is_flickr8k, read_flickr8k
+
+    protocol: dict[str, Any] = {}
+    references: dict[str, list[str]] = {}
+    if is_flickr8k(human):  # the official files, read as the CLIPScore paper's protocol does
+        rows, flickr_refs, protocol = read_flickr8k(human)
+        kind, item_col = "ratings", "item"
+        if refs is None:
+            references = flickr_refs
+    else:
+        kind, rows, item_col = read_judgments(human)
     loaded = {}
     for name, pred in systems.items():
         data = load_predictions(pred, on_duplicate=on_duplicate, on_empty=on_empty)
         loaded[name] = {str(i): c for i, c in zip(data.ids, data.predictions)}
-    references: dict[str, list[str]] = {}
     if refs is not None:
         ref_data, src = materialise(refs, "references")
         for item, cap in reference_rows(ref_data, src):
@@ -118,7 +129,7 @@ def human_agreement(human: Any, systems: dict[str, Any], refs: Any, metrics: Seq
                                      confidence=confidence)
         return {"human_agreement": {"file": where, "kind": "ratings", "n_rows": len(rows),
                                     "n_items": len(set(items)), "unit": "items (all captions of an item together)",
-                                    "interval": "percentile bootstrap", "metrics": agreement}}
+                                    "interval": "percentile bootstrap", **protocol, "metrics": agreement}}
     side_a = [_caption_for(r, "_a", loaded, r[item_col], f"{where}, row {n + 2}") for n, r in enumerate(rows)]
     side_b = [_caption_for(r, "_b", loaded, r[item_col], f"{where}, row {n + 2}") for n, r in enumerate(rows)]
     votes = []

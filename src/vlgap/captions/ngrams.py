@@ -7,7 +7,7 @@ what makes BLEU and CIDEr fast on large corpora.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Sequence
 
@@ -33,24 +33,54 @@ class NgramIndex:
 
     lengths: np.ndarray           # tokens per document
     orders: tuple[NgramCounts, ...]
-    tokens: list[list[str]]       # the split documents (kept to name grams, e.g. for frozen df)
+    words: list[str]              # the tokens of all documents (kept to name grams, e.g. for frozen df) ...
+    word_offsets: np.ndarray      # ... where each document's start in `words`
     first_position: tuple[np.ndarray, ...]  # per order: (doc, start) of one occurrence per gram
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # reference_maxima's results
 
     def gram_tuples(self, order: int) -> list[tuple[str, ...]]:
         """The token tuple of every dense gram id of `order` (1-based), in id order."""
         docs, starts = self.first_position[order - 1]
-        toks = self.tokens
-        return [tuple(toks[d][s:s + order]) for d, s in zip(docs.tolist(), starts.tolist())]
+        words = self.words
+        return [tuple(words[s:s + order]) for s in (self.word_offsets[docs] + starts).tolist()]
+
+
+# joins the documents for one str.split() of the whole corpus: not whitespace, so it is a token of
+# its own between two documents, and never produced by the PTB tokenizer (it drops U+0000)
+_SEPARATOR = "\x00"
+
+
+def _split_documents(documents: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """(tokens of all documents in order, where necessary with a separator between documents; the
+    dense ids of the documents' tokens by first appearance; tokens per document; where each document
+    starts in the token list), each document split as str.split() splits it."""
+    if any(_SEPARATOR in d for d in documents):
+        tokens = [d.split() for d in documents]
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
+        words = list(chain.from_iterable(tokens))
+        vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+        ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+        return words, ids, lengths, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+    # one C-level split of the whole corpus, the separator marking where each document ends
+    words = f" {_SEPARATOR} ".join(documents).split()
+    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
+    ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    sep = vocab.get(_SEPARATOR)
+    if sep is None:  # no document, or one
+        lengths = np.full(len(documents), len(words), dtype=np.int64)
+        return words, ids, lengths, np.zeros(len(documents), dtype=np.int64)
+    at = np.flatnonzero(ids == sep)
+    lengths = (np.diff(np.concatenate(([-1], at, [len(words)]))) - 1).astype(np.int64)
+    ids = ids[ids != sep]
+    ids -= ids > sep  # ids stay dense, numbered by first appearance
+    return words, ids, lengths, np.concatenate(([0], at + 1)).astype(np.int64)
 
 
 def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
     """Split documents with str.split() and count their 1..n-grams with shared dense ids."""
-    tokens = [d.split() for d in documents]
-    lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
-    words = list(chain.from_iterable(tokens))
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
-    flat = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
-    n_docs = len(tokens)
+    words, flat, lengths, word_offsets = _split_documents(documents)
+    vocab_len = int(flat.max()) + 1 if flat.size else 0
+    n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n_docs else np.zeros(0, np.int64)
     pos_in_doc = np.arange(flat.size, dtype=np.int64) - starts[doc_of] if flat.size else flat
@@ -59,13 +89,13 @@ def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
     orders = []
     firsts = []
     prev_ids = None  # dense (k-1)-gram id at every position where one starts (-1 elsewhere)
-    vocab_size = max(1, len(vocab))
+    vocab_size = max(1, vocab_len)
     for k in range(1, n + 1):
         valid = np.flatnonzero(remaining >= k)
         if k == 1:
             # token ids are already dense and numbered in sorted order; first uses = new maxima
             dense = flat
-            n_uniq = len(vocab)
+            n_uniq = vocab_len
             first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
                 if flat.size else flat
             by_gram = _stable_argsort(flat, n_uniq) if n_docs <= _RADIX else None
@@ -95,7 +125,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
             pair_u, pair_c = distinct(docs * max(1, n_grams) + dense, counts=True)
             orders.append(NgramCounts(doc=pair_u // max(1, n_grams), gram=pair_u % max(1, n_grams),
                                       count=pair_c.astype(np.int64), n_grams=int(n_grams)))
-    return NgramIndex(lengths=lengths, orders=tuple(orders), tokens=tokens, first_position=tuple(firsts))
+    return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_position=tuple(firsts))
 
 
 _RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
@@ -162,6 +192,23 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
         v = values[order]
     last = np.flatnonzero(np.append(k[1:] != k[:-1], True))
     return k[last], v[last]
+
+
+def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """For the references (documents 0..n_refs-1 of `index`, reference r belonging to item
+    item_of_ref[r]): the distinct keys item * n_grams + gram of `order` (sorted) and the largest count
+    of that gram in any one reference of the item. BLEU clips with the counts, CIDEr's document
+    frequencies count the keys; computed once for both."""
+    key = (order, n_refs, item_of_ref.tobytes())
+    hit = index.cache.get(key)
+    if hit is None:
+        counts = index.orders[order - 1]
+        g = max(1, counts.n_grams)
+        is_ref = counts.doc < n_refs
+        hit = index.cache[key] = group_max(item_of_ref[counts.doc[is_ref]] * g + counts.gram[is_ref],
+                                           counts.count[is_ref])
+    return hit
 
 
 def lookup(sorted_keys: np.ndarray, sorted_values: np.ndarray, query: np.ndarray, default=0):

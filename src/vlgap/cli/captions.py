@@ -59,7 +59,8 @@ def caption_eval_command(
     pred: Optional[Path] = typer.Option(None, "--pred", help="Predictions: coco results JSON [{image_id, caption}], JSONL {id, caption}, a JSON {id: caption}, or a JSON list of captions (list-aligned with --refs)."),
     refs: Optional[Path] = _RegistryHelp(typer.Option(None, "--refs"), lambda: "References: coco annotations JSON {annotations: [...]}, JSONL {id, captions: [...]}, a JSON {id: [captions]}, or a JSON list of reference lists (list-aligned with --pred) (not needed for " + _names(lambda m: m.references != "required") + ")."),
     metrics: Optional[str] = metrics_option("--metrics"),
-    images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures DIR/<image_id>.<jpg|jpeg|png|webp> for " + _names(lambda m: "pictures" in m.needs) + "."),
+    images: Optional[Path] = _RegistryHelp(typer.Option(None, "--images"), lambda: "Folder of pictures for " + _names(lambda m: "pictures" in m.needs) + ": DIR/<image_id>.<jpg|jpeg|png|webp>, else for a numeric id DIR/<12-digit id>.<ext> or COCO's DIR/COCO_<split>_<12-digit id>.<ext>."),
+    image_pattern: Optional[str] = typer.Option(None, "--image-pattern", help="File name of an item's picture in --images, instead of the default rules: a Python format string with the field {id}, e.g. '{id:012d}.jpg' or 'COCO_val2014_{id:012d}.jpg'."),
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
     frames: str = typer.Option("all", "--frames", help="With --videos: the frame rule, all (every frame, the official EMScorer) | int-linspace:N (the VATEX-EVAL demo, N = 10) | rint-linspace:N (nearest; a bare N means this); recorded in the result."),
     clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),
@@ -74,7 +75,7 @@ def caption_eval_command(
     bertscore_baseline: Optional[str] = typer.Option(None, "--bertscore-baseline", help="A baseline file (from `--bertscore-baseline build`) to rescale BERTScore; 'build' makes one for --bertscore-model from --baseline-sentences or --refs and exits."),
     baseline_sentences: Optional[Path] = typer.Option(None, "--baseline-sentences", help="With --bertscore-baseline build: a text file, one sentence per line (default: the --refs captions)."),
     baseline_pairs: int = typer.Option(10000, "--baseline-pairs", help="With --bertscore-baseline build: random sentence pairs averaged."),
-    human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes)."),
+    human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes); or Flickr8k's ExpertAnnotations.txt / CrowdFlowerAnnotations.txt (with Flickr8k.token.txt beside it; --pred then optional)."),
     human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
     device: str = device_option("cpu", what="the CLIP and BERTScore models"),
     bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
@@ -103,14 +104,14 @@ def caption_eval_command(
         _build_baseline(bertscore_model, baseline_sentences, refs, baseline_pairs, seed, out, device, as_json)
         return
     per_item = out
-    if pred is None:
-        raise VlgapError("--pred is required (predictions to score)")
+    if pred is None and (human is None or compare is not None):
+        raise VlgapError("--pred is required (predictions to score; only --human alone can go without it)")
     if per_item is not None:
         from vlgap.paths import output_file
 
         output_file(per_item, "--out")
-    model_options = dict(images=images, videos=videos, n_frames=frames, clip=clip, clip_convention=clip_convention,
-                         emscore_convention=emscore_convention,
+    model_options = dict(images=images, image_pattern=image_pattern, videos=videos, n_frames=frames, clip=clip,
+                         clip_convention=clip_convention, emscore_convention=emscore_convention,
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)
@@ -142,7 +143,9 @@ def caption_eval_command(
     console = Console()
     score_keys = [k for k, v in result.items() if isinstance(v, dict) and ("score" in v or "difference" in v)]
     level = f"{int(round(confidence * 100))}% CI"
-    if compare is None:
+    if pred is None:
+        pass  # only the agreement with the human judgments
+    elif compare is None:
         against = f" vs {refs.name}" if refs is not None else ""
         table = Table(title=f"Caption metrics: {pred.name}{against} (N = {result['n']})")
         table.add_column("metric")
@@ -164,7 +167,8 @@ def caption_eval_command(
             v = result[k]
             table.add_row(k, _fmt(v[a]), _fmt(v[b]), _fmt(v["difference"]),
                           _ci(v.get("ci"), v.get("ci_reason")), f"{v['p_value']:.4g}")
-    print_table(console, table)
+    if pred is not None:
+        print_table(console, table)
     for k in score_keys:
         if result[k].get("note"):
             console.print(f"{k}: {result[k]['note']}", highlight=False)
@@ -203,6 +207,10 @@ def _print_agreement(console, result: dict, confidence: float) -> None:
                 cells.append(_fmt(v[key]["value"]) + (f" {_ci(ci, reason)}" if ci or reason else ""))
             table.add_row(*cells)
         print_table(console, table)
+        if "protocol" in h:
+            console.print(f"{h['protocol']}: papers report {h['reported_as']}; "
+                          f"{h['candidates_in_references_left_out']} candidate(s) equal to a reference and "
+                          f"{h['nan_ratings_left_out']} NaN rating(s) left out", highlight=False)
     if "preference_agreement" in result:
         h = result["preference_agreement"]
         table = Table(title=f"Agreement with A-vs-B votes ({h['n_rows']} votes, {h['n_items']} items)")
