@@ -358,7 +358,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                      "clip_w": Real(0, None, example=2.5), "clip_prefix": Text(empty_ok=True),
                      "bertscore_model": Text(), "bertscore_layer": Count(0, 10_000),
                      "bertscore_baseline": Either(("build",), JSON), "baseline_sentences": TEXT_FILE,
-                     "baseline_pairs": Count(1, MAX_RESAMPLES), "human": CSV,
+                     "baseline_pairs": Count(1, MAX_RESAMPLES, api="n_pairs"), "human": CSV,
                      "human_pred": NamedFiles(), "out": FILE_OUT, "compare": JSON, "cider_df": JSON,
                      "on_missing": Choice(("error", "drop")), "on_duplicate": Choice(("error", "first")),
                      "on_empty": Choice(("error", "keep")), "meteor_jar": InputFile(text=False, sample=".jar")},
