@@ -45,6 +45,10 @@ class Constraint:
     def check(self, value: Any, label: str, values: dict) -> Any:
         return value
 
+    def check_joint(self, value: Any, label: str, values: dict) -> None:
+        """What depends on the command's other values too (a memory estimate), run once every value passed
+        `check`, so a bad value is named by its own option first."""
+
     def invalid(self, tmp: Path) -> list[tuple[str, str]]:
         return []
 
@@ -76,19 +80,25 @@ class Count(Constraint):
     def check(self, value, label, values):
         if value is None:
             return None
-        from vlgap.counts import check_allocation, check_count
+        from vlgap.counts import check_count
 
         name = self.api or label.lstrip("-").replace("-", "_")
         value = check_count(name, value, self.minimum, flag=label, example=max(self.minimum, 1))
-        if self.custom is not None:
-            self.custom(value, values)
-        if self.memory is not None:
-            est = self.memory(value, values)
-            if est is not None:
-                check_allocation(label, *est)
         if self.maximum is not None and value > self.maximum:
             raise VlgapError(f"{label}={value!r}: at most {self.maximum:,}")
         return value
+
+    def check_joint(self, value, label, values):
+        if value is None:
+            return
+        if self.custom is not None:
+            self.custom(int(value), values)
+        if self.memory is not None:
+            from vlgap.counts import check_allocation
+
+            est = self.memory(int(value), values)
+            if est is not None:
+                check_allocation(label, *est)
 
     def invalid(self, tmp):
         out = [("negative", str(min(-1, self.minimum - 1)))]
