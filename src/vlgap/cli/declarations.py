@@ -6,7 +6,7 @@ memory estimate where a size multiplies into an allocation), probabilities in (0
 (an input file that exists and, if text, is UTF-8; an input folder; an output file or folder of the right
 kind, writable). A bad value is a one-line `VlgapError` naming the option (exit 2); a value of the wrong
 type ("--k abc") is click's refusal, made one line by `VocabGroup`. The constraint classes are in
-vlgap.cli.constraints; `VocabGroup` (vlgap.cli.options) installs the check on every command it resolves.
+vlgap.cli.constraints; `VocabGroup` (vlgap.cli.group) installs the check on every command it resolves.
 
 Lookup: `COMMANDS[command path][parameter name]` first (an option whose meaning is the command's own), then
 `SHARED[parameter name]` (one declaration for --seed, --bootstrap, --confidence, --device, --cache-dir...

@@ -31,7 +31,7 @@ command and fails on a second spelling of these ideas):
   MAX_N_FRAMES (`frame_counts`).
 
 Old spellings (RENAMES) are refused with their new name before a command parses its options
-(`VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
+(`vlgap.cli.group.VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
 "--cache is now --cache-dir".
 """
 from __future__ import annotations
@@ -40,7 +40,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import typer
-from typer.core import TyperGroup
 
 from vlgap.errors import VlgapError
 
@@ -291,34 +290,6 @@ def _command_path(ctx) -> list[str]:
         names.append(ctx.info_name)
         ctx = ctx.parent
     return names[::-1]
-
-
-class VocabGroup(TyperGroup):
-    """The class of every command group: a subcommand's old spellings (RENAMES) are refused with the new
-    name before the subcommand parses its options (so they need no hidden option of their own); its values
-    are checked against their declarations (vlgap.cli.declarations) before its body runs; and click's
-    refusal of a value ("--k abc": not an integer) is one line naming the option, as every other refusal."""
-
-    def resolve_command(self, ctx, args):
-        name, cmd, rest = super().resolve_command(ctx, args)
-        if name is not None and not getattr(cmd, "commands", None):
-            path = " ".join(_command_path(ctx) + [name])
-            refuse_old_spellings(path, rest)
-            from vlgap.cli.declarations import guard
-
-            guard(cmd, path)
-        return name, cmd, rest
-
-    def invoke(self, ctx):
-        from typer._click.exceptions import NoArgsIsHelpError, UsageError
-
-        try:
-            return super().invoke(ctx)
-        except NoArgsIsHelpError:
-            raise
-        except UsageError as err:
-            where = " ".join(["vlgap", *_command_path(err.ctx or ctx)])
-            raise VlgapError(" ".join(err.format_message().split()) + f" (see `{where} --help`)") from None
 
 
 def device_option(default: str | None = "cpu", *, spread: bool = False, what: str = ""):
