@@ -18,7 +18,6 @@ temporal pooling...).
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
@@ -343,24 +342,6 @@ class InputFolder(Constraint):
 
 
 @dataclass
-class InputPath(Constraint):
-    """A file or a folder that must exist (a model given as a checkpoint file or a folder)."""
-
-    types: tuple = (Path, str)
-
-    def check(self, value, label, values):
-        if value is not None and not Path(value).expanduser().exists():
-            raise VlgapError(f"{label} {value}: does not exist (expected a file or a folder)")
-        return value
-
-    def invalid(self, tmp):
-        return [("missing path", str(tmp / "missing" / "nope"))]
-
-    def valid(self, tmp):
-        return str(_a_file(tmp))
-
-
-@dataclass
 class Output(Constraint):
     """Where a command writes: `kind` "file" or "folder" (or a callable (value, values) -> kind, for
     make-data real's .jsonl file or folder). The path, if it exists, must be of that kind, and it (or the
@@ -443,10 +424,3 @@ def file_or_folder_by_suffix(suffixes: tuple[str, ...], when: Callable[[dict], b
 
     return kind
 
-
-def with_default(value: Any, default: Any) -> Any:
-    return default if value is None else value
-
-
-def env_path(name: str) -> Optional[str]:
-    return os.environ.get(name)

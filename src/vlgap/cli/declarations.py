@@ -25,8 +25,8 @@ from __future__ import annotations
 import functools
 from typing import Any, Optional
 
-from vlgap.cli.constraints import (Choice, Constraint, Count, Either, Flag, InputFile, InputFolder, InputPath,
-                                   NamedFiles, Output, Parsed, Real, Text, file_or_folder_by_suffix)
+from vlgap.cli.constraints import (Choice, Constraint, Count, Either, Flag, InputFile, InputFolder, NamedFiles, Output,
+                                   Parsed, Real, Text, file_or_folder_by_suffix)
 from vlgap.errors import VlgapError
 
 #: the most resamples or permutations a command computes (a larger count is a typo)
@@ -178,6 +178,33 @@ def _bin_width(value, label, values):
         raise VlgapError(f"{label} {value!r}: give a whole number >= 1 or 'auto'")
 
 
+def _encoders(modality: str | None, many: bool = True):
+    """Encoder names or specs (vlgap.encoders.registry), of the modality the option takes where the name alone
+    tells it (`--text mobilenet_v2` and `--text tv:resnet18` are vision encoders). A name the registry does
+    not know may still name features already in the cache, so whether it loads is the API's check."""
+
+    def parse(value, label, values):
+        from vlgap.encoders.registry import expected_shape
+
+        names = [s.strip() for s in str(value).split(",")] if many else [str(value).strip()]
+        if not any(names) or not all(names):
+            raise VlgapError(f"{label} {value!r}: give " + ("a comma list of encoders" if many else "an encoder")
+                             + ", e.g. mobilenet_v2 (see `vlgap encoders`)")
+        for name in names:
+            shape = expected_shape(name)
+            if modality and shape and shape["modality"] != modality:
+                raise VlgapError(f"{label} {name!r}: a {shape['modality']} encoder; {label} takes {modality} "
+                                 "encoders (see `vlgap encoders`)")
+    return parse
+
+
+def _encoder_option(modality: str | None, many: bool = True) -> Parsed:
+    good = {"vision": "mobilenet_v2", "text": "minilm", None: "minilm"}[modality]
+    other = {"vision": "minilm", "text": "mobilenet_v2", None: None}[modality]
+    bad = [("empty", ""), ("an empty name", "a,,b" if many else " ")] + ([("other modality", other)] if other else [])
+    return Parsed(_encoders(modality, many), bad=bad, good=good)
+
+
 def _shapes_n(n, values):
     from vlgap.data.shapes.write import MAX_VIDEOS
 
@@ -220,10 +247,6 @@ def _clip_memory(size, values):
 # the declarations
 # ------------------------------------------------------------------------------------------------
 
-def _names() -> Text:
-    return Text()
-
-
 class _NF(Count):
     """n_f as one integer: at most MAX_N_FRAMES (read when checked, so it cannot drift)."""
 
@@ -244,7 +267,7 @@ TEXT_FILE = InputFile(text=True, sample=".txt")
 FOLDER_OUT, FILE_OUT = Output("folder"), Output("file")
 RUN_FOLDER = InputFolder(writable=True)
 FRACTION = Real(0, 1, closed=True, example=0.5)
-IMAGE_SIZE = Count(1, memory=_batch_memory)
+IMAGE_SIZE = Count(16, memory=_batch_memory)  # vlgap.encoders.registry.get_encoder: at least 16
 N_FRAMES_LIST = Parsed(_frame_counts, bad=[("zero", "0"), ("negative", "-1"), ("huge", "1000000000"),
                                            ("wrong type", "a,b")], good="1,2")
 N_FRAMES_ONE = Parsed(_one(_max_n_frames), bad=[("zero", "0"), ("huge", "1000000000"), ("wrong type", "abc"),
@@ -290,7 +313,7 @@ SHARED: dict[str, Constraint] = {
                              good="uniform"),
     "caption_draws": Count(1, 10_000),
     "manifest": MANIFEST,
-    "vision": _names(), "text": _names(), "encoder": _names(),
+    "vision": _encoder_option("vision"), "text": _encoder_option("text"), "encoder": _encoder_option("text", False),
     "lm": Text(), "base": Text(), "rewriter_model": Text(), "model": Text(), "endpoint": Text(),
     "generator": Text(), "latents": Text(), "video_text": Text(),
     "metrics": Parsed(_caption_metrics, bad=[("not a metric", "bogus-metric")], good="bleu"),
@@ -334,7 +357,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                "annotations": TEXT_FILE, "video_dir": InputFolder(), "out": FILE_OUT,
                "limit": Count(1, 1_000_000_000), "split": Text(), "mapping": TEXT_FILE, "language": Text(),
                "label_map": JSON},
-    "extract": {"pooling": Choice(("auto", "cls", "mean", "last")),
+    "extract": {"encoder": _encoder_option(None, False), "pooling": Choice(("auto", "cls", "mean", "last")),
                 "frame_sampling": Parsed(_frame_sampling, bad=[("not a strategy", "sideways"),
                                                                ("a list", "uniform,random")], good="uniform"),
                 "caption_draw": Count(0, 1_000_000),
@@ -346,7 +369,8 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
     "cache": {"cache_dir": InputFolder()},
     "align": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "layer-search": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
-    "fit-scaling": {"grid": CSV, "bootstrap_method": Choice(("residual", "case"))},
+    "fit-scaling": {"grid": CSV, "vision": Text(), "text": Text(),  # row filters: names as sweep.csv has them
+                     "bootstrap_method": Choice(("residual", "case"))},
     "gap": {"a": FEATURES_OR_CAPTIONS, "b": FEATURES_OR_CAPTIONS, "kernel": Choice(("rbf", "linear", "poly", "cmmd")),
             "bandwidth": Real(0, None, example=1.0), "method": Choice(("auto", "quadratic", "block")),
             "bin_width": Parsed(_bin_width, bad=[("zero", "0"), ("wrong type", "wide")], good="auto"),
@@ -356,7 +380,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
     "caption-eval": {"pred": JSON, "refs": JSON, "images": InputFolder(), "videos": MANIFEST,
                      "frames": _NF(1, 108_000), "clip": Text(), "clip_convention": Choice(("hessel", "torchmetrics")),
                      "clip_w": Real(0, None, example=2.5), "clip_prefix": Text(empty_ok=True),
-                     "bertscore_model": Text(), "bertscore_layer": Count(0, 10_000),
+                     "bertscore_model": _encoder_option("text", False), "bertscore_layer": Count(0, 10_000),
                      "bertscore_baseline": Either(("build",), JSON), "baseline_sentences": TEXT_FILE,
                      "baseline_pairs": Count(1, MAX_RESAMPLES, api="n_pairs"), "human": CSV,
                      "human_pred": NamedFiles(), "out": FILE_OUT, "compare": JSON, "cider_df": JSON,
@@ -374,7 +398,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
     "cross-model-figures": {"run_dir": RUN_FOLDER, "n_f": PER_ENCODER_N_F, "n_c_low": Count(1, MAX_N_CAPTIONS),
                             "n_c_high": Count(1, MAX_N_CAPTIONS), "matrix_n_c": Count(1, MAX_N_CAPTIONS),
                             "matrix_bootstrap": RESAMPLES},
-    "downstream": {"scores": CSV, "alignment": CSV, "labels": Text(),
+    "downstream": {"scores": CSV, "alignment": CSV, "labels": Text(), "text": Text(),  # a sweep.csv's name too
                    "task": Choice(("knn-classify", "linear-probe", "retrieval"), multiple=True),
                    "temperature": Real(0, None, example=0.07), "folds": Count(2, 100_000)},
     "caption-diversity": {"n_frames": N_FRAMES_ONE},
@@ -467,5 +491,4 @@ def undeclared(commands: dict[str, Any]) -> list[str]:
             if declaration(path, p.name) is None]
 
 
-__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "undeclared", "validate", "Either",
-           "InputPath"]
+__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "undeclared", "validate"]
