@@ -191,3 +191,9 @@ def test_a_refused_sweep_leaves_no_run_folder(cli, capsys):
     for option, value in (("metric", "bogus"), ("preset", "foo"), ("text_pooling", "cls")):
         refused(capsys, *command_line("sweep", inputs, option, value))
     assert not (work / "runs").exists()
+
+
+def test_every_kind_of_invalid_value_is_tried_somewhere(tmp_path):
+    kinds = {kind for path, name in PARAMS for kind, _ in declarations.declaration(path, name).invalid(tmp_path)}
+    assert {"negative", "zero", "huge", "wrong type", "not a choice", "missing path", "read-only path",
+            "a file for a folder", "a folder for a file", "not UTF-8", "empty"} <= kinds

@@ -277,6 +277,7 @@ N_CAPTIONS_ONE = Parsed(_one(lambda: MAX_N_CAPTIONS), bad=[("zero", "0"), ("huge
 PER_ENCODER_N_F = Parsed(_per_encoder_n_f, bad=[("zero", "0"), ("huge", "1000000000"), ("wrong type", "abc"),
                                                 ("negative pair", "a=-1")], good="8")
 TEXT_POOLING = Choice(("mean", "last"))
+STYLE = Choice(lambda: tuple(__import__("vlgap.data.shapes.style", fromlist=["STYLES"]).STYLES))
 
 #: options whose parameter name means the same on every command that has it
 SHARED: dict[str, Constraint] = {
@@ -353,7 +354,8 @@ _WSV_SIZE = {"n_frames": _NF(1, 108_000), "size": Count(1, memory=_clip_memory)}
 
 #: options whose meaning is the command's own (looked up before SHARED)
 COMMANDS: dict[str, dict[str, Constraint]] = {
-    "import": {"dataset": Choice(("vatex", "msrvtt", "msvd", "kinetics", "ssv2"), fold=str.lower),
+    "import": {"dataset": Choice(lambda: tuple(__import__("vlgap.data.importers", fromlist=["IMPORTERS"]).IMPORTERS),
+                               fold=str.lower),
                "annotations": TEXT_FILE, "video_dir": InputFolder(), "out": FILE_OUT,
                "limit": Count(1, 1_000_000_000), "split": Text(), "mapping": TEXT_FILE, "language": Text(),
                "label_map": JSON},
@@ -365,7 +367,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
     "make-data": {"kind": Choice(("shapes", "test-of-time", "real"), fold=lambda s: s.lower().replace("_", "-")),
                   "out": Output(file_or_folder_by_suffix((".jsonl",), lambda v: str(v.get("kind")) == "real")),
                   **_SHAPES, "photo_fraction": FRACTION, "camera_fraction": FRACTION,
-                  "style": Choice(("synthetic", "real")), "caption_mode": Choice(("diverse", "paraphrase", "both"))},
+                  "style": STYLE, "caption_mode": Choice(("diverse", "paraphrase", "both"))},
     "cache": {"cache_dir": InputFolder()},
     "align": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "layer-search": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
@@ -420,7 +422,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                        "n_val": Count(0, 100_000_000), "max_caption_steps": Count(0, MAX_STEPS),
                        "lm_dim": Count(1, 1_000_000), "lm_layers": Count(1, 10_000), "prompter_dim": Count(1, 1_000_000),
                        "systems": Text(), "generators": Text(), "second_systems": Text(), **_WSV_SIZE},
-    "wsv eval-set": {**_SHAPES, "style": Choice(("real", "synthetic"))},
+    "wsv eval-set": {**_SHAPES, "style": STYLE},
     "cape rewrite": {"prompts": TEXT_FILE},
     "cape train": {"targets": InputFile(text=True, sample=".jsonl"), "n_videos": Count(1, 1_000_000),
                    "steps": Count(1, MAX_STEPS), "lora_r": Count(1, 65_536)},
