@@ -30,6 +30,9 @@ command and fails on a second spelling of these ideas):
   writable; `read_text_utf8`: non-UTF-8 bytes named by file, line and byte). `--n-frames` is at most
   MAX_N_FRAMES (`frame_counts`).
 
+What a valid value of each option is (a range, a choice, a path kind) is declared once per option in
+vlgap.cli.declarations and checked before the command's body runs (tests/test_cli_common.py).
+
 Old spellings (RENAMES) are refused with their new name before a command parses its options
 (`vlgap.cli.group.VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
 "--cache is now --cache-dir".
