@@ -82,7 +82,10 @@ class Count(Constraint):
         from vlgap.counts import check_count
 
         name = self.api or label.lstrip("-").replace("-", "_")
-        value = check_count(name, value, self.minimum, flag=label, example=max(self.minimum, 1))
+        default = values.get("_defaults", {}).get(values.get("_name"))
+        example = default if isinstance(default, int) and not isinstance(default, bool) and \
+            default >= max(self.minimum, 1) else max(self.minimum, 1)
+        value = check_count(name, value, self.minimum, flag=label, example=example)
         if self.maximum is not None and value > self.maximum:
             raise VlgapError(f"{label}={value!r}: at most {self.maximum:,}")
         return value

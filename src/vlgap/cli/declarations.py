@@ -458,7 +458,8 @@ def label(param) -> str:
 def validate(command: str, params, values: dict[str, Any]) -> None:
     """Check every value of `command` (its click `params`, `values` by parameter name) against its
     declaration, in the order of the command line's parameters; the first bad one is a VlgapError."""
-    context = dict(values, _command=command, _helps={p.name: getattr(p, "help", None) for p in params})
+    context = dict(values, _command=command, _helps={p.name: getattr(p, "help", None) for p in params},
+                   _defaults={p.name: p.default for p in params})
     declared = [(p, declaration(command, p.name)) for p in params if p.name in values]
     declared = [(p, d) for p, d in declared if d is not None]  # tests/test_cli_common.py fails on a None
     for joint in (False, True):  # each value on its own first, then what depends on several
