@@ -475,7 +475,7 @@ def test_cli_clipscore_json_with_interval_and_compare(clip_folder, images, tmp_p
     assert cmp["CLIPScore"]["a"] == pytest.approx(res["CLIPScore"]["score"])
     run = CliRunner().invoke(app, ["caption-eval", "--pred", str(a), "--images", str(images / "none"), "--clip",
                                    f"hf:{clip_folder}", "--metrics", "clipscore"])
-    assert isinstance(run.exception, VlgapError) and "is not a folder" in str(run.exception)
+    assert isinstance(run.exception, VlgapError) and "does not exist (expected a folder)" in str(run.exception)
 
 
 def test_siglip_checkpoint_pads_to_its_length_and_pools_like_the_model(tmp_path):

@@ -290,7 +290,7 @@ def test_a_folder_where_a_file_is_expected_says_so(tmp_path, capsys):
     d.mkdir()
     m = manifest(tmp_path)
     cases = [
-        (["extract", d, "-e", "toy", "--n-frames", "1"], f"manifest {d}: is a folder, expected a file"),
+        (["extract", d, "-e", "toy", "--n-frames", "1"], f"MANIFEST {d}: is a folder, expected a file"),
         (["wsv", "train", "--out", tmp_path / "w", "--corpus", d], f"--corpus {d}: is a folder, expected a file"),
         (["wsv", "caption", d, m, "--out", tmp_path / "p.json"], f"MODEL {d}: is a folder, expected a file"),
         (["cape", "rewrite", d], f"PROMPTS {d}: is a folder, expected a file"),
@@ -363,7 +363,7 @@ def test_non_utf8_inputs_name_the_file_line_and_byte(tmp_path, capsys):
     man.write_bytes(b'{"id": "v1", "video": "v1.mp4", "captions": ["ok"]}\n'
                     b'{"id": "v2", "video": "v2.mp4", "captions": ["caf\xe9"]}\n')
     err = refused(capsys, "extract", man, "-e", "toy", "--n-frames", "1")
-    assert f"manifest {man}: not UTF-8 text at line 2 (byte 0xe9" in err
+    assert f"MANIFEST {man}: not UTF-8 text at line 2 (byte 0xe9" in err
     csv = tmp_path / "c.csv"
     csv.write_bytes(b"item,system,score\ni1,A,1\ni1,B\xe9,2\n")
     assert "c.csv: not UTF-8 text at line 3 (byte 0xe9" in refused(capsys, "compare", csv)
@@ -381,7 +381,7 @@ def test_non_utf8_inputs_name_the_file_line_and_byte(tmp_path, capsys):
     err = refused(capsys, "cape", "rewrite", latin1(tmp_path, "prompts.txt"))
     assert "PROMPTS" in err and "prompts.txt: not UTF-8 text at line 2 (byte 0xe9" in err
     err = refused(capsys, "cape", "scores", f"pe/pe={latin1(tmp_path, 'scores.csv')}")
-    assert "score file" in err and "scores.csv: not UTF-8 text at line 2 (byte 0xe9" in err
+    assert "SPECS" in err and "scores.csv: not UTF-8 text at line 2 (byte 0xe9" in err
 
 
 def test_read_text_utf8_helper(tmp_path):

@@ -16,8 +16,9 @@ def test_bad_input_is_one_line_error(tmp_path):
     r = run("extract", str(tmp_path / "nope.jsonl"), "-e", "mobilenet_v2", "--n-frames", "1")
     assert r.returncode == 2 and "does not exist" in r.stderr and "Traceback" not in r.stderr
     r = run("import", "youtube8m", str(tmp_path / "a.json"), str(tmp_path), "--out", str(tmp_path / "m.jsonl"))
-    assert r.returncode == 2 and "choose one of ['kinetics', 'msrvtt', 'msvd', 'ssv2', 'vatex']" in r.stderr
-    r = run("extract", str(tmp_path / "nope.jsonl"), "-e", "x", "--n-frames", "1,b")
+    assert r.returncode == 2 and "DATASET 'youtube8m': choose one of vatex | msrvtt | msvd | kinetics | ssv2" in r.stderr
+    (tmp_path / "m.jsonl").write_text('{"id": "v1", "video": "v1.mp4", "captions": ["a"]}\n')
+    r = run("extract", str(tmp_path / "m.jsonl"), "-e", "x", "--n-frames", "1,b")
     assert r.returncode == 2 and "comma-separated list of positive integers" in r.stderr
 
 
@@ -56,6 +57,6 @@ def test_make_data_shapes_camera_and_style_flags_reach_the_generator(tmp_path):
     assert all("camera" not in it.meta and "style" not in it.meta
                for it in read_manifest(tmp_path / "plain" / "manifest.jsonl").items)
     bad = CliRunner().invoke(app, ["make-data", "shapes", "--out", str(tmp_path / "b"), *args, "--style", "cartoon"])
-    assert isinstance(bad.exception, VlgapError) and "unknown render style 'cartoon'" in str(bad.exception)
+    assert isinstance(bad.exception, VlgapError) and "--style 'cartoon': choose one of synthetic | real" in str(bad.exception)
     bad = CliRunner().invoke(app, ["make-data", "test-of-time", "--out", str(tmp_path / "t"), "--style", "real"])
     assert isinstance(bad.exception, VlgapError) and "apply to make-data shapes only" in str(bad.exception)

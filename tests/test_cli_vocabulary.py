@@ -213,6 +213,15 @@ def _capture(monkeypatch, module: str, name: str, result=None):
     return seen
 
 
+def _inputs(monkeypatch, tmp_path):
+    """The input files the commands below name, in the working folder (inputs are checked at the door)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.jsonl").write_text('{"id": "v1", "video": "v1.mp4", "captions": ["a"]}\n')
+    (tmp_path / "p.json").write_text("[]\n")
+    for name in ("a.npy", "b.npy"):
+        (tmp_path / name).write_bytes(b"\x93NUMPY")
+
+
 @pytest.mark.parametrize("args, module, name, result", [
     (["test-of-time", "--vision", "a", "--text", "b"], "vlgap.probe.test_of_time", "run_test_of_time", None),
     (["temporal", "m.jsonl", "--vision", "a", "--text", "b", "--no-frame-order"], "vlgap.probe.reorder",
@@ -223,7 +232,8 @@ def _capture(monkeypatch, module: str, name: str, result=None):
     (["gap", "a.npy", "b.npy"], "vlgap.stats.gap", "gap", None),
     (["wsv", "eval", "p.json", "m.jsonl"], "vlgap.wsv.api", "evaluate_predictions", None),
 ])
-def test_confidence_reaches_the_api(monkeypatch, args, module, name, result):
+def test_confidence_reaches_the_api(monkeypatch, tmp_path, args, module, name, result):
+    _inputs(monkeypatch, tmp_path)
     seen = _capture(monkeypatch, module, name, result)
     res = CliRunner().invoke(app, [*args, "--confidence", "0.8", "--json"])
     assert isinstance(res.exception, Called), res.output
@@ -231,6 +241,7 @@ def test_confidence_reaches_the_api(monkeypatch, args, module, name, result):
 
 
 def test_new_names_reach_the_api(monkeypatch, tmp_path):
+    _inputs(monkeypatch, tmp_path)
     runner = CliRunner()
     seen = _capture(monkeypatch, "vlgap.data.split_captions", "split_captions")
     assert isinstance(runner.invoke(app, ["split-captions", "m.jsonl", "-o", "s.jsonl", "--parts", "3",

@@ -246,6 +246,9 @@ def test_cross_model_figures_cli_writes_sections_and_the_report_includes_them(tm
     high = runner.invoke(app, ["cross-model-figures", str(run), "--n-c-high", "5"])
     assert isinstance(high.exception, VlgapError) and "n_c_high=5 is not an n_c of the sweep" in str(high.exception)
     missing = runner.invoke(app, ["cross-model-figures", str(tmp_path / "nothing")])
+    assert isinstance(missing.exception, VlgapError) and "does not exist (expected a folder)" in str(missing.exception)
+    (tmp_path / "nothing").mkdir()
+    missing = runner.invoke(app, ["cross-model-figures", str(tmp_path / "nothing")])
     assert isinstance(missing.exception, VlgapError) and "holds no sweep.json" in str(missing.exception)
 
 

@@ -250,6 +250,7 @@ def test_cli_frame_count_is_a_comma_list_of_one_value(tmp_path):
 
     from vlgap.cli import app
 
+    (tmp_path / "m.jsonl").write_text('{"id": "v1", "video": "v1.mp4", "captions": ["a"]}\n')
     out = CliRunner().invoke(app, ["temporal", str(tmp_path / "m.jsonl"), "--vision", "a", "--text", "b",
                                    "--n-frames", "4,8"])
     # `vlgap` (cli.main) turns a VlgapError into a one-line message and exit code 2

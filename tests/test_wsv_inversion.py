@@ -337,7 +337,7 @@ def test_invert_bad_inputs_are_one_line_errors(model_and_manifest, monkeypatch, 
     (root / "empty.txt").write_text("\n")
     (root / "caps.csv").write_text("a\n")
     for path, message in ((root / "empty.txt", "is empty"), (root / "caps.csv", "unknown kind .csv"),
-                          (root / "nope.txt", "not found")):
+                          (root / "nope.txt", "does not exist (expected a file)")):
         code, _, err = run_cli(monkeypatch, capsys, "wsv", "invert", model, path)
         assert code == 2 and message in err, err
     (root / "unreadable.txt").write_text("hello world\n")

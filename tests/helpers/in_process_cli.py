@@ -36,3 +36,19 @@ def refused(capsys, *args) -> str:
     assert ei.value.code == 2, err
     assert err.count("\n") == 1 and err.startswith("error: ") and "Traceback" not in err, err
     return err.strip()
+
+
+_BUILT: dict = {}
+
+
+def build_once(monkeypatch) -> None:
+    """Build the click command of `vlgap.cli.app` once per test session, instead of at every entry-point call
+    (70 ms each), for this test's entry-point calls: for tests that run the entry point hundreds of times
+    (tests/test_cli_common.py). The command stays the app's as it was first built."""
+    import typer.main
+
+    from vlgap.cli import app
+
+    build = typer.main.get_command
+    built = _BUILT.get(id(app)) or _BUILT.setdefault(id(app), build(app))
+    monkeypatch.setattr(typer.main, "get_command", lambda typer_app: built if typer_app is app else build(typer_app))

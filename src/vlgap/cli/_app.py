@@ -1,7 +1,7 @@
 """The one Typer application; command modules register on it by importing `app`."""
 import typer
 
-from vlgap.cli.options import VocabGroup
+from vlgap.cli.group import VocabGroup
 
 app = typer.Typer(
     name="vlgap",

@@ -8,7 +8,8 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import VocabGroup, confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.group import VocabGroup
+from vlgap.cli.options import confidence_option, device_option, dtype_option, seed_list
 
 ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
                 "(out/model) or the `vlgap cape train --out` folder itself.")

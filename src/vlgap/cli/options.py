@@ -30,8 +30,11 @@ command and fails on a second spelling of these ideas):
   writable; `read_text_utf8`: non-UTF-8 bytes named by file, line and byte). `--n-frames` is at most
   MAX_N_FRAMES (`frame_counts`).
 
+What a valid value of each option is (a range, a choice, a path kind) is declared once per option in
+vlgap.cli.declarations and checked before the command's body runs (tests/test_cli_common.py).
+
 Old spellings (RENAMES) are refused with their new name before a command parses its options
-(`VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
+(`vlgap.cli.group.VocabGroup`, the class of every command group): `vlgap cape rewrite --cache d` exits 2 with
 "--cache is now --cache-dir".
 """
 from __future__ import annotations
@@ -40,7 +43,6 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import typer
-from typer.core import TyperGroup
 
 from vlgap.errors import VlgapError
 
@@ -291,17 +293,6 @@ def _command_path(ctx) -> list[str]:
         names.append(ctx.info_name)
         ctx = ctx.parent
     return names[::-1]
-
-
-class VocabGroup(TyperGroup):
-    """The class of every command group: a subcommand's old spellings (RENAMES) are refused with the new
-    name before the subcommand parses its options (so they need no hidden option of their own)."""
-
-    def resolve_command(self, ctx, args):
-        name, cmd, rest = super().resolve_command(ctx, args)
-        if name is not None and not getattr(cmd, "commands", None):
-            refuse_old_spellings(" ".join(_command_path(ctx) + [name]), rest)
-        return name, cmd, rest
 
 
 def device_option(default: str | None = "cpu", *, spread: bool = False, what: str = ""):

@@ -10,7 +10,8 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 from vlgap.cli.captions import metrics_option
-from vlgap.cli.options import VocabGroup, confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.group import VocabGroup
+from vlgap.cli.options import confidence_option, device_option, dtype_option, seed_list
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
