@@ -341,7 +341,8 @@ def test_first_character_tables_equal_the_parsed_tests():
 def test_prefilters_compile_to_the_standard_code():
     """The charset memo changes nothing: every rule's prefilter equals the standard compiler's (same
     code, compared by re.Pattern's equality), also when built a second time from the memo."""
-    from re import _compiler as sre_compile, _parser as sre_parse
+    from re import _compiler as sre_compile
+    from re import _parser as sre_parse
 
     for _ in range(2):
         for rule in _ptb_rules.rules():

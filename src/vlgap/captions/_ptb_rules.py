@@ -446,10 +446,11 @@ class Rule:
 # compiler rebuilds each occurrence's charset (most of a prefilter's compile time). The charset it
 # builds is a pure function of the class, so it is memoised while the rules' prefilters compile.
 _charsets: dict = {}
+_plain_optimize_charset = getattr(sre_compile, "_optimize_charset", None)
 
 
-def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None,
-                           _plain=getattr(sre_compile, "_optimize_charset", None)):
+def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None):
+    _plain = _plain_optimize_charset
     try:
         key = (tuple((op, tuple(av) if av.__class__ is list else av) for op, av in charset),
                iscased, fixup, id(fixes))
@@ -463,8 +464,9 @@ def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None,
 
 def _compile_parsed(parsed) -> re.Pattern:
     """sre_compile.compile(parsed), each distinct character class's charset built once."""
-    plain = getattr(sre_compile, "_optimize_charset", None)
-    if plain is None:  # pragma: no cover - a Python whose compiler has no such step
+    plain = _plain_optimize_charset
+    if plain is None or getattr(sre_compile, "_optimize_charset", None) is not plain:  # pragma: no cover
+        # (a Python whose compiler has no such step, or a compile already under way in another thread)
         return sre_compile.compile(parsed)
     sre_compile._optimize_charset = _memo_optimize_charset
     try:

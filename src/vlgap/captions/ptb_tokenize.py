@@ -457,13 +457,32 @@ def _tokenize_line(line: str, context: str) -> str:
         parts = (line.replace("\t", " ") if "\t" in line else line).split(" ")
         last = parts.pop()
         try:
-            head = " ".join(map(_memos[" "].__getitem__, parts))
+            outs = list(map(_memos[" "].__getitem__, parts))
             tail = _memos[context[:1]][last]
-            if tail.__class__ is str:
+        except KeyError:  # a chunk not seen yet
+            return _tokenize_chunks(line, context)
+        if tail.__class__ is tuple:
+            tail = tail[0]  # (nothing follows the line's last chunk in the line)
+        if tail is not False:
+            try:
+                head = " ".join(outs)
+            except TypeError:  # a chunk whose output depends on what follows, or not alone
+                head = _resolve_followers(outs, parts, last)
+            if head is not None:
                 return " ".join(filter(None, f"{head} {tail}".split(" ")))
-        except (KeyError, TypeError):  # a chunk not seen yet (KeyError) or not alone (TypeError)
-            pass
     return _tokenize_chunks(line, context)
+
+
+def _resolve_followers(outs: list, parts: list[str], last: str) -> str | None:
+    """The joined outputs of `parts` where each (output, voiding characters) entry stands when the
+    character after its blank (the next chunk's first, or a blank) does not void it, as
+    `_tokenize_chunks` decides; None where a chunk must be scanned in place."""
+    for i, frag in enumerate(outs):
+        if frag.__class__ is not str:
+            if frag is False or (parts[i + 1] if i + 1 < len(parts) else last)[:1] in frag[1]:
+                return None
+            outs[i] = frag[0]
+    return " ".join(outs)
 
 
 def _can_pair(chunk: str, nxt: str) -> bool:
