@@ -405,3 +405,21 @@ def test_wsv_eval_api_takes_a_list_of_predictions_and_refuses_its_duplicates(tmp
         evaluate_predictions(rows + [{"image_id": "v1", "caption": "x"}], m, n_bootstrap=0, metrics=["bleu"])
     with pytest.raises(VlgapError, match=r"REFERENCES .*: is a folder, expected a file"):
         evaluate_predictions(rows, tmp_path, n_bootstrap=0, metrics=["bleu"])
+
+
+def test_sweep_with_a_misspelt_encoder_writes_no_run_folder(tmp_path, capsys):
+    """Before, `sweep --vision nope` wrote run_config.json and then failed, so the corrected command was
+    refused as "another configuration". A name with finished features in the cache stays usable."""
+    ids = tuple(f"v{i}" for i in range(15))
+    m = manifest(tmp_path, ids=ids)
+    cache = tmp_path / "cache"
+    err = refused(capsys, "sweep", m, "--vision", "nope", "--text", "minilm", "--out", tmp_path / "run",
+                  "--cache-dir", cache)
+    assert "unknown encoder 'nope'" in err and not (tmp_path / "run").exists()
+    from vlgap.encoders.registry import check_encoder_name
+
+    (cache / "features" / "nope" / "data" / "n_f-1-x").mkdir(parents=True)
+    with pytest.raises(Exception, match="unknown encoder"):  # an unfinished entry does not count
+        check_encoder_name("nope", cache)
+    (cache / "features" / "nope" / "data" / "n_f-1-x" / "record.json").write_text("{}")
+    check_encoder_name("nope", cache)

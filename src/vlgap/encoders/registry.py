@@ -194,6 +194,21 @@ def _unknown(spec: str) -> VlgapError:
                       f"{', '.join(SPEC_PREFIXES)} (e.g. 'tv:resnet18', 'hf:/path/to/model', 'gguf:/path/model.gguf')")
 
 
+def check_encoder_name(name: str, cache_dir=None) -> None:
+    """Refuse a name that is neither a registry name, nor a spec, nor an encoder whose features the cache
+    already holds (a finished entry under `cache_dir`/features/<name>/): the one-line error get_encoder would give, before any
+    run folder is written or model loaded."""
+    from vlgap.features.store import _slug
+    from vlgap.io_utils import cache_root
+
+    text = str(name).strip()
+    if text in NAMED or any(text.startswith(p) for p in SPEC_PREFIXES):
+        return
+    if text and next((cache_root(cache_dir) / "features" / _slug(text)).glob("*/*/record.json"), None):
+        return  # finished features of that name are in the cache
+    raise _unknown(text)
+
+
 def _split_at(rest: str) -> tuple[str, str | None]:
     if "@" in rest and not Path(rest).expanduser().exists():
         head, tail = rest.split("@", 1)

@@ -313,6 +313,11 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     man: Manifest = read_manifest(cfg.manifest)
     if cfg.k >= len(man) - 1:
         raise VlgapError(f"k={cfg.k} needs more than k+1 items; the manifest has {len(man)}")
+    from vlgap.encoders.registry import check_encoder_name
+
+    for name in (*cfg.vision, *cfg.text):  # a misspelt name is refused before the run folder is written
+        if name not in (encoders or {}):
+            check_encoder_name(name, cfg.cache_dir)
     record = run_record(cfg, man)
     if claim:
         claim_sweep_folder(run, "sweep", record, force=force, ignore=RUN_IGNORE)
