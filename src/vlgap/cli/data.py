@@ -243,16 +243,20 @@ def cache_cmd(
     check: bool = typer.Option(True, "--check/--no-check", help="verify every entry's seal and checksum (default)"),
     prune: bool = typer.Option(False, "--prune", help="remove what is stale, corrupt or orphaned"),
     cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
+    runs: Optional[list[Path]] = typer.Option(None, "--run", help="a run folder (a sweep's or an experiment's "
+                                              "--out) whose sealed cells, matrices and tables to verify too; "
+                                              "repeat for several"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON on stdout"),
 ):
-    """Verify the cache: features, chunks, seals, leftovers of killed runs, converted models; --prune
-    removes what is stale, corrupt or orphaned. Exit code 1 while such findings remain."""
+    """Verify the cache: features, chunks, seals, leftovers of killed runs, converted models (and the cells
+    of run folders given with --run); --prune removes what is stale, corrupt or orphaned. Exit code 1
+    while such findings remain."""
     from vlgap.cache_check import check_cache
     from vlgap.io_utils import to_json
 
     if not (check or prune):
         raise VlgapError("nothing to do: --no-check without --prune")
-    res = check_cache(cache_dir, prune=prune)
+    res = check_cache(cache_dir, prune=prune, runs=runs or ())
     if as_json:
         print(to_json(res.to_dict()))
     else:
