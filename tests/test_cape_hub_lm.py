@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from vlgap.cape import world as W
@@ -319,12 +320,18 @@ def test_resume_after_a_kill_gives_the_weights_of_an_uninterrupted_run(qwen_fold
         if line.startswith("SFT step 5/"):
             raise _Killed
 
-    run(tmp_path / "whole")
+    uninterrupted = run(tmp_path / "whole")
     with pytest.raises(_Killed):
         run(tmp_path / "killed", log=kill_at_step_5)
     assert [p.name for p in (tmp_path / "killed" / "checkpoints").iterdir()] == ["checkpoint-4"]
     info = run(tmp_path / "killed")
     assert info["resumed_from"].endswith("checkpoint-4")
+    # the whole loss history and its mean, as the uninterrupted run's (before: steps 5-6 only, their mean)
+    assert [h["step"] for h in info["history"]] == [h["step"] for h in uninterrupted["history"]] == [1, 2, 3, 4, 5, 6]
+    for a, b in zip(info["history"], uninterrupted["history"]):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+    assert info["train_loss"] == pytest.approx(uninterrupted["train_loss"], rel=1e-4)
+    assert info["train_loss"] == pytest.approx(np.mean([h["loss"] for h in info["history"]]), rel=1e-9)
     name = "model/model.safetensors" if full else "adapter/adapter_model.safetensors"
     whole, resumed = load_file(str(tmp_path / "whole" / name)), load_file(str(tmp_path / "killed" / name))
     assert whole.keys() == resumed.keys() and whole

@@ -83,7 +83,7 @@ def test_item_without_any_reference():
 def test_undecodable_file(tmp_path):
     path = tmp_path / "p.jsonl"
     path.write_bytes(b'{"id": 1, "caption": "ok"}\n{"id": 2, "caption": "caf\xe9"}\n')
-    with pytest.raises(VlgapError, match=r"not valid UTF-8 at byte \d+ \(line 2\)"):
+    with pytest.raises(VlgapError, match=r"p.jsonl: not UTF-8 text at line 2 \(byte 0xe9 at offset 52\)"):
         load_captions(path, REFS)
 
 
@@ -125,3 +125,25 @@ def test_policies_reach_the_result():
 def test_int_and_string_ids_are_the_same_item():
     data = load_captions([{"image_id": "1", "caption": "a dog"}, {"image_id": 2, "caption": "a cat"}], REFS)
     assert data.predictions == ["a dog", "a cat"]
+
+
+def test_one_utf8_reader_names_file_line_and_byte_for_captions_and_annotations(tmp_path):
+    """Captions (vlgap.captions.io) and annotation files (the importers) read text through the one reader,
+    vlgap.paths.read_text_utf8: the same message (file, line, byte), a folder named as a folder, and a
+    UTF-16 file with its byte-order mark read as the importers always did."""
+    from vlgap.data.importers.common import read_text
+
+    bad = tmp_path / "refs.jsonl"
+    bad.write_bytes(b'{"id": 1, "captions": ["ok"]}\n{"id": 2, "captions": ["caf\xe9"]}\n')
+    with pytest.raises(VlgapError, match=r"refs.jsonl: not UTF-8 text at line 2 \(byte 0xe9 at offset \d+\)"):
+        load_captions({1: "ok", 2: "x"}, bad)
+    with pytest.raises(VlgapError, match=r"annotation file .*refs.jsonl: not UTF-8 text at line 2 \(byte 0xe9"):
+        read_text(bad)
+    with pytest.raises(VlgapError, match=r"is a folder, expected a file"):
+        load_captions(tmp_path, REFS)
+    with pytest.raises(VlgapError, match=r"annotation file .*: is a folder, expected a file"):
+        read_text(tmp_path)
+    wide = tmp_path / "u16.jsonl"
+    wide.write_bytes('{"id": 1, "caption": "café"}\n'.encode("utf-16"))
+    assert read_text(wide) == '{"id": 1, "caption": "café"}\n'
+    assert load_captions(wide, {1: ["café"]}).predictions == ["café"]

@@ -89,3 +89,65 @@ def test_remove_stale_temporaries_only_own_old_names(tmp_path):
     removed = reuse.remove_stale_temporaries(tmp_path, older_than=time.time() - 60)
     assert removed == [old]
     assert fresh.exists() and foreign.exists()
+
+
+def _edit_seal(path, edit):
+    sp = reuse.seal_path(path)
+    sp.write_text(edit(sp.read_text()))
+
+
+def _flip_hex(text: str, field: str) -> str:
+    seal = json.loads(text)
+    value = seal[field]
+    seal[field] = ("0" if value[0] != "0" else "1") + value[1:]
+    return json.dumps(seal)
+
+
+def test_flipped_key_digest_in_a_seal_is_a_damaged_seal_with_its_reason(tmp_path, capsys):
+    """Before: 'stale (made with other settings: )', an empty list of differences."""
+    p = tmp_path / "cell.json"
+    key = {"k": 5, "metric": "mutual_knn"}
+    reuse.write_artefact(p, b"{}", key)
+    _edit_seal(p, lambda t: _flip_hex(t, "key_sha256"))
+    v = reuse.check_artefact(p, key)
+    assert (v.status, v.reason) == ("corrupt", "its seal is damaged: key_sha256 does not match its key")
+    assert reuse.read_verified(p, key, what="cell") is None
+    err = capsys.readouterr().err
+    assert "corrupt (its seal is damaged: key_sha256 does not match its key); recomputing" in err
+    assert "made with other settings" not in err
+
+
+def test_flipped_byte_inside_a_seals_key_is_not_reused(tmp_path, capsys):
+    """Before: the seal's key_sha256 still matched the request, so the file was reused as cached."""
+    from vlgap.runs import cell
+
+    p = tmp_path / "cell.json"
+    key = {"k": 5, "metric": "mutual_knn"}
+    assert cell(p, key, lambda: {"score": 1.0}) == {"score": 1.0}
+    _edit_seal(p, lambda t: t.replace('"k": 5', '"k": 7'))
+    assert json.loads(reuse.seal_path(p).read_text())["key"]["k"] == 7
+    v = reuse.check_artefact(p, key)
+    assert v.status == "corrupt" and "key_sha256 does not match its key" in v.reason
+    assert reuse.check_artefact(p, None).status == "corrupt"  # also when any key would do
+    made = []
+    assert cell(p, key, lambda: made.append(1) or {"score": 2.0}) == {"score": 2.0} and made == [1]
+    assert "its seal is damaged" in capsys.readouterr().err
+    assert reuse.check_artefact(p, key).ok  # resealed
+
+
+def test_keys_with_numeric_dict_keys_keep_their_digest_through_the_seal(tmp_path):
+    p = tmp_path / "a.bin"
+    key = {"frames": {2: [0, 1], 10: [3]}, "shape": (3, 4)}
+    reuse.write_artefact(p, b"x", key)
+    assert reuse.check_artefact(p, key).ok
+
+
+def test_verified_input_refuses_a_changed_sealed_file_and_accepts_an_unsealed_one(tmp_path):
+    p = tmp_path / "sweep.csv"
+    reuse.write_artefact(p, b"n_f,n_c,score\n1,1,0.5\n", {"run": 1})
+    reuse.verified_input(p, "GRID")
+    p.write_bytes(b"n_f,n_c,score\n1,1,0.9\n")
+    with pytest.raises(VlgapError, match=r"^GRID .*sweep.csv: checksum mismatch.*no longer matches its seal; redo"):
+        reuse.verified_input(p, "GRID", fix="redo")
+    reuse.seal_path(p).unlink()
+    reuse.verified_input(p, "GRID")  # the user's own table

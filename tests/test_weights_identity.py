@@ -89,6 +89,32 @@ def test_hf_vision_folder_with_replaced_weights_is_recomputed(tmp_path, tiny_dat
     assert files["model.safetensors"] == file_sha256(folder / "model.safetensors")
 
 
+@pytest.mark.parametrize("edit", ["config", "preprocessor"])
+def test_hf_folder_with_an_edited_config_is_recomputed(tmp_path, tiny_dataset, capsys, edit):
+    """The same weights under another config.json (the norm's epsilon) or another preprocessing (the
+    processor's mean) give other features: both files are part of the folder's identity. Before, only the
+    weight files were hashed and the old features were served as cached."""
+    import json
+
+    folder = _vit(tmp_path / "vit", seed=0)
+    name = "config.json" if edit == "config" else "preprocessor_config.json"
+    weights = (folder / "model.safetensors").read_bytes()
+
+    def change():
+        cfg = json.loads((folder / name).read_text())
+        if edit == "config":
+            cfg["layer_norm_eps"] = 0.5
+        else:
+            cfg["image_mean"] = [0.1, 0.2, 0.3]
+        (folder / name).write_text(json.dumps(cfg))
+
+    before = folder_sha256(folder)
+    (folder / name).touch()  # the same bytes with a new mtime: the same identity
+    assert folder_sha256(folder) == before
+    _replaced_weights_are_recomputed(tiny_dataset, f"hf:{folder}", tmp_path / "c", change, capsys)
+    assert (folder / "model.safetensors").read_bytes() == weights and folder_sha256(folder) != before
+
+
 def test_hf_text_folder_with_replaced_weights_is_recomputed(tmp_path, tiny_dataset, capsys):
     folder = _bert(tmp_path / "bert", seed=0)
     _replaced_weights_are_recomputed(tiny_dataset, f"hf:{folder}", tmp_path / "c", lambda: _bert(folder, seed=1),

@@ -12,7 +12,11 @@ Under the cache root (`--cache-dir`, else $VLGAP_CACHE, else ~/.cache/vlgap):
 - temporary files of killed writes (`.<name>.<12 hex>.tmp`) anywhere under the root: orphaned;
 - converted models (`models/gguf-*`): a folder without its finished-conversion marker, and
   temporary conversion folders, are orphaned (the weights carry no checksum of their own);
-- any other sealed artefact under the root (vlgap.reuse seals): checksum verified.
+- any other sealed artefact under the root (vlgap.reuse seals): the seal itself intact (a seal whose
+  key_sha256 does not match its key is *corrupt*, "its seal is damaged"), then the checksum;
+- run folders given with `runs` (`vlgap cache --run DIR`: a sweep's or an experiment's --out), and any
+  under the root: their cells (`cells/*.json`, area *cell*), score matrices (*matrix*) and tables are
+  verified the same way; a cell file without its seal is an interrupted write, *orphaned*.
 
 `prune=True` removes what is stale, corrupt or orphaned (only vlgap's own file names, in vlgap's own
 folders); ok, legacy and resumable files stay. Run it while no extraction writes to the same cache:
@@ -42,7 +46,7 @@ MODEL_MARKER = "vlgap_gguf.json"  # vlgap.encoders.gguf_cache.MARKER (not import
 @dataclass
 class Finding:
     path: str
-    area: str        # features | chunk | model | artefact | temporary
+    area: str        # features | chunk | model | cell | matrix | artefact | temporary
     status: str      # ok | legacy | resumable | stale | corrupt | orphaned
     reason: str = ""
     size: int = 0
@@ -156,6 +160,8 @@ def _check_entry(d: Path, out: list[Finding]) -> None:
         elif seal is None:
             out.append(Finding(str(features), "features", "orphaned",
                                "no seal: an interrupted write (recomputed from the chunks)", _size(features)))
+        elif reuse.seal_damage(seal):
+            out.append(Finding(str(features), "features", "corrupt", reuse.seal_damage(seal), _size(features)))
         else:
             key, why = _expected_key(seal, d)
             if key is None:
@@ -179,6 +185,9 @@ def _check_entry(d: Path, out: list[Finding]) -> None:
                     status = "corrupt" if reuse.seal_path(p).exists() else "orphaned"
                     out.append(Finding(str(p), "chunk", status, "its seal is unreadable" if status == "corrupt" else
                                        "no seal: an interrupted write or an older vlgap", _size(p)))
+                    continue
+                if reuse.seal_damage(cseal):
+                    out.append(Finding(str(p), "chunk", "corrupt", reuse.seal_damage(cseal), _size(p)))
                     continue
                 key, why = _expected_key(cseal, d)
                 if key is None or cseal.get("key", {}).get("format") != key["format"]:
@@ -208,16 +217,61 @@ def _check_models(models: Path, out: list[Finding]) -> None:
             out.append(Finding(str(p), "model", "orphaned", "a temporary conversion folder of a killed run", _size(p)))
 
 
-def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False) -> CacheCheck:
+def _artefact_area(target: Path) -> str:
+    """What a sealed file is, for people: a cell of an experiment, a sweep's score matrix, or an artefact."""
+    return {"cells": "cell", "matrices": "matrix"}.get(target.parent.name, "artefact")
+
+
+def _check_run_cells(root: Path, out: list[Finding]) -> None:
+    """Cell files of the run folders under `root` (a folder with a run record) that carry no seal: an
+    interrupted write (sealed ones are checked with every other seal)."""
+    for record in sorted(root.rglob(reuse.RUN_RECORD)):
+        cells = record.parent / "cells"
+        if not cells.is_dir():
+            continue
+        for p in sorted(cells.glob("*.json")):
+            if (p.is_file() and not p.name.startswith(".") and not reuse.seal_path(p).exists()
+                    and str(p) not in {f.path for f in out}):
+                out.append(Finding(str(p), "cell", "orphaned", "no seal: an interrupted write (recomputed when "
+                                   "the run resumes)", _size(p)))
+
+
+def _check_sealed(root: Path, feats: Path, res: CacheCheck) -> None:
+    """Every other sealed file under `root` (sweep cells and matrices, tables, WSV and CAPE artefacts):
+    its seal intact (a damaged one is named so) and its bytes the ones sealed."""
+    seen = {f.path for f in res.findings}
+    for sp in sorted(root.rglob(".*.seal.json")):
+        target = sp.with_name(sp.name[1:-len(".seal.json")])
+        if str(sp) in seen or str(target) in seen or feats in sp.parents:
+            continue
+        area = _artefact_area(target)
+        if not target.exists():
+            res.findings.append(Finding(str(sp), area, "orphaned", "a seal without its file", _size(sp)))
+            continue
+        v = reuse.check_artefact(target, None)
+        res.findings.append(Finding(str(target), area, "ok" if v.ok else "corrupt", "" if v.ok else v.reason,
+                                    _size(target)))
+        seen.add(str(target))
+
+
+def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False,
+                runs: list[str | os.PathLike] | tuple = ()) -> CacheCheck:
     """Verify every entry of the cache (see module docstring); `prune` removes what is stale, corrupt
-    or orphaned. Returns a CacheCheck (`.to_dict()`, `.summary()`, `.remaining`)."""
+    or orphaned. `runs`: run folders (a sweep's, an experiment's --out) whose sealed cells, matrices and
+    tables are verified too. Returns a CacheCheck (`.to_dict()`, `.summary()`, `.remaining`)."""
+    from vlgap.paths import input_folder
+
     root = cache_root(cache_dir)
     if cache_dir is not None:  # a folder named by the caller must exist: "everything verified" would be a lie
-        from vlgap.paths import input_folder
-
         input_folder(root, "--cache-dir")
+    run_dirs = [input_folder(Path(r), "--run") for r in runs]
     res = CacheCheck(str(root), pruned=prune)
+    for run in run_dirs:
+        _check_run_cells(run, res.findings)
+        _check_sealed(run, run / "features", res)
     if not root.is_dir():
+        if prune:
+            _prune(res)
         return res
     feats = root / "features"
     if feats.is_dir():
@@ -227,17 +281,8 @@ def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False)
     for p in sorted(root.rglob(".*.tmp")):  # temporary files of killed writes, anywhere
         if p.is_file() and reuse.TEMP_RE.match(p.name):
             res.findings.append(Finding(str(p), "temporary", "orphaned", "left by a killed write", _size(p)))
-    seen = {f.path for f in res.findings}
-    for sp in sorted(root.rglob(".*.seal.json")):  # other sealed artefacts (sweep cells, caches, ...)
-        target = sp.with_name(sp.name[1:-len(".seal.json")])
-        if str(sp) in seen or str(target) in seen or feats in sp.parents:
-            continue
-        if not target.exists():
-            res.findings.append(Finding(str(sp), "artefact", "orphaned", "a seal without its file", _size(sp)))
-            continue
-        v = reuse.check_artefact(target, None)
-        res.findings.append(Finding(str(target), "artefact", "ok" if v.ok else "corrupt", "" if v.ok else v.reason,
-                                    _size(target)))
+    _check_run_cells(root, res.findings)
+    _check_sealed(root, feats, res)  # other sealed artefacts (sweep cells, caches, ...)
     if prune:
         _prune(res)
     return res
@@ -258,13 +303,13 @@ def _prune(res: CacheCheck) -> None:
             if f.area == "features" and f.status in ("stale", "corrupt"):
                 for name in ENTRY_FILES:  # the bad entry's record goes with it
                     (entry / name).unlink(missing_ok=True)
-        elif f.area == "artefact" and p.name.endswith(".seal.json"):
+        elif f.area in ("temporary", "model"):
             f.removed = _remove(p)
-        elif f.area == "artefact":
+        elif p.name.endswith(".seal.json"):  # artefacts, cells, matrices: a seal without its file
+            f.removed = _remove(p)
+        else:
             reuse.discard(p)
             f.removed = not p.exists()
-        else:  # temporaries, model folders
-            f.removed = _remove(p)
     for entry in entries_touched:  # folders left with nothing but vlgap's own records
         chunks = entry / "chunks"
         try:

@@ -89,8 +89,17 @@ def output_folder(path: str | os.PathLike, what: str = "") -> Path:
 
 
 def decode_utf8(data: bytes, path: str | os.PathLike, what: str = "") -> str:
-    """`data` (the bytes of `path`) as text; a byte-order mark is dropped. Bytes that are not UTF-8 are a
-    one-line VlgapError naming the file, the line and the byte."""
+    """`data` (the bytes of `path`) as text; a byte-order mark is dropped (a UTF-16 one says the file is
+    UTF-16, as Windows tools save it: decoded so). Bytes that are not UTF-8 are a one-line VlgapError
+    naming the file, the line and the byte. The one decoder of text files: every reader goes through it."""
+    import codecs
+
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as err:
+            raise VlgapError(f"{_label(Path(path), what)}: not UTF-16 text after its UTF-16 byte-order mark (at "
+                             f"offset {err.start}); re-encode the file as UTF-8") from None
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as err:

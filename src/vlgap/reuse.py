@@ -12,7 +12,12 @@ and size of the bytes. The seal is written last, so a file without a seal is an 
 - `missing`   no file;
 - `unsealed`  a file without a seal (killed mid-write, or written by an older vlgap);
 - `stale`     sealed under another key: `differences` names each setting that differs;
-- `corrupt`   the bytes no longer match the checksum (or the seal is unreadable).
+- `corrupt`   the bytes no longer match the checksum, or the seal is unreadable or damaged (its
+              `key_sha256` is not the digest of the key it holds: `seal_damage`).
+
+A file a user hands a command by its path (`fit-scaling sweep.csv`, `align features.safetensors`, the
+report's tables) is read through `verified_input`: a sealed one must hold, an unsealed one is the
+user's own and is read as it is.
 
 Callers recompute on anything but `ok` (`read_verified` returns None then and says why on stderr)
 or, where recomputing would overwrite a user's folder, refuse with the differences
@@ -42,8 +47,11 @@ TEMP_RE = re.compile(r"^\..+\.[0-9a-f]{12}\.tmp$")
 
 
 def canonical(key: Any) -> str:
-    """The key as canonical JSON (sorted keys, no spaces): equal keys give equal text."""
-    return json.dumps(key, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    """The key as canonical JSON (sorted keys, no spaces): equal keys give equal text. The key is taken
+    through JSON first (tuples become lists, numeric dict keys strings), so the key a seal stores gives
+    the same text, hence the same digest, as the key it was made from (`seal_damage` relies on it)."""
+    plain = json.loads(json.dumps(key, default=str, allow_nan=True))
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"), allow_nan=True)
 
 
 def key_digest(key: Any) -> str:
@@ -124,8 +132,26 @@ def read_seal(path: str | os.PathLike) -> dict | None:
     return seal if isinstance(seal, dict) and "sha256" in seal and "key_sha256" in seal else None
 
 
+def seal_damage(seal: dict) -> str:
+    """Why a seal read by `read_seal` cannot be trusted ("" when it can): its `key_sha256` must be the
+    digest of the key it holds, so a seal whose key or digest was edited (a flipped byte) is not taken
+    for a seal of another key (recomputed with an empty list of differences) nor for this key's."""
+    if "key" not in seal:
+        return "its seal is damaged: it holds no key"
+    try:
+        digest = key_digest(seal["key"])
+    except (TypeError, ValueError) as err:
+        return f"its seal is damaged: its key cannot be read ({err})"
+    if digest != seal["key_sha256"]:
+        return "its seal is damaged: key_sha256 does not match its key"
+    if not isinstance(seal.get("size", 0), (int, type(None))) or not isinstance(seal["sha256"], str):
+        return "its seal is damaged: its size or sha256 is not a number or a digest"
+    return ""
+
+
 def check_artefact(path: str | os.PathLike, key: Any = None, *, verify_bytes: bool = True) -> Verdict:
-    """Decide whether `path` may be reused for `key` (None: any key, checksum only)."""
+    """Decide whether `path` may be reused for `key` (None: any key, checksum only). A damaged seal
+    (`seal_damage`) is corrupt, whatever the key."""
     path = Path(path)
     if not path.is_file():
         return Verdict("missing", path)
@@ -135,14 +161,29 @@ def check_artefact(path: str | os.PathLike, key: Any = None, *, verify_bytes: bo
     seal = read_seal(path)
     if seal is None:
         return Verdict("corrupt", path, f"its seal {sp.name} is unreadable")
+    damage = seal_damage(seal)
+    if damage:
+        return Verdict("corrupt", path, damage)
     if key is not None and seal["key_sha256"] != key_digest(key):
-        diffs = key_differences(seal.get("key", {}), key)
+        diffs = key_differences(seal.get("key", {}), key) or [
+            "the key's digest differs though no setting does (a value that prints alike)"]
         return Verdict("stale", path, "made with other settings: " + "; ".join(diffs[:6]), diffs)
     if seal.get("size") is not None and path.stat().st_size != seal["size"]:
         return Verdict("corrupt", path, f"size {path.stat().st_size} bytes, sealed as {seal['size']}")
     if verify_bytes and sha256_of_file(path) != seal["sha256"]:
         return Verdict("corrupt", path, "checksum mismatch: the bytes changed after they were written")
     return Verdict("ok", path)
+
+
+def verified_input(path: str | os.PathLike, what: str, *, fix: str = "") -> None:
+    """Refuse (VlgapError, one line) a file handed to a command by its path when vlgap sealed it and it
+    no longer holds: bytes changed after they were written (a hand-edited table), a damaged seal. An
+    unsealed file (the user's own, or a copy without its seal) is accepted as it is. `fix`: what to do."""
+    verdict = check_artefact(path, None)
+    if verdict.status in ("ok", "unsealed", "missing"):
+        return
+    raise VlgapError(f"{what} {verdict.path}: {verdict.reason or verdict.status}; vlgap sealed it when it wrote it "
+                     "and it no longer matches its seal" + (f"; {fix}" if fix else ""))
 
 
 def read_verified(path: str | os.PathLike, key: Any, *, what: str = "cached file",

@@ -303,6 +303,9 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
     t0 = time.perf_counter()
     result = trainer.train(resume_from_checkpoint=last)
     seconds = time.perf_counter() - t0
+    train_loss = float(result.training_loss) if result.training_loss is not None else math.nan
+    if last is not None:  # the whole run's losses: those of the checkpoint's steps come back with its state
+        history, train_loss = whole_history(trainer.state.log_history, train_loss)
     saved = out_dir / ("model" if full else "adapter")
     trained.save_pretrained(str(saved))
     if full:
@@ -315,13 +318,34 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
     info = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": None if full else r,
             "n_pairs": len(rows), "top_layers": None if full else top_layers, "seconds": round(seconds, 1),
             "resumed_from": last, "samples_per_second": round(steps * batch_size / max(seconds, 1e-9), 3),
-            "train_loss": float(result.training_loss) if result.training_loss is not None else math.nan,
+            "train_loss": train_loss,
             "history": history, "full": full, "n_trainable": n_trainable, "saved": saved.name,
             "device": str(device), "dtype": dtype_name(next(model.parameters()).dtype), **precision}
     if not full:
         info.update(lora_alpha=lora_alpha, lora_layers=lora_layers,
                     lora_modules=lora_modules if lora_modules is not None else ",".join(LORA_MODULES))
     return info
+
+
+def whole_history(log_history: Sequence[dict], fallback: float) -> tuple[list[dict[str, float]], float]:
+    """(the loss of every logged step, their mean per step) from a Trainer's `state.log_history`, which a
+    resumed run reloads from its checkpoint: a resumed training reports the losses of all its steps, as an
+    uninterrupted one does, not only those run since the checkpoint (Trainer's own `training_loss` of a
+    resumed run is the mean of the steps after it). `fallback` when nothing was logged."""
+    history, seen = [], set()
+    for h in log_history:
+        if "loss" in h and "step" in h and int(h["step"]) not in seen:
+            seen.add(int(h["step"]))
+            history.append({"step": int(h["step"]), "loss": float(h["loss"])})
+    history.sort(key=lambda h: h["step"])
+    if not history:
+        return history, fallback
+    # each logged loss is the mean over the steps since the previous log: weight it by them
+    prev, total = 0, 0.0
+    for h in history:
+        total += h["loss"] * (h["step"] - prev)
+        prev = h["step"]
+    return history, total / max(prev, 1)
 
 
 def _stderr_line(line: str) -> None:

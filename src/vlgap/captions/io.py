@@ -59,15 +59,9 @@ def _ids(items: Iterable[Any]) -> str:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise VlgapError(f"cannot read {path}: {err.strerror or err}") from err
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        line = raw[: err.start].count(b"\n") + 1
-        raise VlgapError(f"{path}: not valid UTF-8 at byte {err.start} (line {line}); re-encode the file as UTF-8") from None
+    from vlgap.paths import read_text_utf8  # the one reader: a folder, a missing file, non-UTF-8 bytes
+
+    return read_text_utf8(path)
 
 
 def _load_path(path: str | os.PathLike) -> Any:

@@ -24,7 +24,9 @@ def main() -> None:
 
     reuse_freed_memory()  # every command's model and k-NN work, see vlgap.memory
     try:
-        app()
+        import contextvars
+
+        contextvars.copy_context().run(app)  # a command's settings (--trust-remote-code) end with it
     except VlgapError as err:
         Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)

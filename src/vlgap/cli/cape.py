@@ -9,7 +9,7 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 from vlgap.cli.group import VocabGroup
-from vlgap.cli.options import confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.options import TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, seed_list
 
 ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
                 "(out/model) or the `vlgap cape train --out` folder itself.")
@@ -43,8 +43,12 @@ def rewrite_command(
     max_input_tokens: int = typer.Option(192, "--max-input-tokens", help="Longer prompts are an error..."),
     truncate: bool = typer.Option(False, "--truncate", help="...unless this flag cuts them (reported per prompt)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list, one object per prompt."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ) -> None:
     """Rewrite prompts into the six-part schema with one operator."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.cape.operators import get_operator, rewrite
     from vlgap.errors import VlgapError
     from vlgap.io_utils import to_json
@@ -97,8 +101,12 @@ def train_command(
     seed: int = typer.Option(0, "--seed"),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ) -> None:
     """Fine-tune an anchored PE (SFT: input -> six-part target, loss on the target only; LoRA or --full)."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.cape import world as W
     from vlgap.cape.lm import load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
     from vlgap.runtime import runtime
@@ -222,8 +230,12 @@ def experiment_command(
     as_json: bool = typer.Option(False, "--json", help="JSON with cells, main_effects, interaction, third_operator."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ) -> None:
     """Full design: 2x2 (training captions x inference rewrites, PE vs prompted rewriter) + third operator."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     _run("full", out, as_json, force=force, seed=seed, n_test=n_test, n_train_videos=n_train, sft_steps=sft_steps,
          generator_seeds=tuple(seed_list(seeds)) if seeds is not None else None, rewriter_model=rewriter_model,
          n_bootstrap=bootstrap, n_permutations=permutations, base=base, device=device, dtype=dtype,
@@ -247,8 +259,12 @@ def export_command(
     model: Optional[str] = typer.Option(None, "--endpoint-lm", help="The LM the endpoint serves, by the name it "
                                                                     "serves it under."),
     cache: Optional[Path] = typer.Option(None, "--cache-dir", help="Folder for the resumable rewrite cache."),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ) -> None:
     """Rewrite a DiT fine-tuning caption file with an operator (for diffusers training scripts)."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.cape.diffusion import export_captions
     from vlgap.cape.operators import get_operator
 

@@ -112,24 +112,27 @@ def extract_cmd(
     from rich.markup import escape
 
     console.print(f"[bold]{escape(res.label or encoder)}[/]: {res.n_requested} items requested, N={res.n} kept, {res.seconds:.1f} s")
-    for line in encoder_facts(next(iter(res.features.values())).record.get("encoder", {})) if res.features else []:
+    first = next(iter(res.features.values())).record if res.features else {}
+    for line in encoder_facts(first.get("encoder", {}), weights_id=first.get("weights_id")) if res.features else []:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     console.print(res.summary(), highlight=False, markup=False, soft_wrap=True)
 
 
-def encoder_facts(rec: dict) -> list[str]:
-    """What an extraction ran on, from its record: weights, pooling, n0, preprocessing (one line each)."""
+def encoder_facts(rec: dict, weights_id: str | None = None) -> list[str]:
+    """What an extraction ran on, from its record: weights, pooling, n0, preprocessing (one line each).
+    `weights_id`: the identity its cache key holds (vlgap.encoders.identity; a folder's covers its config
+    and processor files too), else told from the record."""
     lines = []
     if rec.get("weights") or rec.get("weights_files") or rec.get("revision"):
         files = ", ".join(f"{n} (sha256 {h[:12]})" for n, h in (rec.get("weights_files") or {}).items())
         lines.append(f"weights: {rec.get('weights') or 'pretrained'}" + (f"; {files}" if files else ""))
     from vlgap.encoders.identity import identity_from_record
 
-    ident = identity_from_record(rec)  # every kind: a hub commit, else the weights' content sha256
+    ident = weights_id or identity_from_record(rec)  # every kind: a hub commit, else a content sha256
     if ident:
         kind, _, value = ident.partition(":")
         lines.append(f"revision: {value}" if kind == "revision" else
-                     f"revision: sha256:{value[:16]} (the weights' content hash; no hub revision)")
+                     f"revision: sha256:{value[:16]} (the model files' content hash; no hub revision)")
     if rec.get("pooling"):
         lines.append(f"pooling: {rec['pooling']}" + (f" - {rec['pooling_detail']}" if rec.get("pooling_detail") else ""))
     if rec.get("modality") == "vision":
@@ -247,16 +250,20 @@ def cache_cmd(
     check: bool = typer.Option(True, "--check/--no-check", help="verify every entry's seal and checksum (default)"),
     prune: bool = typer.Option(False, "--prune", help="remove what is stale, corrupt or orphaned"),
     cache_dir: Optional[Path] = typer.Option(None, help="cache root (default ~/.cache/vlgap or $VLGAP_CACHE)"),
+    runs: Optional[list[Path]] = typer.Option(None, "--run", help="a run folder (a sweep's or an experiment's "
+                                              "--out) whose sealed cells, matrices and tables to verify too; "
+                                              "repeat for several"),
     as_json: bool = typer.Option(False, "--json", help="print the result as JSON on stdout"),
 ):
-    """Verify the cache: features, chunks, seals, leftovers of killed runs, converted models; --prune
-    removes what is stale, corrupt or orphaned. Exit code 1 while such findings remain."""
+    """Verify the cache: features, chunks, seals, leftovers of killed runs, converted models (and the cells
+    of run folders given with --run); --prune removes what is stale, corrupt or orphaned. Exit code 1
+    while such findings remain."""
     from vlgap.cache_check import check_cache
     from vlgap.io_utils import to_json
 
     if not (check or prune):
         raise VlgapError("nothing to do: --no-check without --prune")
-    res = check_cache(cache_dir, prune=prune)
+    res = check_cache(cache_dir, prune=prune, runs=runs or ())
     if as_json:
         print(to_json(res.to_dict()))
     else:

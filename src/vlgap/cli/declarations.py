@@ -380,7 +380,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                   "out": Output(file_or_folder_by_suffix((".jsonl",), lambda v: str(v.get("kind")) == "real")),
                   **_SHAPES, "photo_fraction": FRACTION, "camera_fraction": FRACTION,
                   "style": STYLE, "caption_mode": Choice(("diverse", "paraphrase", "both"))},
-    "cache": {"cache_dir": InputFolder()},
+    "cache": {"cache_dir": InputFolder(), "run": InputFolder()},
     "align": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "layer-search": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "fit-scaling": {"grid": CSV, "vision": Text(), "text": Text(),  # row filters: names as sweep.csv has them

@@ -125,7 +125,12 @@ def fit_scaling_cmd(
     from vlgap.progress import counter
     from vlgap.scaling import fit_scaling, read_grid_csv, select_rows
 
+    from vlgap.reuse import seal_path, verified_input
+
     bootstrap = check_count("n_bootstrap", bootstrap, 0, flag="--bootstrap", example=1000)
+    # a sweep.csv is sealed by the sweep: a table edited since is refused; an unsealed CSV is the user's own
+    verified_input(grid, "GRID", fix=f"rerun the sweep to rewrite it, or fit numbers of your own from a copy "
+                                    f"(the seal {seal_path(grid).name} stays behind)")
     cols = select_rows(read_grid_csv(grid), {"vision": vision, "text": text}, what=str(grid))
     with counter("bootstrap refits of the law", bootstrap, "refits", enabled=bootstrap > 0) as report:
         fit = fit_scaling(cols, n_bootstrap=bootstrap, bootstrap_method=bootstrap_method, confidence=confidence,

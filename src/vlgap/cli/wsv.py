@@ -11,7 +11,7 @@ from rich.console import Console
 from vlgap.cli._app import app
 from vlgap.cli.captions import metrics_option
 from vlgap.cli.group import VocabGroup
-from vlgap.cli.options import confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.options import TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, seed_list
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
@@ -142,8 +142,12 @@ def train_cmd(
                                                       "another configuration (refused otherwise)."),
     ray: Optional[str] = _ray_option(),
     ray_workers: Optional[int] = _ray_workers_option(),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.paths import output_folder
     from vlgap.wsv.api import train_system
 
@@ -176,9 +180,13 @@ def caption_cmd(
     device: str = _device_option(),
     dtype: Optional[str] = _recorded_dtype_option(),
     threads: Optional[int] = typer.Option(None),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ):
     """Batched greedy (or beam-search) captions for every video of a manifest (e.g. from `vlgap import
     msrvtt|msvd|vatex`), encoded through the latent encoder the model was trained with."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.paths import input_file, output_file
     from vlgap.wsv.api import caption_manifest
 
@@ -398,8 +406,12 @@ def experiment_cmd(
                                                       "another configuration (refused otherwise)."),
     ray: Optional[str] = _ray_option(),
     ray_workers: Optional[int] = _ray_workers_option(),
+    trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
 ):
     """The full protocol, resumable cell by cell; writes OUT/summary.json and OUT/summary.md."""
+    from vlgap.encoders.causal_lm import allow_remote_code
+
+    allow_remote_code(trust_remote_code)
     from vlgap.wsv.experiment import ExperimentConfig, run_experiment, summary_markdown
 
     _threads(threads)

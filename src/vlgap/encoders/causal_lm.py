@@ -8,6 +8,8 @@ registry's `smollm2` text encoder reads the same file.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import hashlib
 import time
 from dataclasses import dataclass, field
@@ -83,14 +85,43 @@ def lm_source(src: str) -> str:
     return src.removeprefix("hf:")
 
 
+_REMOTE_CODE: "contextvars.ContextVar[bool]" = contextvars.ContextVar("vlgap_trust_remote_code", default=False)
+
+
+@contextlib.contextmanager
+def remote_code(allowed: bool):
+    """`with remote_code(True):` every `load_lm` inside (however deep: a CAPE operator loaded lazily, the
+    WSV caption LM rebuilt from a checkpoint's record) may run code from the model's repository, as the
+    command's --trust-remote-code said. Off by default and never implied."""
+    token = _REMOTE_CODE.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _REMOTE_CODE.reset(token)
+
+
+def allow_remote_code(allowed: bool) -> None:
+    """What a command's --trust-remote-code says, for the rest of the command (`vlgap.cli.main` runs each
+    command in a context of its own, so it does not outlive it)."""
+    _REMOTE_CODE.set(bool(allowed))
+
+
+def remote_code_allowed() -> bool:
+    """Whether the command running now passed --trust-remote-code (`remote_code`)."""
+    return _REMOTE_CODE.get()
+
+
 def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32",
-            trust_remote_code: bool = False) -> LoadedLM:
+            trust_remote_code: bool | None = None) -> LoadedLM:
     """A causal LM by bundled name (smollm2, gemma3_270m), `hf:<hub id or folder>`, a local folder or a hub
     id, in `dtype`, placed on `device` (a Runtime, or any value of vlgap.runtime.parse_device with
     `spread`). Local folder or hub id follows the project's one rule (encoders._common.model_source); the
     weights load through encoders.text.load_placed, which refuses a checkpoint missing parameters. The
     model hash names the weights (and the dtype when it is not float32: bf16 decodes differently).
-    trust_remote_code: let a hub model run code from its repository (config, tokenizer, weights); never implied."""
+    trust_remote_code: let a hub model run code from its repository (config, tokenizer, weights); never implied
+    (None: what the command said, `remote_code`)."""
+    if trust_remote_code is None:
+        trust_remote_code = remote_code_allowed()
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 

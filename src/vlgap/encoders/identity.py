@@ -3,9 +3,10 @@
 Features are reused only for the same weights (docs/cache.md): `weights_id(spec)` is a short string that
 changes whenever the weights do, and `features.extract.encoder_key` keys entries with it.
 
-- hf: / hf-video: folder: "sha256:<hex>" over its weight files (name and content sha256 of each); the
-  content hashes are memoised per (path, size, mtime_ns) in this process and in a small index in the
-  cache (gguf_cache.file_sha256), so an unchanged folder is not re-hashed on every run.
+- hf: / hf-video: folder: "sha256:<hex>" over its weight files and the files that define the model around
+  them (config.json, the processor's and tokenizer's files: `DEFINITION_FILES`), name and content sha256
+  of each; the content hashes are memoised per (path, size, mtime_ns) in this process and in a small
+  index in the cache (gguf_cache.file_sha256), so an unchanged folder is not re-hashed on every run.
 - hf: hub id: "revision:<commit>", the snapshot the local Hugging Face cache resolves the revision to
   (refs/<revision> -> snapshots/<commit>), read offline; a 40-hex revision is its own commit.
 - gguf:<file>, tv:<arch>@<file>, timm:<arch>@<file>: "sha256:<hex>" of the file.
@@ -37,12 +38,30 @@ def weight_files(folder: Path) -> list[Path]:
                   (p.suffix in WEIGHT_SUFFIXES or p.name.endswith((".safetensors.index.json", ".bin.index.json"))))
 
 
+#: files of an hf folder that define the model besides its weights: the architecture (config.json: the
+#: layer count, activation, norm epsilon...), the preprocessing (image / video processor) and the tokenizer.
+#: Editing one changes the features as surely as new weights, so each is part of the folder's identity.
+DEFINITION_FILES = ("config.json", "generation_config.json", "preprocessor_config.json", "processor_config.json",
+                    "image_processor_config.json", "video_preprocessor_config.json", "feature_extractor_config.json",
+                    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+                    "vocab.txt", "vocab.json", "merges.txt", "tokenizer.model", "spiece.model",
+                    "sentencepiece.bpe.model", "chat_template.jinja", "chat_template.json")
+
+
+def identity_files(folder: Path) -> list[Path]:
+    """The files whose names and contents are a folder model's identity: its weight files and the files
+    that define the model around them (DEFINITION_FILES)."""
+    defining = [folder / name for name in DEFINITION_FILES if (folder / name).is_file()]
+    return sorted(set(weight_files(folder)) | set(defining))
+
+
 def folder_sha256(folder: Path) -> str:
-    """One sha256 over a folder's weight files: their names and contents (content hashes memoised)."""
+    """One sha256 over a folder's weight and definition files (`identity_files`): their names and
+    contents (content hashes memoised per path, size and mtime_ns)."""
     from vlgap.encoders.gguf_cache import file_sha256
 
     h = hashlib.sha256()
-    for p in weight_files(folder):
+    for p in identity_files(folder):
         h.update(f"{p.name}\0{file_sha256(p)}\n".encode())
     return h.hexdigest()
 

@@ -11,8 +11,11 @@
 - `.pt` in platonic-rep's layout (`extract_features.py`): a dict with `feats` [N, L, D] (or a list
   of [N, D] layers), read with `torch.load(weights_only=True)`, so no code in the file runs.
 
-Half-precision and bfloat16 tensors are read as float32. Every layer must be 2-D with the same N
-and finite; anything else is a one-line error naming the file, the layer and what would be valid.
+A file vlgap sealed when it wrote it (the feature cache's `features.safetensors` and chunks, a sweep's
+score matrices) is verified against its seal first and refused when it changed since (`vlgap.reuse.
+verified_input`); an unsealed file is read as it is. Half-precision and bfloat16 tensors are read as
+float32. Every layer must be 2-D with the same N and finite; anything else is a one-line error naming the
+file, the layer and what would be valid.
 """
 from __future__ import annotations
 
@@ -140,9 +143,13 @@ def _split_layers(arrays: dict[str, np.ndarray], path: Path) -> list[tuple[str, 
 def read_layers(path: str | os.PathLike) -> LayerArrays:
     """The layers stored in `path` (any accepted format), validated: 2-D numbers, the same N in
     every layer, finite."""
+    from vlgap.reuse import verified_input
+
     path = Path(path)
     if not path.exists():
         raise VlgapError(f"{path}: no such file")
+    # a file vlgap sealed (a cache entry's features, a chunk, a sweep's score matrix) is read only intact
+    verified_input(path, "features", fix="run `vlgap extract` (or `vlgap cache --prune`) to recompute it")
     suffix = path.suffix.lower()
     ids = None
     if suffix == ".safetensors":

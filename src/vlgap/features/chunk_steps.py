@@ -135,10 +135,26 @@ class VisionSteps:
         if self.frame_sampling == "keyframes":  # the container's key frames are gone once decoded
             raise VlgapError("frame sampling 'keyframes' needs the video file (its container's key frames); "
                              "give paths rather than decoded frames, or another strategy")
+        self._refuse_too_short(item, total)
         per_value = self._sample(item, total)
         union = np.unique(np.concatenate(list(per_value.values())))
         pos = {v: np.searchsorted(union, idx) for v, idx in per_value.items()}
         return ("ok", np.ascontiguousarray(frames[union]), pos, per_value, total)
+
+    def _too_short(self, item: Item, total: int) -> int | None:
+        """The first n_f longer than this video (None when none is, or when the flags keep such items)."""
+        if item.kind == "image" or self.allow_repeated_frames or self.skip_bad:
+            return None
+        return next((v for v in self.values if total < v), None)
+
+    def _refuse_too_short(self, item: Item, total: int) -> None:
+        """The error `collect` gives a video shorter than an n_f, said once its length is known and before
+        any frame index is drawn: `--n-frames 1000000000` on a 32-frame video is refused at once instead of
+        drawing (and allocating) a billion indices first. With --allow-repeated-frames or --skip-bad the
+        item is sampled as asked (the entry's content does not depend on the flags)."""
+        v = self._too_short(item, total)
+        if v is not None:
+            raise VlgapError(repeated_frames_message(item.id, total, v))
 
     def decode_one(self, item: Item, preprocess=None):
         """Decode the union of the frames all n_f need (and preprocess them when given the encoder's
@@ -153,6 +169,9 @@ class VisionSteps:
                 total = count_frames(item)
             if total < 1:
                 raise BadItemError(item.id, f"{item.media} has no frames")
+            if self._too_short(item, total) and item.media.is_file():  # the container's count: make sure
+                _, total = read_frames(item, None, max_side=16)
+            self._refuse_too_short(item, total)
             per_value = self._sample(item, total, keys)
             union = np.unique(np.concatenate(list(per_value.values())))
             try:

@@ -449,6 +449,9 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         top = max(sub, key=lambda r: (r["n_f"], r["n_c"]))
         mpath = run / "matrices" / matrix_name(v, t, top["n_f"], top["n_c"])
         if mpath.is_file():
+            from vlgap.reuse import verified_input
+
+            verified_input(mpath, "score matrix", fix=f"rerun `vlgap sweep ... --out {run}` to recompute its cell")
             m = np.load(mpath)
             data = _save(heatmap_figure(m, (top["x_layer"], top["y_layer"]),
                                         f"{v_label} × {t_label}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",

@@ -12,7 +12,6 @@ manifest and, beside it, `<name>.skipped_items.jsonl` with every skipped item an
 """
 from __future__ import annotations
 
-import codecs
 import io
 import json
 import os
@@ -134,18 +133,13 @@ def _examples(records: list[dict]) -> str:
 
 # ---- reading ------------------------------------------------------------------------------------
 def read_text(path: Path) -> str:
-    """The whole file as text: UTF-8 with or without a byte-order mark (UTF-16 if it has that BOM).
-    Line ends are left to the callers' line readers, which accept LF, CRLF and CR."""
-    if not path.is_file():
-        raise VlgapError(f"annotation file not found: {path}")
-    data = path.read_bytes()
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return data.decode("utf-16")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise VlgapError(f"{path}: not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); "
-                         "annotation files are UTF-8") from None
+    """The whole file as text: UTF-8 with or without a byte-order mark (UTF-16 if it has that BOM), read by
+    the one reader (`vlgap.paths.read_text_utf8`: a folder, a missing file, bytes that are not UTF-8 are
+    one line naming the file, the line and the byte). Line ends are left to the callers' line readers,
+    which accept LF, CRLF and CR."""
+    from vlgap.paths import read_text_utf8
+
+    return read_text_utf8(path, "annotation file")
 
 
 def read_json(path: Path) -> Any:
