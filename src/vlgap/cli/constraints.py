@@ -400,6 +400,25 @@ class NamedFiles(Constraint):
 
 
 @dataclass
+class Repeated(Constraint):
+    """A repeatable option (`--run A --run B`): each value checked by `each`."""
+
+    each: Constraint = field(default_factory=Constraint)
+    types: tuple = (list, tuple)
+
+    def check(self, value, label, values):
+        for item in value or ():
+            self.each.check(item, label, values)
+        return value
+
+    def invalid(self, tmp):
+        return self.each.invalid(tmp)
+
+    def valid(self, tmp):
+        return self.each.valid(tmp)
+
+
+@dataclass
 class Either(Constraint):
     """A literal word (`words`, e.g. "build") or a value of `other` (e.g. an input file)."""
 

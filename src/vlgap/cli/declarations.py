@@ -26,7 +26,7 @@ import functools
 from typing import Any, Optional
 
 from vlgap.cli.constraints import (Choice, Constraint, Count, Either, Flag, InputFile, InputFolder, NamedFiles, Output,
-                                   Parsed, Real, Text, file_or_folder_by_suffix)
+                                   Parsed, Real, Repeated, Text, file_or_folder_by_suffix)
 from vlgap.errors import VlgapError
 
 #: the most resamples or permutations a command computes (a larger count is a typo)
@@ -380,7 +380,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                   "out": Output(file_or_folder_by_suffix((".jsonl",), lambda v: str(v.get("kind")) == "real")),
                   **_SHAPES, "photo_fraction": FRACTION, "camera_fraction": FRACTION,
                   "style": STYLE, "caption_mode": Choice(("diverse", "paraphrase", "both"))},
-    "cache": {"cache_dir": InputFolder(), "run": InputFolder()},
+    "cache": {"cache_dir": InputFolder(), "runs": Repeated(InputFolder())},
     "align": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "layer-search": {"x": FEATURES, "y": FEATURES, "q": FRACTION},
     "fit-scaling": {"grid": CSV, "vision": Text(), "text": Text(),  # row filters: names as sweep.csv has them
