@@ -252,3 +252,22 @@ def test_length_bucket_sampler_is_a_seeded_permutation_that_pads_less():
                 save_every=10)
     assert "length_buckets" not in sft_key([("a", "b")], **base)  # older adapters keep their key
     assert sft_key([("a", "b")], **base, length_buckets=True)["length_buckets"] is True
+
+
+def test_demo_computes_on_one_thread_unless_omp_num_threads_says(monkeypatch):
+    import torch
+
+    from vlgap.cape.experiment import one_thread_unless_set
+
+    before = torch.get_num_threads()
+    lines = []
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        one_thread_unless_set(lines.append)
+        assert torch.get_num_threads() == 2 and lines == []  # the user's choice stands
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        one_thread_unless_set(lines.append)
+        assert torch.get_num_threads() == 1 and len(lines) == 1 and "OMP_NUM_THREADS" in lines[0]
+    finally:
+        torch.set_num_threads(before)

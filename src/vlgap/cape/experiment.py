@@ -482,6 +482,22 @@ def validity_by_input_kind(rewrites: dict[str, dict[str, list[dict[str, Any]]]])
     return out
 
 
+def one_thread_unless_set(log: Callable[[str], None] = _log) -> None:
+    """The demo's torch threads: one intra-op thread unless OMP_NUM_THREADS says otherwise. On the 2-core
+    machine of docs/results/cape-experiment.md one thread trained the demo's SFT in 35 CPU s (= wall on a
+    free core) where two took ~50 s wall on the quiet machine, and two threads sharing cores with other
+    jobs stalled each other (15-38 s per SFT step at load 9, against ~1.5 s quiet)."""
+    import os
+
+    if os.environ.get("OMP_NUM_THREADS"):
+        return
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+        log("one torch thread (set OMP_NUM_THREADS to use more)")
+
+
 def torch_threads() -> int | None:
     """The intra-op threads torch computes with (OMP_NUM_THREADS), recorded beside the timings."""
     try:

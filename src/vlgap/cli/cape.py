@@ -168,9 +168,11 @@ def train_command(
 
 
 def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, device: str = "cpu", **overrides) -> None:
-    from vlgap.cape.experiment import preset, run_experiment
+    from vlgap.cape.experiment import one_thread_unless_set, preset, run_experiment
     from vlgap.io_utils import to_json
 
+    if preset_name == "demo":
+        one_thread_unless_set()
     res = run_experiment(out, preset(preset_name, **overrides), force=force, device=device)
     if as_json:
         keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "controls", "validity", "template_reference",
