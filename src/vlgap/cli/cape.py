@@ -191,7 +191,8 @@ def demo_command(
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16)."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16, one torch thread
+    unless OMP_NUM_THREADS is set)."""
     _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 
