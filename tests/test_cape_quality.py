@@ -219,3 +219,55 @@ def test_dtype_runs_the_rewriter_in_it_and_keys_the_cache(tmp_path, monkeypatch)
         O.rewrite(O.prompted_operator("rewriter", model="m", dtype="float32"), ["a red ball"], cache_dir=tmp_path)
     with pytest.raises(VlgapError, match="--dtype"):
         O.prompted_operator("rewriter", model="m", dtype="int8")
+
+
+def test_length_bucket_sampler_is_a_seeded_permutation_that_pads_less():
+    """Every row once per epoch, the same order for the same seed and epoch (a resumed SFT skips the same
+    batches), another order for another epoch, and batches that pad less than random ones (exact
+    count against a naive padded-token sum)."""
+    import random
+
+    from vlgap.cape.finetune import LengthBucketSampler, sft_key
+
+    rng = random.Random(3)
+    lengths = [rng.randint(20, 220) for _ in range(160)]
+    s = LengthBucketSampler(lengths, 4, seed=0)
+    first = list(s)
+    assert sorted(first) == list(range(160)) and len(s) == 160
+    assert list(LengthBucketSampler(lengths, 4, seed=0)) == first
+    assert list(LengthBucketSampler(lengths, 4, seed=1)) != first
+    s.set_epoch(1)
+    assert list(s) != first and sorted(s) == list(range(160))
+
+    def padded(order):
+        return sum(4 * max(lengths[i] for i in order[b:b + 4]) for b in range(0, len(order), 4))
+
+    shuffled = list(range(160))
+    random.Random(0).shuffle(shuffled)
+    assert padded(first) < 0.92 * padded(shuffled)
+    # within each batch the rows come from one length-sorted chunk: a batch's spread is small
+    assert max(max(lengths[i] for i in first[b:b + 4]) - min(lengths[i] for i in first[b:b + 4])
+               for b in range(0, 160, 4)) < max(lengths) - min(lengths)
+    base = dict(base_model_hash="h", steps=2, batch_size=4, lr=1e-3, seed=0, r=4, top_layers=None, max_length=64,
+                save_every=10)
+    assert "length_buckets" not in sft_key([("a", "b")], **base)  # older adapters keep their key
+    assert sft_key([("a", "b")], **base, length_buckets=True)["length_buckets"] is True
+
+
+def test_demo_computes_on_one_thread_unless_omp_num_threads_says(monkeypatch):
+    import torch
+
+    from vlgap.cape.experiment import one_thread_unless_set
+
+    before = torch.get_num_threads()
+    lines = []
+    try:
+        torch.set_num_threads(2)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        one_thread_unless_set(lines.append)
+        assert torch.get_num_threads() == 2 and lines == []  # the user's choice stands
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        one_thread_unless_set(lines.append)
+        assert torch.get_num_threads() == 1 and len(lines) == 1 and "OMP_NUM_THREADS" in lines[0]
+    finally:
+        torch.set_num_threads(before)

@@ -86,6 +86,9 @@ class CapeConfig:
     lora_alpha: int = 32
     lora_layers: str | None = None  # top:N | all | 0,1,5; replaces lora_top_layers when set
     lora_modules: str | None = None  # q_proj,v_proj | all-linear; None: every projection
+    # SFT batches of pairs of similar length (finetune.LengthBucketSampler) instead of random ones: the
+    # demo's random batches of 4 pad to 1.25x the real tokens; a bucketed order is another data order
+    sft_length_buckets: bool = False
 
     def __post_init__(self):
         from vlgap.counts import check_count
@@ -123,7 +126,8 @@ class CapeConfig:
 
 
 #: CapeConfig fields added after run folders existed, with the default that means "as before"
-ADDED_LATER = {"dtype": "float32", "sft_full": False, "lora_alpha": 32, "lora_layers": None, "lora_modules": None}
+ADDED_LATER = {"dtype": "float32", "sft_full": False, "lora_alpha": 32, "lora_layers": None, "lora_modules": None,
+               "sft_length_buckets": False}
 
 #: fields a published run recorded that CapeConfig no longer has, with the value they held there, so that
 #: run keeps its key: the full run of commit ba2f074 (docs/results/cape-experiment.md) recorded
@@ -133,9 +137,12 @@ RETIRED = {"decode_dtype": None}
 
 PRESETS = {
     "full": CapeConfig(),
-    # the full recipe's SFT data with fewer steps (4 steps left the PE valid on 2 of 12 prompts), and the
-    # LMs in bfloat16 (~1.85x faster per decoded token here) to stay within ~6 minutes on a quiet 2-core CPU
-    "demo": CapeConfig(sft_steps=24, n_train_videos=14, n_test=12, generator_seeds=(0,), dtype="bfloat16",
+    # the full recipe's SFT data with fewer steps (4 steps left the PE valid on 2 of 12 prompts), the LMs in
+    # bfloat16 (~1.85x faster per decoded token here), SFT batches bucketed by length (1.04x the real
+    # tokens instead of 1.25x) and 10 generator-training captions (14 before: rewriting them by three LM
+    # operators was the largest stage), 12 held-out prompts kept for the 2x2 (docs/results/cape-experiment.md)
+    "demo": CapeConfig(sft_steps=24, n_train_videos=10, n_test=12, generator_seeds=(0,), dtype="bfloat16",
+                       sft_length_buckets=True,
                        n_bootstrap=1000, n_permutations=1000, gap_permutations=200, gap_bootstrap=200),
 }
 
@@ -238,7 +245,7 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
             lm = load_lm(cfg.base, device=device, dtype=cfg.dtype)
             top_layers = None if cfg.lora_layers is not None else cfg.lora_top_layers
             options = dict(full=cfg.sft_full, lora_alpha=cfg.lora_alpha, lora_layers=cfg.lora_layers,
-                           lora_modules=cfg.lora_modules)
+                           lora_modules=cfg.lora_modules, length_buckets=cfg.sft_length_buckets)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
                           lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=top_layers, max_length=cfg.sft_max_length,
                           save_every=10, **options)
@@ -473,6 +480,22 @@ def validity_by_input_kind(rewrites: dict[str, dict[str, list[dict[str, Any]]]])
                 "mean_retries": float(np.mean([x["retries"] for x in r])) if n else float("nan"),
                 "first_try_failure_reasons": dict(sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))}
     return out
+
+
+def one_thread_unless_set(log: Callable[[str], None] = _log) -> None:
+    """The demo's torch threads: one intra-op thread unless OMP_NUM_THREADS says otherwise. On the 2-core
+    machine of docs/results/cape-experiment.md one thread trained the demo's SFT in 35 CPU s (= wall on a
+    free core) where two took ~50 s wall on the quiet machine, and two threads sharing cores with other
+    jobs stalled each other (15-38 s per SFT step at load 9, against ~1.5 s quiet)."""
+    import os
+
+    if os.environ.get("OMP_NUM_THREADS"):
+        return
+    import torch
+
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+        log("one torch thread (set OMP_NUM_THREADS to use more)")
 
 
 def torch_threads() -> int | None:

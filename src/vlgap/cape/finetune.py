@@ -149,7 +149,8 @@ SFT_FORMAT = 2
 
 def sft_key(pairs: Sequence[tuple[str, str]], *, base_model_hash: str, steps: int, batch_size: int, lr: float,
             seed: int, r: int, top_layers: int | None, max_length: int, save_every: int, full: bool = False,
-            lora_alpha: int = LORA_ALPHA, lora_layers: Any = None, lora_modules: Any = None) -> dict[str, Any]:
+            lora_alpha: int = LORA_ALPHA, lora_layers: Any = None, lora_modules: Any = None,
+            length_buckets: bool = False) -> dict[str, Any]:
     """Everything that determines an SFT run's checkpoints and adapter (or full model): a changed option
     never resumes a checkpoint of another. Options added after format 2 appear only when they differ
     from what format 2 did (LoRA alpha 32 on every projection), so older adapters stay valid. The layers
@@ -160,6 +161,8 @@ def sft_key(pairs: Sequence[tuple[str, str]], *, base_model_hash: str, steps: in
     key = {"format": SFT_FORMAT, "base_model_hash": base_model_hash, "pairs": h.hexdigest()[:24],
            "n_pairs": len(pairs), "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "lora_r": r,
            "top_layers": top_layers, "max_length": max_length, "save_every": save_every}
+    if length_buckets:  # another data order: another run
+        key["length_buckets"] = True
     if full:  # every parameter trains: the LoRA settings do not exist
         return {**key, "full": True, "lora_r": None, "top_layers": None}
     choice = parse_lora_layers(lora_layers) if lora_layers is not None else top_layers
@@ -218,7 +221,8 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
                batch_size: int = 8, lr: float = 1e-3, seed: int = 0, r: int = 16, save_every: int = 10,
                max_length: int = 256, top_layers: int | None = None, log: Callable[[str], None] | None = None,
                key: dict[str, Any] | None = None, full: bool = False, lora_alpha: int = LORA_ALPHA,
-               lora_layers: Any = None, lora_modules: Any = None, dtype: str | None = None) -> dict[str, Any]:
+               lora_layers: Any = None, lora_modules: Any = None, dtype: str | None = None,
+               length_buckets: bool = False) -> dict[str, Any]:
     """SFT with transformers' Trainer: LoRA (default) or every parameter (`full=True`). Trains where the
     model is (cpu; cuda:0; a model spread over GPUs by `load_lm(device="spread")`), in its dtype (`dtype`
     casts it first); bf16 / fp16 autocast only on a GPU (see `_precision`); gradient checkpointing off.
@@ -230,7 +234,10 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
     '0,1,5'; give one of them), modules (`lora_modules`: names or 'all-linear'; default LORA_MODULES).
 
     `key` (see `sft_key`): every checkpoint file and the adapter are sealed under it; a checkpoint of
-    another key or whose bytes changed is reported in one line and training starts from step 0."""
+    another key or whose bytes changed is reported in one line and training starts from step 0.
+
+    `length_buckets`: batches of rows of similar length (`LengthBucketSampler`) instead of Trainer's random
+    batches: less padding, so fewer tokens per step (a changed data order: part of the SFT key)."""
     import shutil
 
     from transformers import Trainer, TrainerCallback
@@ -286,8 +293,17 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
         save_steps=save_every, save_total_limit=1, seed=seed, data_seed=seed, report_to=[], **precision,
         gradient_checkpointing=False, use_cpu=device.type != "cuda", dataloader_num_workers=0,
         remove_unused_columns=False, disable_tqdm=True, weight_decay=0.0)
-    trainer = Trainer(model=trained, args=args, train_dataset=rows, data_collator=collate(tok),
-                      callbacks=[Log()])
+    trainer_class = Trainer
+    if length_buckets:
+        sampler = LengthBucketSampler([len(r["input_ids"]) for r in rows], batch_size, seed)
+
+        class BucketTrainer(Trainer):
+            def _get_train_sampler(self, *args, **kwargs):
+                return sampler
+
+        trainer_class = BucketTrainer
+    trainer = trainer_class(model=trained, args=args, train_dataset=rows, data_collator=collate(tok),
+                            callbacks=[Log()])
     last = None
     if ckpt_dir.is_dir():
         done = sorted(ckpt_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]))
@@ -320,7 +336,8 @@ def train_lora(model, tok, pairs: Sequence[tuple[str, str]], out_dir: str | os.P
             "resumed_from": last, "samples_per_second": round(steps * batch_size / max(seconds, 1e-9), 3),
             "train_loss": train_loss,
             "history": history, "full": full, "n_trainable": n_trainable, "saved": saved.name,
-            "device": str(device), "dtype": dtype_name(next(model.parameters()).dtype), **precision}
+            "device": str(device), "dtype": dtype_name(next(model.parameters()).dtype), **precision,
+            "length_buckets": bool(length_buckets)}
     if not full:
         info.update(lora_alpha=lora_alpha, lora_layers=lora_layers,
                     lora_modules=lora_modules if lora_modules is not None else ",".join(LORA_MODULES))
@@ -346,6 +363,37 @@ def whole_history(log_history: Sequence[dict], fallback: float) -> tuple[list[di
         total += h["loss"] * (h["step"] - prev)
         prev = h["step"]
     return history, total / max(prev, 1)
+
+
+class LengthBucketSampler(torch.utils.data.Sampler):
+    """A random order of the rows in which each run of `batch_size` rows has similar lengths: the rows are
+    shuffled, cut into chunks of `batch_size * chunk_batches`, each chunk is sorted by length and cut into
+    batches, and the batches are shuffled. Every row is still seen once per epoch, in an order drawn from
+    `seed` and the epoch (so a resumed run skips the same batches); a batch pads far less than one drawn
+    at random (SFT pairs of the demo: 1.25x the real tokens at random, about 1.05x bucketed)."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, chunk_batches: int = 8):
+        self.lengths = list(lengths)
+        self.batch_size, self.seed, self.chunk = batch_size, seed, batch_size * chunk_batches
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def order(self) -> list[int]:
+        g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+        perm = torch.randperm(len(self.lengths), generator=g).tolist()
+        batches = []
+        for c in range(0, len(perm), self.chunk):
+            chunk = sorted(perm[c:c + self.chunk], key=lambda i: -self.lengths[i])
+            batches += [chunk[b:b + self.batch_size] for b in range(0, len(chunk), self.batch_size)]
+        return [i for j in torch.randperm(len(batches), generator=g).tolist() for i in batches[j]]
+
+    def __iter__(self):
+        return iter(self.order())
 
 
 def _stderr_line(line: str) -> None:

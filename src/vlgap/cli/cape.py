@@ -177,9 +177,11 @@ def train_command(
 
 
 def _run(preset_name: str, out: Path, as_json: bool, force: bool = False, device: str = "cpu", **overrides) -> None:
-    from vlgap.cape.experiment import preset, run_experiment
+    from vlgap.cape.experiment import one_thread_unless_set, preset, run_experiment
     from vlgap.io_utils import to_json
 
+    if preset_name == "demo":
+        one_thread_unless_set()
     res = run_experiment(out, preset(preset_name, **overrides), force=force, device=device)
     if as_json:
         keys = ("cells", "main_effects", "interaction", "third_operator", "mmd", "controls", "validity", "template_reference",
@@ -198,7 +200,8 @@ def demo_command(
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16)."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16, one torch thread
+    unless OMP_NUM_THREADS is set)."""
     _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 
