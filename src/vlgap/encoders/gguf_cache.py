@@ -32,7 +32,11 @@ from vlgap.io_utils import cache_root, sha256_of_file  # noqa: E402
 
 
 def models_dir() -> Path:
-    return cache_root() / "models"
+    """Where converted models live: $VLGAP_MODELS if set (a folder kept apart from the feature cache, so
+    an emptied VLGAP_CACHE does not convert again; each conversion is keyed by its GGUF's sha256), else
+    the cache's models/ folder."""
+    env = os.environ.get("VLGAP_MODELS")
+    return Path(env).expanduser() if env else cache_root() / "models"
 
 
 def _hash_file(path: Path) -> str:

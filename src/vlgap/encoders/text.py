@@ -70,6 +70,9 @@ class HFTextEncoder(TextEncoder):
         self.n_tokens = 0
         with torch.inference_mode():
             probe = self.encode(["a probe sentence"])
+            #: causal attention, measured: a token's hidden states do not depend on the tokens after it,
+            #: so the prefixes of one text pool from its forward pass (`encode_prefixes`)
+            self.causal = self._measure_causal()
         self.n_truncated = self.n_tokens = 0
         self.layer_dims = [int(t.shape[1]) for t in probe]
         self.layer_names = ["embeddings"] + [f"hidden_states.{i}" for i in range(1, len(probe))]
@@ -98,6 +101,54 @@ class HFTextEncoder(TextEncoder):
             self.n_truncated += n_cut
             self.n_tokens += int(mask.sum())
         return pooled
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text as `encode` feeds them (plain text, no truncation)."""
+        with self._lock:
+            return list(self.tokenizer(list(texts), truncation=False, verbose=False)["input_ids"])
+
+    def _hidden(self, texts: list[str]):
+        enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        kwargs = {"use_cache": False} if self._accepts_cache else {}
+        out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
+        return out.hidden_states, enc["attention_mask"]
+
+    def _measure_causal(self) -> bool:
+        """True when every layer's states on a text's first tokens equal those of the text alone (a
+        decoder's causal mask); an encoder that attends both ways changes them."""
+        short, longer = "a probe sentence", "a probe sentence, then more words after it"
+        ids = self.token_ids([short, longer])
+        n = len(ids[0])
+        if len(ids[1]) <= n or ids[1][:n] != ids[0] or len(ids[1]) > self.max_length:
+            return False
+        with self._lock:
+            (h_short, _), (h_long, _) = self._hidden([short]), self._hidden([longer])
+        for a, b in zip(h_short, h_long):
+            a, b = a[0].float().cpu(), b[0, :n].float().cpu()
+            if not torch.allclose(a, b, rtol=1e-3, atol=1e-4 * float(a.abs().max().clamp_min(1.0))):
+                return False
+        return True
+
+    def encode_prefixes(self, texts: list[str], lengths: list[list[int]]) -> list[list[torch.Tensor]]:
+        """Pooled layers of token prefixes of each text from one forward pass (causal models only).
+        lengths[j][i]: the number of tokens of text i in prefix j (at most its length); returns, for each
+        j, one [B, D] tensor per layer, as `encode` gives for the texts whose tokens are those prefixes
+        (equal up to float rounding: the states of a prefix's tokens do not see the tokens after it)."""
+        if not self.causal:
+            raise VlgapError(f"{self.name}: encode_prefixes needs a causal model; this one attends both ways")
+        with self._lock, torch.inference_mode():
+            hidden, mask = self._hidden(list(texts))
+            if int(mask.sum(1).max()) > self.max_length:  # pragma: no cover - callers check lengths first
+                raise VlgapError(f"{self.name}: a text is longer than max_length {self.max_length}")
+            positions = torch.arange(mask.shape[1], device=mask.device)
+            out = []
+            for lens in lengths:
+                n = torch.as_tensor(lens, device=mask.device).unsqueeze(1)
+                sub = mask * (positions.unsqueeze(0) < n)
+                out.append([masked_pool(h, sub, self.pooling).to(self.device) for h in hidden])
+                self.n_tokens += int(sub.sum())
+        return out
 
     def record(self) -> dict[str, Any]:
         return {

@@ -341,7 +341,11 @@ class TextSteps:
 
         before = int(getattr(enc, "n_truncated", 0) or 0)
         out = {}
+        shared = self._encode_shared_prefixes(enc, decoded, batch_size)
         for v in self.values:
+            if v in shared:
+                out[v] = shared[v]
+                continue
             texts = decoded.payload[v]
             # length-sorted mini-batches waste less padding; pooling is mask-aware so order is free
             order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
@@ -362,6 +366,43 @@ class TextSteps:
                 layers.append(arr)
             out[v] = layers
         return out, int(getattr(enc, "n_truncated", 0) or 0) - before
+
+    def _encode_shared_prefixes(self, enc, decoded: Decoded, batch_size: int) -> dict[int, list[np.ndarray]]:
+        """A causal LM's features for every n_c from one pass over the longest texts, when each item's
+        shorter texts tokenise to prefixes of its longest one (the first n_c captions joined: n_c = 1 is
+        a prefix of n_c = 8). The states of a prefix's tokens do not see the tokens after it, so the
+        pooled vectors equal a separate pass's up to float rounding, at the cost of the longest texts
+        alone (the sum over n_c = 1, 2, 4, 8 is 1.9 times that). Otherwise (an encoder that attends both
+        ways, random caption draws, a text cut at max_length, items differing between n_c) nothing is
+        shared and each n_c runs on its own."""
+        import torch
+
+        values = sorted(self.values)
+        if len(values) < 2 or not getattr(enc, "causal", False) or not hasattr(enc, "encode_prefixes"):
+            return {}
+        top = values[-1]
+        if any(decoded.ids[v] != decoded.ids[top] for v in values) or not decoded.payload[top]:
+            return {}
+        tokens = {v: enc.token_ids(decoded.payload[v]) for v in values}
+        full = tokens[top]
+        if any(len(t) > enc.max_length for t in full):
+            return {}
+        if any(t[:len(p)] != p for v in values[:-1] for t, p in zip(full, tokens[v])):
+            return {}
+        n = len(full)
+        order = sorted(range(n), key=lambda i: len(full[i]))
+        layers: dict[int, list[np.ndarray]] = {}
+        with torch.inference_mode():
+            for s in range(0, n, batch_size):
+                idx = order[s:s + batch_size]
+                pooled = enc.encode_prefixes([decoded.payload[top][i] for i in idx],
+                                             [[len(tokens[v][i]) for i in idx] for v in values])
+                for v, per_layer in zip(values, pooled):
+                    if v not in layers:
+                        layers[v] = [np.empty((n, t.shape[1]), np.float32) for t in per_layer]
+                    for arr, t in zip(layers[v], per_layer):
+                        arr[idx] = t.float().cpu().numpy()
+        return layers
 
 
 def requested_values(n_frames, n_captions) -> tuple[str, list[int]]:
