@@ -423,3 +423,17 @@ def test_sweep_with_a_misspelt_encoder_writes_no_run_folder(tmp_path, capsys):
         check_encoder_name("nope", cache)
     (cache / "features" / "nope" / "data" / "n_f-1-x" / "record.json").write_text("{}")
     check_encoder_name("nope", cache)
+
+
+def test_wsv_train_with_a_missing_language_model_writes_no_run_folder(tmp_path, capsys, monkeypatch):
+    """Before, `wsv train --lm gpt5` recorded its configuration and then failed to find the model, so the
+    corrected command was refused as another configuration."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a red circle moves left on a black background\na blue square grows on a white background\n")
+    code, _, err = run_cli(monkeypatch, capsys, "wsv", "train", "--corpus", corpus, "--lm", "gpt5", "--out",
+                           tmp_path / "w")
+    last = err.strip().splitlines()[-1]
+    assert code == 2 and last.startswith("error: ") and "'gpt5'" in last and "Traceback" not in err
+    assert not (tmp_path / "w").exists()

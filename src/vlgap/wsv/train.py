@@ -100,6 +100,10 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
     # a new folder, or one taken over, loses its checkpoint and model (nothing in it is this run's); the
     # leftovers of a killed run go too
     own = ("checkpoint.pt", "model.pt")
+    if cfg.lm not in ("scratch", "smollm2"):  # a language model that cannot be found is refused before the
+        from vlgap.wsv.sources import resolve_source  # run folder records this configuration
+
+        resolve_source(cfg.lm.removeprefix("hf:"), "--lm hf:")
     open_run_folder(out, "wsv-train", key, force=force or legacy,
                     clear=own + tuple(seal_path(out / name).name for name in own))
     bundle = Bundle(cfg, data, video_text=video_text).to(device)
