@@ -289,9 +289,9 @@ def test_cli_frame_rule_and_conventions(tmp_path, media, capsys):
     line = refused(capsys, *base, "--frames", "every")
     assert "--frames 'every' is not a frame rule" in line and "int-linspace:N" in line
     line = refused(capsys, *base, "--emscore-convention", "bert")
-    assert "--emscore-convention 'bert' is not known" in line
+    assert "--emscore-convention 'bert': choose one of official | content-tokens" in line
     line = refused(capsys, *base[:-1], "clipscore", "--clip-convention", "paper")
-    assert "--clip-convention 'paper' is not known" in line
+    assert "--clip-convention 'paper': choose one of official | hessel | transformers | torchmetrics" in line
     from typer.testing import CliRunner
 
     from vlgap.cli import app

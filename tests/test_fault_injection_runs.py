@@ -222,7 +222,7 @@ def test_sweep_interrupted_resumes_computing_only_the_missing_cells(sweep_env, t
 def test_sweep_cli_bad_counts_and_other_configuration_are_one_line_errors(sweep_env, tmp_path, monkeypatch, capsys):
     root, man = sweep_env
     base = ["sweep", man, "--vision", "tv", "--text", "tt", "--n-frames", "1,2", "--n-captions", "1,2",
-            "--out", tmp_path / "run"]
+            "--out", tmp_path / "run", "--cache-dir", root / "cache"]  # the toy encoders' features are there
     for flag, value in (("--k", 0), ("--bootstrap", -1), ("--permutations", -5)):
         line = one_line_error(*run_cli(monkeypatch, capsys, *base, flag, value)[::2])
         assert flag in line
