@@ -415,7 +415,7 @@ def test_msvd_split_needs_the_mapping_and_unknown_layouts_are_refused(tmp_path, 
     (tmp_path / "latin1.txt").write_bytes("-4wsuPCjDBc_5_15 caf\xe9\n".encode("latin-1"))
     assert one_line_error(import_msvd, tmp_path / "latin1.txt", msvd_clips, tmp_path / "m.jsonl") == (
         f"annotation file {tmp_path / 'latin1.txt'}: not UTF-8 text at line 1 (byte 0xe9 at offset 20); "
-        "re-encode the file as UTF-8")
+        "re-encode the file as UTF-8, or name its encoding (--encoding cp1252)")
 
 
 # ---- shared: limit, suffixes, symlinks, skipped-items file ------------------------------------------

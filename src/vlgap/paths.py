@@ -13,6 +13,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from pathlib import Path
 
@@ -88,11 +90,53 @@ def output_folder(path: str | os.PathLike, what: str = "") -> Path:
     return p
 
 
+#: the encoding of the text files a command reads (`--encoding`; `text_encoding`); None: UTF-8
+_ENCODING: "contextvars.ContextVar[str | None]" = contextvars.ContextVar("vlgap_text_encoding", default=None)
+
+
+def check_encoding(name: str, what: str = "--encoding") -> str:
+    """The canonical name of text encoding `name` (`utf-8`, `cp1252`, `latin-1`, ...); a one-line error
+    for one Python does not know."""
+    import codecs
+
+    try:
+        info = codecs.lookup(str(name).strip())
+    except LookupError:
+        raise VlgapError(f"{what} {name!r}: not a text encoding Python knows; give e.g. utf-8, cp1252, latin-1, "
+                         "utf-16") from None
+    try:
+        "a".encode(info.name)
+    except (LookupError, TypeError, UnicodeError):
+        raise VlgapError(f"{what} {name!r}: not a text encoding (a binary codec); give e.g. utf-8, cp1252") from None
+    return info.name
+
+
+@contextlib.contextmanager
+def text_encoding(name: str | None):
+    """`with text_encoding("cp1252"):` every text file read inside (however deep) is decoded as `name`
+    instead of UTF-8; the CLI's `--encoding` sets it for the command's whole run."""
+    token = _ENCODING.set(None if name is None else check_encoding(name))
+    try:
+        yield
+    finally:
+        _ENCODING.reset(token)
+
+
 def decode_utf8(data: bytes, path: str | os.PathLike, what: str = "") -> str:
     """`data` (the bytes of `path`) as text; a byte-order mark is dropped (a UTF-16 one says the file is
     UTF-16, as Windows tools save it: decoded so). Bytes that are not UTF-8 are a one-line VlgapError
-    naming the file, the line and the byte. The one decoder of text files: every reader goes through it."""
+    naming the file, the line and the byte. The one decoder of text files: every reader goes through it.
+    Inside `text_encoding(name)` (the CLI's `--encoding`) the bytes are decoded as `name` instead."""
     import codecs
+
+    encoding = _ENCODING.get()
+    if encoding not in (None, "utf-8"):
+        try:
+            return data.decode(encoding)
+        except UnicodeDecodeError as err:
+            line = data[: err.start].count(b"\n") + 1
+            raise VlgapError(f"{_label(Path(path), what)}: not {encoding} text at line {line} (byte "
+                             f"0x{data[err.start]:02x} at offset {err.start}); give its encoding with --encoding") from None
 
     if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         try:
@@ -105,7 +149,7 @@ def decode_utf8(data: bytes, path: str | os.PathLike, what: str = "") -> str:
     except UnicodeDecodeError as err:
         line = data[: err.start].count(b"\n") + 1
         raise VlgapError(f"{_label(Path(path), what)}: not UTF-8 text at line {line} (byte 0x{data[err.start]:02x} "
-                         f"at offset {err.start}); re-encode the file as UTF-8") from None
+                         f"at offset {err.start}); re-encode the file as UTF-8, or name its encoding (--encoding cp1252)") from None
 
 
 def read_text_utf8(path: str | os.PathLike, what: str = "") -> str:

@@ -32,13 +32,10 @@ PREFERENCE_WORDS = {"a": 1.0, "b": -1.0, "tie": 0.0, "1": 1.0, "-1": -1.0, "0": 
 
 def read_judgments(path: str | Path) -> tuple[str, list[dict[str, str]], str]:
     """(kind, rows, item column) of a judgments CSV; kind is 'ratings' or 'preferences'."""
+    from vlgap.paths import read_text_utf8
+
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as err:
-        raise VlgapError(f"cannot read human judgments {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise VlgapError(f"{path}: not valid UTF-8; re-encode the file as UTF-8") from None
+    text = read_text_utf8(path, "human judgments")
     reader = csv.DictReader(text.splitlines())
     columns = [c.strip() for c in (reader.fieldnames or [])]
     rows = [{k.strip(): (v or "").strip() for k, v in row.items() if k is not None} for row in reader]

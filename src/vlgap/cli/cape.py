@@ -9,7 +9,8 @@ from rich.console import Console
 
 from vlgap.cli._app import app
 from vlgap.cli.group import VocabGroup
-from vlgap.cli.options import TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.options import (TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, encoding_option,
+                               seed_list)
 
 ADAPTER_HELP = ("Trained PE (operators pe, third): a LoRA adapter folder (out/adapter), a full-SFT model folder "
                 "(out/model) or the `vlgap cape train --out` folder itself.")
@@ -44,6 +45,7 @@ def rewrite_command(
     truncate: bool = typer.Option(False, "--truncate", help="...unless this flag cuts them (reported per prompt)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list, one object per prompt."),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
+    encoding: str = encoding_option(),
 ) -> None:
     """Rewrite prompts into the six-part schema with one operator."""
     from vlgap.encoders.causal_lm import allow_remote_code

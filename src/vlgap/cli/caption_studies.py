@@ -11,6 +11,7 @@ from rich.table import Table
 
 from vlgap.cli._app import app
 from vlgap.cli.options import (RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option, confidence_option,
+                               encoding_option,
                                device_option, dtype_option, int_list, one_int)
 from vlgap.io_utils import to_json
 
@@ -83,6 +84,7 @@ def split_captions_cmd(
     batch_size: int = typer.Option(8, help="lm: prompts per generate() call"),
     max_new_tokens: Optional[int] = typer.Option(None, help="lm: token budget per answer (default from the prompt)"),
     as_json: bool = typer.Option(False, "--json", help="print the split report as JSON"),
+    encoding: str = encoding_option(),
 ):
     """Split one caption per item into n parts (PVD style), validated for coverage; writes a new manifest."""
     from vlgap.counts import check_count

@@ -7,7 +7,7 @@ from typing import Callable, List, Optional
 import typer
 
 from vlgap.cli._app import app  # noqa: F401
-from vlgap.cli.options import ci_method_option, confidence_option, device_option
+from vlgap.cli.options import ci_method_option, confidence_option, device_option, encoding_option
 from vlgap.cli.tables import print_table
 
 
@@ -91,6 +91,7 @@ def caption_eval_command(
     on_empty: str = typer.Option("error", "--on-empty", help="error | keep: empty captions."),
     meteor_jar: Optional[Path] = typer.Option(None, "--meteor-jar", help="meteor-1.5.jar to use (default: the one in pycocoevalcap)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    encoding: str = encoding_option(),
 ) -> None:
     """BLEU-1..4, METEOR, ROUGE-L, CIDEr with coco-caption's numbers, SacreBLEU with its signature; CLIPScore, RefCLIPScore, EMScore, BERTScore on request; N, intervals and agreement with human judgments."""
     from rich.console import Console

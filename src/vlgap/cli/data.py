@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 
 from vlgap.cli._app import app
-from vlgap.cli.options import device_option, dtype_option
+from vlgap.cli.options import device_option, dtype_option, encoding_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, FRAME_SAMPLING_HELP, POOLING_HELP, RANDOM_WEIGHTS_HELP,
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, frame_counts, int_list)
 from vlgap.errors import VlgapError
@@ -38,6 +38,7 @@ def import_cmd(
     language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
     label_map: Optional[Path] = typer.Option(None, "--label-map", help="ssv2: labels.json (class name -> index), "
                                              "found automatically beside the annotations or videos"),
+    encoding: str = encoding_option(),
 ):
     """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations, or your own folder of videos or images
     with a captions CSV / JSON (`folder`), into a manifest, reporting every skip."""

@@ -137,6 +137,12 @@ def _frame_samplings(value, label, values):
     parse_frame_samplings(value)
 
 
+def _encoding(value, label, values):
+    from vlgap.paths import check_encoding
+
+    check_encoding(value, label)
+
+
 def _frame_rule(value, label, values):
     from vlgap.captions.frame_rules import parse_frame_rule
 
@@ -293,6 +299,7 @@ STYLE = Choice(lambda: tuple(__import__("vlgap.data.shapes.style", fromlist=["ST
 
 #: options whose parameter name means the same on every command that has it
 SHARED: dict[str, Constraint] = {
+    "encoding": Parsed(_encoding, bad=[("not an encoding", "klingon"), ("a binary codec", "base64")], good="cp1252"),
     "seed": SEED,
     "seeds": Parsed(_seeds, bad=[("negative", "-1"), ("huge", str(2 ** 40)), ("wrong type", "a,b"),
                                  ("empty", ",")], good="0,1"),
@@ -498,8 +505,14 @@ def guard(command, path: str) -> None:
 
     @functools.wraps(body)
     def checked(*args, **kwargs):
-        validate(path, command.params, kwargs)
-        return _call_body(body, args, kwargs)
+        from vlgap.paths import check_encoding, text_encoding
+
+        encoding = kwargs.get("encoding")  # --encoding: every text file of the run, its door checks included
+        if encoding is not None:
+            check_encoding(encoding)
+        with text_encoding(encoding):
+            validate(path, command.params, kwargs)
+            return _call_body(body, args, kwargs)
 
     command.callback = checked
     command._vlgap_guarded = True

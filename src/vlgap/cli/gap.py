@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app  # noqa: F401
-from vlgap.cli.options import ci_method_option, confidence_option, device_option
+from vlgap.cli.options import ci_method_option, confidence_option, device_option, encoding_option
 from vlgap.cli.tables import print_table
 
 KERNELS = ("rbf", "linear", "poly", "cmmd")
@@ -56,6 +56,7 @@ def gap_command(
     seed: int = typer.Option(0, "--seed", help="Seed for permutations, bootstrap, subsampling."),
     alpha: float = typer.Option(0.05, "--alpha", help="Significance level of the printed verdict."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    encoding: str = encoding_option(),
 ) -> None:
     """How far apart are two item sets? MMD^2 with a permutation p-value and a bootstrap interval."""
     from vlgap.errors import VlgapError
@@ -136,6 +137,7 @@ def compare_command(
     ci_method: str = ci_method_option("compare"),
     seed: int = typer.Option(0, "--seed"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    encoding: str = encoding_option(),
 ) -> None:
     """Compare systems scored on the same items: paired difference, or a 2x2 factorial analysis."""
     from vlgap.io_utils import to_json

@@ -201,6 +201,14 @@ FIXED_LEVEL: dict[str, float] = {
 }
 
 
+def encoding_option():
+    """`--encoding`: the encoding of the text files the command reads (captions, prompts, annotations). The
+    command's declaration checks it and the command group decodes every text file of the run with it
+    (vlgap.paths.text_encoding), so a command takes it as a parameter it does not use itself."""
+    return typer.Option("utf-8", "--encoding", help="encoding of the text files read (captions, prompts, "
+                        "annotations): utf-8 (default; a UTF-16 byte-order mark is honoured), cp1252, latin-1, ...")
+
+
 def confidence_option(command: str, default: float = 0.95):
     """`--confidence` of `command`: any level in (0, 1), or only its API's level where FIXED_LEVEL says so."""
     fixed = FIXED_LEVEL.get(command)

@@ -11,7 +11,8 @@ from rich.console import Console
 from vlgap.cli._app import app
 from vlgap.cli.captions import metrics_option
 from vlgap.cli.group import VocabGroup
-from vlgap.cli.options import TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, seed_list
+from vlgap.cli.options import (TRUST_REMOTE_CODE_HELP, confidence_option, device_option, dtype_option, encoding_option,
+                               seed_list)
 from vlgap.formatting import interval, number
 from vlgap.wsv.parts import PART_DEFAULTS, SETTING_DEFAULTS
 
@@ -143,6 +144,7 @@ def train_cmd(
     ray: Optional[str] = _ray_option(),
     ray_workers: Optional[int] = _ray_workers_option(),
     trust_remote_code: bool = typer.Option(False, "--trust-remote-code", help=TRUST_REMOTE_CODE_HELP),
+    encoding: str = encoding_option(),
 ):
     """Train one system (resumes after a kill with identical results) and write OUT/model.pt."""
     from vlgap.encoders.causal_lm import allow_remote_code
@@ -208,6 +210,7 @@ def eval_cmd(
     confidence: float = confidence_option("wsv eval"),
     metrics: Optional[str] = metrics_option(),
     seed: int = typer.Option(0), as_json: bool = typer.Option(False, "--json"),
+    encoding: str = encoding_option(),
 ):
     """BLEU-1..4, METEOR, ROUGE-L, CIDEr with bootstrap intervals, and the share of distinct captions; for
     shapes-world manifests (scene specs in meta.spec) also the per-attribute accuracy of the captions read
