@@ -1,7 +1,7 @@
 """`vlgap demo` (DemoConfig() defaults) from an empty cache reproduces the numbers its results page
 (docs/results/dynamic-reflections-demo.md) quotes: each quoted string is first found in the page, so an
-edit of the page without a rerun fails here too. Slow: the whole demo (about two minutes on a quiet
-2-core machine once the bundled SmolLM2 is converted; set VLGAP_MODELS to keep that conversion)."""
+edit of the page without a rerun fails here too. Slow: the whole demo (338 s on a quiet 2-core machine from
+an empty cache on 2026-12-03, SmolLM2's conversion included; VLGAP_MODELS keeps that conversion)."""
 from __future__ import annotations
 
 import json
@@ -20,9 +20,9 @@ CELLS = [
     ("0.102 to 0.182", "mobilenet_v2", "smollm2", 8, 8, 0.182, None),
 ]
 #: (quoted text, vision|text pair, fit parameter, value, decimals)
-FIT = [("R² = 0.999", "mobilenet_v2|minilm", "r2", 0.999, 3),
-       ("S∞ = 0.485", "mobilenet_v2|minilm", "S_inf", 0.485, 3),
-       ("β = 0.35", "mobilenet_v2|minilm", "beta", 0.35, 2)]
+FIT = [(r"\(R^2 = 0.999\)", "mobilenet_v2|minilm", "r2", 0.999, 3),  # the page's math is LaTeX (KaTeX)
+       (r"\(S_\infty = 0.485\)", "mobilenet_v2|minilm", "S_inf", 0.485, 3),
+       (r"\(\beta = 0.35\)", "mobilenet_v2|minilm", "beta", 0.35, 2)]
 
 
 def _value(v):
