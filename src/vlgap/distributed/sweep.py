@@ -2,7 +2,7 @@
 
 Each distinct feature set goes to the object store once; one task per feature set computes its
 layer states (neighbour lists; `precompute_layers`), and one task per cell runs the layer search,
-bootstrap and permutations from two such states with the cell's own seed (seed + cell number), as
+bootstrap and permutations from two such states with the sweep's seed (every cell the same resamples), as
 the serial sweep does. So the table equals the serial sweep's, and cells finish in any order (the
 driver writes each cell file as it arrives; a re-run skips finished cells). A worker that dies is
 replaced and its task re-run (`max_retries`): every task is a pure function of its inputs.
@@ -53,7 +53,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, sc
         v, t, nf, nc = cells[ci]
         pending.append(_cell_task.options(**opts).remote(
             score_cell, ci, side("v", v, nf), side("t", t, nc), cfg.k, cfg.metric, cfg.n_bootstrap, cfg.n_permutations,
-            cfg.seed + ci, cfg.device, cfg.preset))
+            cfg.seed, cfg.device, cfg.preset))
     while pending:
         ready, pending = rt.wait(pending, num_returns=1)
         try:

@@ -32,7 +32,7 @@ import torch
 from vlgap.errors import VlgapError
 from vlgap.metrics.base import (AlignmentMetric, KnnMetric, Neighbours, chance_level, check_k,  # noqa: F401
                                 ZeroVarianceError, constant_message, inverse_permutation, is_constant)
-from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, walk_rows, weighted_neighbours
+from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, active_memo, walk_rows, weighted_neighbours
 from vlgap.metrics.ordinal import EditDistanceKnn, LcsKnn
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare, resolve_device
 
@@ -149,6 +149,20 @@ class MutualKnn(KnnMetric):
         return out
 
     def _resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
+        memo = active_memo()
+        if memo is None:
+            return self._fresh_resample_lists(state, get_feats, w)
+        digest = memo.digest(w, self.k)
+        kept = memo.get(state, digest)
+        if kept is None:
+            ids, taken = self._fresh_resample_lists(state, get_feats, w)
+            # stored narrow (ids < N, copies taken <= k), returned as computed
+            narrow = torch.int32 if ids.shape[-2] < 2**31 else ids.dtype
+            memo.put(state, digest, (ids.to(narrow), taken.to(torch.uint8 if self.k < 256 else torch.int32)))
+            return ids, taken
+        return kept[0].to(state.ids.dtype), kept[1].to(torch.int32)
+
+    def _fresh_resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
         ids, taken, short = weighted_neighbours(state.ids, w, self.k)
         short &= w > 0
         if bool(short.any()):

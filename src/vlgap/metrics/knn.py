@@ -218,3 +218,92 @@ def walk_rows(ranked_rows: torch.Tensor, w: torch.Tensor, k: int):
     ids.scatter_(1, slot, ranked_rows)
     out_taken.scatter_(1, slot, taken)
     return ids[:, :k], out_taken[:, :k], cum[:, -1] < k
+
+
+class ResampleMemo:
+    """Resampled neighbour lists kept for reuse, at most `budget_bytes`, least recently used first out.
+
+    A sweep scores every (vision side, text side) cell with the same item resamples (common random
+    numbers, vlgap.probe.sweep), so one side's lists for one batch of multiplicities serve every cell
+    that side enters. Entries are keyed by the layer state (checked by weak reference, so a recycled
+    object id never hits) and a digest of the multiplicities; values are exact copies, so a hit returns
+    what a recomputation would."""
+
+    def __init__(self, budget_bytes: int):
+        import threading
+        from collections import OrderedDict
+
+        self.budget = int(budget_bytes)
+        self.used = 0
+        self.hits = self.misses = 0
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def digest(weights: torch.Tensor, k: int) -> bytes:
+        import hashlib
+
+        w = weights.detach().cpu().contiguous()
+        h = hashlib.blake2b(digest_size=16)
+        h.update(f"{tuple(w.shape)}|{w.dtype}|{k}".encode())
+        h.update(w.numpy().tobytes())
+        return h.digest()
+
+    def get(self, owner, digest: bytes):
+        with self._lock:
+            entry = self._entries.get((id(owner), digest))
+            if entry is None or entry[0]() is not owner:
+                self.misses += 1
+                return None
+            self._entries.move_to_end((id(owner), digest))
+            self.hits += 1
+            return entry[1]
+
+    def put(self, owner, digest: bytes, value: tuple[torch.Tensor, ...]) -> None:
+        import weakref
+
+        size = sum(t.numel() * t.element_size() for t in value)
+        if size > self.budget:
+            return
+        with self._lock:
+            key = (id(owner), digest)
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.used -= old[2]
+            self._entries[key] = (weakref.ref(owner), value, size)
+            self.used += size
+            while self.used > self.budget:
+                _, (_, _, freed) = self._entries.popitem(last=False)
+                self.used -= freed
+
+
+#: the memo in effect (None: every resample's lists are computed afresh); see `resample_memo`
+_MEMO: ResampleMemo | None = None
+
+
+def active_memo() -> ResampleMemo | None:
+    return _MEMO
+
+
+class resample_memo:
+    """`with resample_memo(budget_bytes):` keeps resampled neighbour lists for reuse inside the block
+    (a sweep's cells share them); nested blocks keep the outer memo."""
+
+    def __init__(self, budget_bytes: int = 1024 * 2**20):
+        self.budget = budget_bytes
+        self.memo: ResampleMemo | None = None
+        self._outer = False
+
+    def __enter__(self) -> ResampleMemo:
+        global _MEMO
+        if _MEMO is not None:
+            self._outer = True
+            self.memo = _MEMO
+            return _MEMO
+        self.memo = _MEMO = ResampleMemo(self.budget)
+        return self.memo
+
+    def __exit__(self, *exc) -> None:
+        global _MEMO
+        if not self._outer:
+            _MEMO = None

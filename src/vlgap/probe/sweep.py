@@ -39,6 +39,8 @@ from vlgap.runs.folder import is_legacy_folder, open_run_folder
 FIT_BOOTSTRAP = 300
 #: version of the cell files and their keys: a change makes every older cell stale (recomputed)
 SWEEP_FORMAT = 2
+#: resampled neighbour lists kept across a sweep's cells (vlgap.metrics.knn.ResampleMemo)
+RESAMPLE_MEMO_BYTES = 1024 * 2**20
 #: config fields that do not change any number (where files live, throughput)
 RUN_IGNORE = ("manifest", "cache_dir", "batch_size")
 
@@ -301,7 +303,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
 
     ray: "auto" or a cluster address: extraction runs on Ray (`ray_workers` encoder actors) and every
     (vision, text, n_f, n_c) cell is an independent Ray task (vlgap.distributed.sweep); cells keep
-    their seeds (seed + cell number), so the table equals the serial sweep's.
+    the sweep's seed (the same resamples in every cell), so the table equals the serial sweep's.
     force: take over a run folder that holds another configuration (its cells are recomputed, by
     their keys); without it such a folder is refused with the differences. claim=False: the caller
     (`vlgap demo`) has claimed the folder for its own configuration."""
@@ -384,22 +386,30 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                                  device=cfg.device, preset=cfg.preset, for_bootstrap=cfg.n_bootstrap > 0,
                                  name=f"{name} {modality}={value}" + (f" draw {draw}" if len(draws) > 1 else ""))
 
+    def one(ci):
+        v, t, nf, nc = cells[ci]
+        # every cell draws the same resamples and permutations (common random numbers): differences
+        # between cells carry no resampling noise of their own, and each side's resampled lists serve
+        # every cell it enters (vlgap.metrics.knn.ResampleMemo)
+        opts = dict(k=cfg.k, metric=cfg.metric, n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations,
+                    seed=cfg.seed, device=cfg.device, preset=cfg.preset)
+        if len(draws) > 1:
+            return ci, score_cell_draws(side("v", v, nf), [side("t", t, nc, r) for r in range(len(draws))], **opts)
+        return ci, score_cell(side("v", v, nf), side("t", t, nc), **opts)
+
     def serial(todo):
-        for ci in todo:
-            v, t, nf, nc = cells[ci]
-            opts = dict(k=cfg.k, metric=cfg.metric, n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations,
-                        seed=cfg.seed + ci, device=cfg.device, preset=cfg.preset)
-            if len(draws) > 1:
-                yield ci, score_cell_draws(side("v", v, nf), [side("t", t, nc, r) for r in range(len(draws))], **opts)
-            else:
-                yield ci, score_cell(side("v", v, nf), side("t", t, nc), **opts)
+        from vlgap.metrics.knn import resample_memo
+        from vlgap.parallel import threaded_map, workers_for
+
+        with resample_memo(RESAMPLE_MEMO_BYTES):
+            yield from threaded_map(one, todo, workers_for(len(todo), cfg.device))
 
     data = record["data"]
     items_digest = key_digest(ids)[:16]
     # replaced weights (a folder's files, a moved hub snapshot) make other features, hence other cells
     weights = {name: next(iter(res.features.values())).record.get("encoder_key", {}).get("weights_id")
                for name, res in [*vis.items(), *((t, runs[0]) for t, runs in txt_draws.items())] if res.features}
-    keys = [cell_key(cfg, data, items_digest, cell, cfg.seed + ci, weights) for ci, cell in enumerate(cells)]
+    keys = [cell_key(cfg, data, items_digest, cell, cfg.seed, weights) for ci, cell in enumerate(cells)]
 
     report = _report
     by_cell: dict[int, dict] = {}
@@ -451,27 +461,44 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
 
 def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:
     """Fit the scaling law per encoder pair; a grid too small to identify it is reported, not fatal.
-    With `progress`, each pair's bootstrap refits count up on stderr (seconds each on a CPU)."""
+    The pairs' fits (each with FIT_BOOTSTRAP refits, seconds on a CPU) run in worker processes, one
+    per core (vlgap.parallel.process_map); each fit is a pure function of its grid, so the result
+    does not depend on the number of workers."""
+    from vlgap.parallel import process_map, workers_for
     from vlgap.progress import counter
-    from vlgap.scaling import fit_scaling
 
-    fits = {}
-    for v, t in dict.fromkeys((r["vision"], r["text"]) for r in rows):
+    pairs = list(dict.fromkeys((r["vision"], r["text"]) for r in rows))
+    jobs, notes = [], []
+    for v, t in pairs:
         sub = [r for r in rows if r["vision"] == v and r["text"] == t]
         # n/a cells (zero-variance features) carry no score: the law is fitted without them, and says so
         na = [f"n_f={r['n_f']} n_c={r['n_c']}" for r in sub if not np.isfinite(r["score"])]
-        grid = [{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub if np.isfinite(r["score"])]
-        note = f"{len(na)} n/a cell(s) left out ({', '.join(na)})" if na else None
-        try:
-            with counter(f"scaling law {v} x {t}: bootstrap refits", FIT_BOOTSTRAP, "refits", progress) as report:
-                fits[f"{v}|{t}"] = fit_scaling(grid, n_bootstrap=FIT_BOOTSTRAP,
-                                               progress=lambda done, total: report(done)).to_dict()
-        except VlgapError as err:
-            fits[f"{v}|{t}"] = {"error": str(err) + (f" ({note})" if note else "")}
-        else:
-            if note:
-                fits[f"{v}|{t}"].setdefault("warnings", []).append(note)
+        jobs.append(([{"n_f": r["n_f"], "n_c": r["n_c"], "score": r["score"]} for r in sub if np.isfinite(r["score"])],
+                     FIT_BOOTSTRAP))
+        notes.append(f"{len(na)} n/a cell(s) left out ({', '.join(na)})" if na else None)
+    with counter(f"scaling laws ({FIT_BOOTSTRAP} bootstrap refits each)", len(pairs), "pairs", progress) as report:
+        results = []
+        for fit in process_map(_fit_grid, jobs, workers_for(len(jobs))):
+            results.append(fit)
+            report(len(results))
+    fits = {}
+    for (v, t), fit, note in zip(pairs, results, notes):
+        if "error" in fit:
+            fit = {"error": fit["error"] + (f" ({note})" if note else "")}
+        elif note:
+            fit.setdefault("warnings", []).append(note)
+        fits[f"{v}|{t}"] = fit
     return fits
+
+
+def _fit_grid(grid: list[dict], n_bootstrap: int) -> dict:
+    """One pair's law as a dict ({"error": ...} where the grid cannot identify it); runs in a worker."""
+    from vlgap.scaling import fit_scaling
+
+    try:
+        return fit_scaling(grid, n_bootstrap=n_bootstrap).to_dict()
+    except VlgapError as err:
+        return {"error": str(err)}
 
 
 def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, dict],

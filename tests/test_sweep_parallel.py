@@ -1,0 +1,125 @@
+"""A sweep's cells in worker threads, its laws in worker processes, and the resample memo: the same
+numbers as one thread computing everything afresh, bit for bit; every cell draws the same resamples."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from toy_encoders import ToyText, ToyVision
+from vlgap.metrics.knn import ResampleMemo, active_memo, resample_memo
+from vlgap.metrics.layer_search import layer_search, precompute_layers
+from vlgap.probe.sweep import SweepConfig, run_sweep
+
+
+@pytest.fixture
+def toy_manifest(tmp_path):
+    from conftest import write_video
+
+    rows = []
+    rng = np.random.default_rng(1)
+    for i in range(26):
+        write_video(tmp_path / "m" / f"v{i}.mp4", 4 + i % 5, size=16)
+        words = [f"w{x}" for x in rng.integers(0, 40, 8)]
+        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4",
+                     "captions": [" ".join(words[j:j + 3]) for j in range(4)]})
+    man = tmp_path / "man.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return man
+
+
+def _rows(res):
+    return sorted(json.dumps(r, sort_keys=True) for r in res.rows)
+
+
+def test_threaded_cells_and_process_fits_equal_one_worker(toy_manifest, tmp_path, monkeypatch):
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [2, 3, 4], [1, 2, 3], k=3, n_bootstrap=30, n_permutations=30,
+                      cache_dir=str(tmp_path / "cache"))
+    encs = {"tv": ToyVision(), "tt": ToyText()}
+    monkeypatch.setenv("VLGAP_WORKERS", "1")
+    one = run_sweep(cfg, tmp_path / "one", progress=False, encoders=encs)
+    monkeypatch.setenv("VLGAP_WORKERS", "3")
+    threads_before = torch.get_num_threads()
+    many = run_sweep(cfg, tmp_path / "many", progress=False, encoders=encs)
+    assert torch.get_num_threads() == threads_before  # restored after the worker threads
+    assert _rows(one) == _rows(many)
+    assert json.dumps(one.fits, sort_keys=True) == json.dumps(many.fits, sort_keys=True)
+    assert len(one.fits) == 1 and "error" not in next(iter(one.fits.values()))
+    assert active_memo() is None  # the sweep's memo ends with it
+
+
+def test_every_cell_draws_the_same_resamples(toy_manifest, tmp_path, monkeypatch):
+    """Common random numbers: a cell equals a layer search on its features with the sweep's own seed."""
+    from vlgap.features.extract import load_features
+
+    monkeypatch.setenv("VLGAP_WORKERS", "2")
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [2, 4], [1, 3], k=3, n_bootstrap=25, n_permutations=25,
+                      seed=7, cache_dir=str(tmp_path / "cache"))
+    res = run_sweep(cfg, tmp_path / "run", progress=False, encoders={"tv": ToyVision(), "tt": ToyText()})
+    for row in res.rows:
+        xs = load_features(toy_manifest, "tv", "n_f", row["n_f"], cache_dir=tmp_path / "cache").layers
+        ys = load_features(toy_manifest, "tt", "n_c", row["n_c"], cache_dir=tmp_path / "cache").layers
+        direct = layer_search(xs, ys, k=3, n_bootstrap=25, n_permutations=25, seed=7)
+        assert row["score"] == direct.best_score
+        assert (row["ci_lo"], row["ci_hi"]) == tuple(direct.ci)
+        assert row["p_value"] == direct.p_value
+
+
+def _layers(seed, n=40, dims=(6, 9, 5)):
+    g = torch.Generator().manual_seed(seed)
+    base = torch.randn(n, 4, generator=g)
+    return [torch.cat([base, 0.7 * torch.randn(n, d, generator=g)], dim=1) for d in dims]
+
+
+def test_memo_hits_return_what_a_fresh_bootstrap_computes():
+    x, y = _layers(0), _layers(1)
+    plain = layer_search(x, y, k=4, n_bootstrap=60, n_permutations=0, seed=3)
+    sx = precompute_layers(x, k=4, for_bootstrap=True)
+    sy = precompute_layers(y, k=4, for_bootstrap=True)
+    with resample_memo() as memo:
+        first = layer_search(sx, sy, k=4, n_bootstrap=60, n_permutations=0, seed=3)
+        misses = memo.misses
+        second = layer_search(sx, sy, k=4, n_bootstrap=60, n_permutations=0, seed=3)
+        assert memo.misses == misses and memo.hits >= misses > 0  # the second search is all hits
+        other = layer_search(sx, sy, k=4, n_bootstrap=60, n_permutations=0, seed=4)  # other resamples: misses
+        assert memo.misses > misses
+    for res in (first, second):
+        assert np.array_equal(res.bootstrap.samples, plain.bootstrap.samples)
+        assert res.ci == plain.ci
+    assert not np.array_equal(other.bootstrap.samples, plain.bootstrap.samples)
+
+
+def test_memo_budget_evicts_oldest_and_never_serves_a_dead_owner():
+    memo = ResampleMemo(budget_bytes=100)
+
+    class Owner:
+        pass
+
+    a, b = Owner(), Owner()
+    memo.put(a, b"k", (torch.zeros(15, dtype=torch.int32),))        # 60 bytes
+    memo.put(b, b"k", (torch.zeros(10, dtype=torch.int32),))        # 40: both fit
+    assert memo.get(a, b"k") is not None and memo.get(b, b"k") is not None
+    memo.put(b, b"j", (torch.zeros(5, dtype=torch.int32),))         # 20 more: the oldest (a) goes
+    assert memo.get(a, b"k") is None and memo.get(b, b"j") is not None and memo.used <= 100
+    memo.put(a, b"big", (torch.zeros(50, dtype=torch.int32),))      # larger than the budget: not kept
+    assert memo.get(a, b"big") is None
+    c = Owner()
+    memo.put(c, b"k", (torch.zeros(1, dtype=torch.int32),))
+    del c  # a new object may reuse the id: the weak reference tells them apart
+    d = Owner()
+    assert memo.get(d, b"k") is None
+    assert ResampleMemo.digest(torch.tensor([1, 2]), 3) != ResampleMemo.digest(torch.tensor([2, 1]), 3)
+    assert ResampleMemo.digest(torch.tensor([1, 2]), 3) != ResampleMemo.digest(torch.tensor([1, 2]), 4)
+
+
+def test_workers_setting_is_checked(monkeypatch):
+    from vlgap.errors import VlgapError
+    from vlgap.parallel import workers_for
+
+    monkeypatch.setenv("VLGAP_WORKERS", "two")
+    with pytest.raises(VlgapError, match="VLGAP_WORKERS"):
+        workers_for(8)
+    monkeypatch.setenv("VLGAP_WORKERS", "3")
+    assert workers_for(8) == 3 and workers_for(2) == 2 and workers_for(8, "cuda:0") == 1
