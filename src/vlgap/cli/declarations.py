@@ -310,6 +310,7 @@ SHARED: dict[str, Constraint] = {
     "ci_method": Parsed(_ci_method, bad=[("not a choice", "bogus-method")], good="percentile"),
     "device": Parsed(_device, bad=[("not a device", "gpu9"), ("wrong type", "cuda:x")], good="cpu"),
     "dtype": Parsed(_dtype, bad=[("not a dtype", "int7")], good="float32"),
+    "text_dtype": Parsed(_dtype, bad=[("not a dtype", "int7")], good="bfloat16"),
     "threads": Count(1, 4096),
     "decode_threads": Count(1, 1024),
     "workers": Count(1, 1024),

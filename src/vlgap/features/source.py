@@ -22,6 +22,8 @@ class FeatureOptions:
     cache_dir: str | Path | None = None  # default: $VLGAP_CACHE or ~/.cache/vlgap
     device: str = "cpu"
     dtype: str = "float32"
+    #: number format of the text encoders (None: `dtype`)
+    text_dtype: str | None = None
     image_size: int | None = None  # vision input side (None: the encoder's default)
     text_pooling: str | None = None  # mean (default) | last
     #: image encoders on video: mean (default) | segments:S | meandiff (vlgap.features.temporal_pooling)
@@ -96,7 +98,8 @@ class FeatureSource:
             def load():
                 from vlgap.encoders.registry import get_encoder
 
-                return get_encoder(name, device=o.device, dtype=o.dtype, pooling=None if vision else o.text_pooling,
+                return get_encoder(name, device=o.device, dtype=o.dtype if vision else self.text_dtype,
+                                   pooling=None if vision else o.text_pooling,
                                    image_size=o.image_size if vision else None, random_weights=o.random_weights)
             self.encoders[name] = LazyEncoder(load)
         return self.encoders[name]
@@ -121,8 +124,12 @@ class FeatureSource:
         from vlgap.features.extract import extract
 
         res = extract(man, name, n_captions=[n_c], pooling=self.options.text_pooling, caption_draw=caption_draw,
-                      loaded_encoder=self._encoder(name, False), **self._common())
+                      loaded_encoder=self._encoder(name, False), **{**self._common(), "dtype": self.text_dtype})
         return res.features[n_c]
+
+    @property
+    def text_dtype(self) -> str:
+        return self.options.text_dtype or self.options.dtype
 
     def is_cached(self, man, name: str, param: str, value: int) -> bool:
         from vlgap.features.extract import encoder_key
@@ -130,7 +137,7 @@ class FeatureSource:
         from vlgap.io_utils import cache_root
 
         o = self.options
-        key = FeatureKey(encoder_key(name, o.dtype, o.text_pooling if param == "n_c" else None,
+        key = FeatureKey(encoder_key(name, self.text_dtype if param == "n_c" else o.dtype, o.text_pooling if param == "n_c" else None,
                                      o.image_size if param == "n_f" else None,
                                      temporal_pooling=o.temporal_pooling if param == "n_f" else None,
                                      random_weights=o.random_weights),

@@ -137,7 +137,8 @@ def sweep_features(config: dict[str, Any], progress: bool = False):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=config.get("cache_dir"), device=config.get("device", "cpu"),
-                                        dtype=config.get("dtype", "float32"), image_size=config.get("image_size"),
+                                        dtype=config.get("dtype", "float32"), text_dtype=config.get("text_dtype"),
+                                        image_size=config.get("image_size"),
                                         text_pooling=config.get("text_pooling"),
                                         temporal_pooling=config.get("temporal_pooling") or "mean",
                                         random_weights=bool(config.get("random_weights")), progress=progress))

@@ -23,6 +23,7 @@ def _features(cfg, progress: bool, encoders: dict[str, Any] | None):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
+                                       text_dtype=getattr(cfg, "text_dtype", None),
                                         image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                                         random_weights=bool(cfg.random_weights), progress=progress),
                          encoders=encoders)

@@ -30,7 +30,8 @@ def _sub_sweep(cfg, name: str, *, n_frames: list[int], n_captions: list[int], pr
     sweep_cfg = SweepConfig(manifest=str(shapes_manifest(cfg)), vision=[cfg.vision[0]], text=[cfg.text[0]],
                             n_frames=n_frames, n_captions=n_captions, k=cfg.k, metric=cfg.metric,
                             n_bootstrap=min(SECTION_BOOTSTRAP, cfg.n_bootstrap), n_permutations=0, seed=cfg.seed,
-                            device=cfg.device, dtype=cfg.dtype, image_size=cfg.image_size,
+                            device=cfg.device, dtype=cfg.dtype, text_dtype=getattr(cfg, "text_dtype", None),
+                            image_size=cfg.image_size,
                             temporal_pooling=cfg.temporal_pooling, cache_dir=cfg.cache_dir,
                             random_weights=bool(cfg.random_weights), fit=False, **extra)
     return run_sweep(sweep_cfg, Path(cfg.out) / "dr_full" / name, progress=progress, encoders=encoders, force=True)

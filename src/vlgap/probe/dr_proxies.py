@@ -17,6 +17,7 @@ def _source(cfg, progress: bool):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
     return FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
+                                       text_dtype=getattr(cfg, "text_dtype", None),
                                         image_size=cfg.image_size, progress=progress,
                                         temporal_pooling=getattr(cfg, "temporal_pooling", "mean"),
                                         random_weights=bool(getattr(cfg, "random_weights", False))))

@@ -63,6 +63,8 @@ class SweepConfig:
     seed: int = 0
     device: str = "cpu"
     dtype: str = "float32"
+    #: number format of the text encoders (None: `dtype`); e.g. bfloat16 text beside float32 vision
+    text_dtype: str | None = None
     image_size: int | None = None
     text_pooling: str | None = None
     #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
@@ -92,6 +94,12 @@ class SweepConfig:
 
         from vlgap.data.sampling import parse_frame_samplings
 
+        from vlgap.runtime import parse_dtype
+
+        self.dtype = parse_dtype(self.dtype)
+        self.text_dtype = None if self.text_dtype is None else parse_dtype(self.text_dtype)
+        if self.text_dtype == self.dtype:
+            self.text_dtype = None
         self.temporal_pooling = parse_mode(self.temporal_pooling)
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws", example=5)
@@ -118,6 +126,8 @@ class SweepConfig:
             del out["caption_draws"]
         if out["frame_sampling"] == ["uniform"]:
             del out["frame_sampling"]
+        if out["text_dtype"] is None:
+            del out["text_dtype"]
         return out
 
     def vision_variants(self) -> dict[str, tuple[str, str]]:
@@ -346,7 +356,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                 opts["trust_remote_code"] = True
             if cfg.random_weights:
                 opts["random_weights"] = True
-            return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=cfg.dtype, **opts))
+            dtype = cfg.dtype if vision else (cfg.text_dtype or cfg.dtype)
+            return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts))
 
         if len(cfg.frame_sampling) > 1:
             loaded.update({v: lazy(v, True) for v in cfg.vision if v not in loaded})
@@ -358,8 +369,9 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                          **common) for name, (v, fs) in variants.items()}
     # one text feature set per caption draw: draw None is the paper's first n_c captions
     draws = [None] if cfg.caption_draws == 1 else [(cfg.seed, r) for r in range(cfg.caption_draws)]
+    text_common = {**common, "dtype": cfg.text_dtype or cfg.dtype}
     txt_draws = {t: [extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, caption_draw=d,
-                             loaded_encoder=loaded.get(t), **common) for d in draws] for t in cfg.text}
+                             loaded_encoder=loaded.get(t), **text_common) for d in draws] for t in cfg.text}
     ids, dropped = _common_ids(list(vis.values()) + [r for runs in txt_draws.values() for r in runs])
     if len(ids) <= cfg.k + 1:
         raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={cfg.k} needs more")

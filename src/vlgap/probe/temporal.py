@@ -55,6 +55,7 @@ def run_temporal_sections(cfg, result=None, progress: bool = True, encoders: dic
     n_c = max(cfg.n_captions)
     boot = n_bootstrap if n_bootstrap is not None else max(200, int(getattr(cfg, "n_bootstrap", 200)))
     src = FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
+                                       text_dtype=getattr(cfg, "text_dtype", None),
                                        image_size=cfg.image_size, progress=progress,
                                        temporal_pooling=getattr(cfg, "temporal_pooling", "mean"),
                                        random_weights=bool(getattr(cfg, "random_weights", False))),
