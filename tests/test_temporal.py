@@ -212,7 +212,7 @@ def test_demo_sections_on_toy_encoders(tmp_path):
 
     runner = CliRunner()
     common = ["--vision", "toy_img,toy_vid", "--text", "toy_txt", "--n-frames", "8", "--image-size", "160",
-              "--cache-dir", cfg.cache_dir, "--bootstrap", "50", "--json"]
+              "--cache-dir", cfg.cache_dir, "--bootstrap", "50", "--text-dtype", "bf16", "--json"]
     out = runner.invoke(app, ["temporal", str(shapes_manifest(cfg)), "--n-captions", "4", "--k", "3",
                               "--image-check", "16", *common])
     assert out.exit_code == 0, out.output

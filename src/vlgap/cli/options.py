@@ -313,6 +313,14 @@ def device_option(default: str | None = "cpu", *, spread: bool = False, what: st
                                                                                 else DEVICE_HELP))
 
 
+def text_dtype_option():
+    """The one `--text-dtype` declaration: the text encoders' format when it differs from --dtype."""
+    from vlgap.runtime import DTYPE_HELP
+
+    return typer.Option(None, "--text-dtype", help="the text encoders' number format when it differs from --dtype "
+                        "(bfloat16 text beside float32 vision: `vlgap demo`'s setting): " + DTYPE_HELP)
+
+
 def dtype_option(default: str | None = "float32", *, what: str = ""):
     """The one `--dtype` declaration (vlgap.runtime.parse_dtype: canonical names and their aliases)."""
     from vlgap.runtime import DTYPE_HELP

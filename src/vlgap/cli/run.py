@@ -10,8 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from vlgap.cli._app import app
-from vlgap.cli.options import device_option, dtype_option
-from vlgap.runtime import DTYPE_HELP
+from vlgap.cli.options import device_option, dtype_option, text_dtype_option
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, FRAME_SAMPLING_HELP, RANDOM_WEIGHTS_HELP,
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, frame_counts,
                                int_list)
@@ -68,7 +67,7 @@ def sweep_cmd(
     seed: int = typer.Option(0),
     device: str = device_option("cpu", spread=True),
     dtype: str = dtype_option("float32"),
-    text_dtype: Optional[str] = typer.Option(None, "--text-dtype", help="the text encoders' number format when it differs from --dtype (e.g. bfloat16 text beside float32 vision; the demo's default): " + DTYPE_HELP),
+    text_dtype: Optional[str] = text_dtype_option(),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -96,7 +95,8 @@ def sweep_cmd(
         output_folder(cache_dir, "--cache-dir")
     cfg = SweepConfig(str(manifest), [s for s in vision.split(",") if s], [s for s in text.split(",") if s],
                       frame_counts(n_frames, "--n-frames"), int_list(n_captions, "--n-captions"), k=k, metric=metric,
-                      n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype, text_dtype=text_dtype,
+                      n_bootstrap=bootstrap, n_permutations=permutations, seed=seed, preset=preset, device=device, dtype=dtype,
+                      text_dtype=text_dtype,
                       image_size=image_size, text_pooling=text_pooling, temporal_pooling=temporal_pooling,
                       skip_bad=skip_bad, allow_repeated_frames=allow_repeated_frames,
                       trust_remote_code=trust_remote_code, random_weights=random_weights,

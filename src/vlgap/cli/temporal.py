@@ -13,7 +13,8 @@ from rich.table import Table
 from vlgap.cli._app import app
 from vlgap.cli.tables import print_table
 from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, RANDOM_WEIGHTS_HELP, TEMPORAL_POOLING_HELP, ci_method_option,
-                               confidence_option, device_option, dtype_option, one_int)
+                               confidence_option, device_option, dtype_option, one_int,
+                               text_dtype_option)
 from vlgap.io_utils import to_json
 
 console = Console()
@@ -29,10 +30,11 @@ def _names(text: str, option: str) -> list[str]:
 
 
 def _features(cache_dir, device, dtype, image_size, text_pooling=None, skip_bad=False, temporal_pooling="mean",
-              random_weights=False, allow_repeated_frames=False):
+              random_weights=False, allow_repeated_frames=False, text_dtype=None):
     from vlgap.features.source import FeatureOptions, FeatureSource
 
-    return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, image_size=image_size,
+    return FeatureSource(FeatureOptions(cache_dir=cache_dir, device=device, dtype=dtype, text_dtype=text_dtype,
+                                        image_size=image_size,
                                         text_pooling=text_pooling, skip_bad=skip_bad,
                                         allow_repeated_frames=allow_repeated_frames,
                                         temporal_pooling=temporal_pooling, random_weights=random_weights))
@@ -95,6 +97,7 @@ def test_of_time_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     device: str = device_option("cpu", spread=True),
     dtype: str = dtype_option("float32"),
+    text_dtype: Optional[str] = text_dtype_option(),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -107,7 +110,7 @@ def test_of_time_cmd(
     from vlgap.probe.test_of_time import run_test_of_time
 
     features = _features(cache_dir, device, dtype, image_size, text_pooling, temporal_pooling=temporal_pooling,
-                         random_weights=random_weights)
+                         random_weights=random_weights, text_dtype=text_dtype)
     res = run_test_of_time(_names(vision, "--vision"), _names(text, "--text"), n_f=one_int(n_frames, "--n-frames"),
                            seed=seed, manifest=manifest, n_bootstrap=bootstrap, confidence=confidence, out=out,
                            features=features)
@@ -159,6 +162,7 @@ def temporal_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report sections"),
     device: str = device_option("cpu", spread=True),
     dtype: str = dtype_option("float32"),
+    text_dtype: Optional[str] = text_dtype_option(),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -176,7 +180,7 @@ def temporal_cmd(
     vis, txt = _names(vision, "--vision"), _names(text, "--text")
     n_f = one_int(n_frames, "--n-frames")
     src = _features(cache_dir, device, dtype, image_size, text_pooling, skip_bad, temporal_pooling, random_weights,
-                    allow_repeated_frames)
+                    allow_repeated_frames, text_dtype)
     is_json = source.suffix.lower() == ".json"
     if not reorder and (not frame_order or is_json):
         raise VlgapError("nothing to run: enable --reorder, or --frame-order with a manifest")
@@ -247,6 +251,7 @@ def cross_vision_cmd(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="folder: the run folder for the report section"),
     device: str = device_option("cpu", spread=True),
     dtype: str = dtype_option("float32"),
+    text_dtype: Optional[str] = text_dtype_option(),
     image_size: Optional[int] = typer.Option(None),
     text_pooling: Optional[str] = typer.Option(None, "--text-pooling", help="mean (default) | last"),
     temporal_pooling: str = typer.Option("mean", "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
@@ -264,7 +269,8 @@ def cross_vision_cmd(
                               text=texts, n_c=one_int(n_captions, "--n-captions"), k=k,
                               n_bootstrap=bootstrap, confidence=confidence, seed=seed, out=out,
                               features=_features(cache_dir, device, dtype, image_size, text_pooling=text_pooling,
-                                                 temporal_pooling=temporal_pooling, random_weights=random_weights))
+                                                 temporal_pooling=temporal_pooling, random_weights=random_weights,
+                                                 text_dtype=text_dtype))
     if as_json:
         print(to_json(res))
         return

@@ -161,11 +161,15 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
     import time
 
     started = time.perf_counter()
-    result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False)
+    from vlgap.probe.sweep import lazy_encoders
+
+    # each encoder loads once, on first use, for the sweep and the temporal sections together
+    encoders = lazy_encoders(sweep_cfg)
+    result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False, encoders=encoders)
     if cfg.temporal:
         from vlgap.probe.temporal import run_temporal_sections
 
-        run_temporal_sections(cfg, result, progress=progress)
+        run_temporal_sections(cfg, result, progress=progress, encoders=encoders)
     if cfg.preset == "dr-full":
         from vlgap.probe.dr_full import run_dr_full_sections
 

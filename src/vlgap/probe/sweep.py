@@ -306,6 +306,32 @@ def _report(line: str) -> None:
     stderr_console.print(f"vlgap: {line}", highlight=False, soft_wrap=True)
 
 
+def lazy_encoders(cfg: SweepConfig, skip=()) -> dict[str, Any]:
+    """One `LazyEncoder` per vision and text encoder of the sweep, with the sweep's settings: each loads
+    on first use only (not at all when every feature is cached). `vlgap demo` hands them to the sweep
+    and then to its temporal sections, so no encoder loads twice. Names in `skip` (given
+    encoders) get none."""
+    from vlgap.encoders.registry import check_encoder_name, get_encoder
+    from vlgap.features.source import LazyEncoder
+
+    vision, text = [v for v in cfg.vision if v not in skip], [t for t in cfg.text if t not in skip]
+    for name in (*vision, *text):  # a misspelt name is refused now, not at its first use
+        check_encoder_name(name, cfg.cache_dir)
+
+    def lazy(name: str, vision: bool) -> LazyEncoder:
+        opts: dict[str, Any] = {"pooling": None if vision else cfg.text_pooling,
+                                "image_size": cfg.image_size if vision else None}
+        opts = {k: v for k, v in opts.items() if v}
+        if cfg.trust_remote_code:
+            opts["trust_remote_code"] = True
+        if cfg.random_weights:
+            opts["random_weights"] = True
+        dtype = cfg.dtype if vision else (cfg.text_dtype or cfg.dtype)
+        return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts))
+
+    return {**{v: lazy(v, True) for v in vision}, **{t: lazy(t, False) for t in text}}
+
+
 def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
               encoders: dict[str, Any] | None = None, ray: str | bool | None = None,
               ray_workers: int | None = None, *, force: bool = False, claim: bool = True) -> SweepResult:
@@ -344,25 +370,11 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     if ray and cfg.caption_draws > 1:
         raise VlgapError("--caption-draws above 1 runs in this process only for now: drop --ray, or use one draw")
     if not ray:  # an encoder used for several strategies or draws loads once, and only if something is missing
-        from vlgap.features.source import LazyEncoder
-
-        def lazy(name: str, vision: bool) -> LazyEncoder:
-            from vlgap.encoders.registry import get_encoder
-
-            opts: dict[str, Any] = {"pooling": None if vision else cfg.text_pooling,
-                                    "image_size": cfg.image_size if vision else None}
-            opts = {k: v for k, v in opts.items() if v}
-            if cfg.trust_remote_code:
-                opts["trust_remote_code"] = True
-            if cfg.random_weights:
-                opts["random_weights"] = True
-            dtype = cfg.dtype if vision else (cfg.text_dtype or cfg.dtype)
-            return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts))
-
+        lazy = lazy_encoders(cfg, skip=loaded)
         if len(cfg.frame_sampling) > 1:
-            loaded.update({v: lazy(v, True) for v in cfg.vision if v not in loaded})
+            loaded.update({v: lazy[v] for v in cfg.vision if v not in loaded})
         if cfg.caption_draws > 1:
-            loaded.update({t: lazy(t, False) for t in cfg.text if t not in loaded})
+            loaded.update({t: lazy[t] for t in cfg.text if t not in loaded})
     variants = cfg.vision_variants()
     vis = {name: extract(man, v, n_frames=cfg.n_frames, image_size=cfg.image_size,
                          temporal_pooling=cfg.temporal_pooling, frame_sampling=fs, loaded_encoder=loaded.get(v),
