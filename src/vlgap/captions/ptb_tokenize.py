@@ -465,24 +465,55 @@ def _tokenize_line(line: str, context: str) -> str:
             tail = tail[0]  # (nothing follows the line's last chunk in the line)
         if tail is not False:
             try:
-                head = " ".join(outs)
+                return " ".join(filter(None, f"{' '.join(outs)} {tail}".split(" ")))
             except TypeError:  # a chunk whose output depends on what follows, or not alone
-                head = _resolve_followers(outs, parts, last)
-            if head is not None:
-                return " ".join(filter(None, f"{head} {tail}".split(" ")))
+                if "\t" not in line:
+                    joined = _resolve_followers(outs, parts, last, tail, context[:1])
+                    if joined is not None:
+                        return joined
     return _tokenize_chunks(line, context)
 
 
-def _resolve_followers(outs: list, parts: list[str], last: str) -> str | None:
-    """The joined outputs of `parts` where each (output, voiding characters) entry stands when the
-    character after its blank (the next chunk's first, or a blank) does not void it, as
-    `_tokenize_chunks` decides; None where a chunk must be scanned in place."""
-    for i, frag in enumerate(outs):
+def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, line_end: str) -> str | None:
+    """The line's output from the memo entries `outs` of `parts` and `tail` of `last`, deciding as
+    `_tokenize_chunks` does: an (output, voiding characters) entry stands when the character after
+    its blank (the next chunk's first) does not void it; a chunk scanned in place (False) is taken
+    from the pair memo, with the next chunk when the scan went on through it. None where
+    `_tokenize_chunks` must scan (a pair not seen yet, or one that cannot be memoised); the line
+    holds no tab."""
+    chunks = parts + [last]
+    n_parts = len(parts)
+    frags = []
+    i = 0
+    while i < n_parts:
+        frag = outs[i]
         if frag.__class__ is not str:
-            if frag is False or (parts[i + 1] if i + 1 < len(parts) else last)[:1] in frag[1]:
-                return None
-            outs[i] = frag[0]
-    return " ".join(outs)
+            if frag is not False and chunks[i + 1][:1] not in frag[1]:
+                frag = frag[0]
+            else:  # scanned in place: the scanner stands at this chunk (nothing before reached into it)
+                part = chunks[i]
+                if part[0] in _RUN_BLANKS:
+                    return None
+                j = i + 1
+                while j <= n_parts and not chunks[j]:
+                    j += 1
+                if j > n_parts or not _can_pair(part, chunks[j]):
+                    return None
+                hit = _pair_memo.get(" ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end))
+                if hit is None:
+                    return None
+                frags.append(hit[0])
+                if hit[1]:  # the scan took the next chunk too
+                    if j == n_parts:
+                        return " ".join(filter(None, " ".join(frags).split(" ")))
+                    i = j + 1
+                    continue
+                i += 1
+                continue
+        frags.append(frag)
+        i += 1
+    frags.append(tail)
+    return " ".join(filter(None, " ".join(frags).split(" ")))
 
 
 def _can_pair(chunk: str, nxt: str) -> bool:
