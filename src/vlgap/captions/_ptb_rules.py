@@ -10,15 +10,15 @@ is used, as the jar's DFA does). Character classes come from the jar's frozen ta
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
-from re import _compiler as sre_compile, _constants as sre_c, _parser as sre_parse
+from re import _constants as sre_c, _parser as sre_parse
 from typing import Callable
 
 import regex
 
 from vlgap.captions import _ptb_classes
+from vlgap.captions._ptb_regex import (SCAN_SPAN, _compile_parsed, _first_chars, _FirstChars, _possible_chars,
+                                       _required_chars)
 
 
 # Character classes: JFlex's [:letter:], [:digit:], [:uppercase:] as frozen in the jar's tables
@@ -404,7 +404,7 @@ GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/
 
 class Rule:
     __slots__ = ("name", "index", "source", "_parsed", "_prefilter", "_posix", "first", "action", "max_len",
-                 "fixed", "required", "greedy_is_longest")
+                 "fixed", "required", "greedy_is_longest", "_run", "_run_items", "scans")
 
     def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
         self.name = name
@@ -426,159 +426,49 @@ class Rule:
         required = _required_chars(parsed)
         self.required = min(required) if required else None
         self.action = action
+        # the longest match without POSIX mode (see `longest`): where the trailing context, if any,
+        # has one width, so the body ends a fixed distance before the match does
+        lo_c, hi_c = sre_parse.SubPattern(parsed.state, parsed.data[1:]).getwidth() if context is not None else (0, 0)
+        self.scans = not self.greedy_is_longest and lo_c == hi_c
+        self._run_items = _possible_chars(parsed) if self.scans else None
+        self._run = None
 
     @property
     def prefilter(self) -> re.Pattern:
         if self._prefilter is None:
             # (from the parse made above: parsing is a third of compiling these large classes)
             self._prefilter = _compile_parsed(self._parsed)
-            self._parsed = None
         return self._prefilter
+
+    def longest(self, text: str, pos: int, greedy: re.Match):
+        """The leftmost-longest match at `pos` (as `pattern.match`), given the backtracking match
+        `greedy`: without the POSIX pattern (whose compilation costs more than many scans) where
+        `scans`, by trying each longer end in turn, from the longest a match could reach (the
+        characters a match may hold, `max_len`) down; a match with a fixed-width trailing context
+        has one body end per end. Where more than `SCAN_SPAN` ends are possible, the POSIX pattern."""
+        if not self.scans:
+            return self.pattern.match(text, pos)
+        run = self._run
+        if run is None:
+            run = self._run = _compile_parsed(sre_parse.SubPattern(
+                self._parsed.state, [(sre_c.MAX_REPEAT, (0, sre_c.MAXREPEAT, sre_parse.SubPattern(
+                    self._parsed.state, [self._run_items])))]))
+        g = greedy.end()
+        bound = min(run.match(text, pos).end(), pos + self.max_len)
+        if bound - g > SCAN_SPAN:
+            return self.pattern.match(text, pos)
+        fullmatch = self.prefilter.fullmatch
+        for end in range(bound, g, -1):
+            mt = fullmatch(text, pos, end)
+            if mt is not None:
+                return mt
+        return greedy
 
     @property
     def pattern(self) -> regex.Pattern:
         if self._posix is None:
             self._posix = regex.compile("(?p)" + self.source)
         return self._posix
-
-
-# The rules repeat a few very large Unicode classes (letters, digits) many times; the standard
-# compiler rebuilds each occurrence's charset (most of a prefilter's compile time). The charset it
-# builds is a pure function of the class, so it is memoised while the rules' prefilters compile.
-_charsets: dict = {}
-_plain_optimize_charset = getattr(sre_compile, "_optimize_charset", None)
-
-
-def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None):
-    _plain = _plain_optimize_charset
-    try:
-        key = (tuple((op, tuple(av) if av.__class__ is list else av) for op, av in charset),
-               iscased, fixup, id(fixes))
-        hit = _charsets.get(key)
-    except TypeError:  # pragma: no cover - an unhashable class item: compile it plainly
-        return _plain(charset, iscased, fixup, fixes)
-    if hit is None:
-        hit = _charsets[key] = _plain(charset, iscased, fixup, fixes)
-    return list(hit[0]), hit[1]
-
-
-def _compile_parsed(parsed) -> re.Pattern:
-    """sre_compile.compile(parsed), each distinct character class's charset built once."""
-    plain = _plain_optimize_charset
-    if plain is None or getattr(sre_compile, "_optimize_charset", None) is not plain:  # pragma: no cover
-        # (a Python whose compiler has no such step, or a compile already under way in another thread)
-        return sre_compile.compile(parsed)
-    sre_compile._optimize_charset = _memo_optimize_charset
-    try:
-        return sre_compile.compile(parsed)
-    finally:
-        sre_compile._optimize_charset = plain
-
-
-def _required_chars(seq) -> set[str]:
-    """Characters that occur in every string the parsed regex matches."""
-    out: set[str] = set()
-    for op, av in seq:
-        if op is sre_c.LITERAL:
-            out.add(chr(av))
-        elif op is sre_c.SUBPATTERN:
-            out |= _required_chars(av[-1])
-        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and av[0] >= 1:
-            out |= _required_chars(av[2])
-        elif op is sre_c.BRANCH:
-            alts = [_required_chars(alt) for alt in av[1]]
-            out |= set.intersection(*alts) if alts else set()
-    return out
-
-
-# -- which rules can start with a given character (parsed from the rule's regex) -----------------
-
-def _first_chars(seq) -> list:
-    tests: list = []
-    for op, av in seq:
-        found, nullable = _first_of(op, av)
-        tests += found
-        if not nullable:
-            return tests
-    return tests + [(sre_c.ANY, None)]  # a rule that can match "" could start anywhere
-
-
-def _first_of(op, av) -> tuple[list, bool]:
-    if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.IN, sre_c.ANY):
-        return [(op, av)], False
-    if op is sre_c.BRANCH:
-        tests, nullable = [], False
-        for alt in av[1]:
-            found = _first_chars(alt)
-            nullable |= bool(found) and found[-1] == (sre_c.ANY, None) and not alt
-            tests += found
-        return tests, nullable
-    if op is sre_c.SUBPATTERN:
-        found = _first_chars(av[-1])
-        return found, False
-    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
-        lo, _hi, sub = av
-        return _first_chars(sub), lo == 0
-    return [(sre_c.ANY, None)], True  # anything unexpected: assume it can start anywhere
-
-
-_CATEGORY = {sre_c.CATEGORY_DIGIT: re.compile(r"\d"), sre_c.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
-             sre_c.CATEGORY_SPACE: re.compile(r"\s"), sre_c.CATEGORY_NOT_SPACE: re.compile(r"\S"),
-             sre_c.CATEGORY_WORD: re.compile(r"\w"), sre_c.CATEGORY_NOT_WORD: re.compile(r"\W")}
-
-
-class _FirstChars:
-    """The characters a rule's match can start with (from `_first_chars`), as sorted code point
-    ranges searched by bisection, plus the few tests that are not plain ranges."""
-
-    def __init__(self, tests: list):
-        ranges, self.others = [], []
-        for op, av in tests:
-            if op is sre_c.LITERAL:
-                ranges.append((av, av))
-            elif op is sre_c.IN and all(o in (sre_c.LITERAL, sre_c.RANGE) for o, _ in av):
-                ranges.extend((a, a) if o is sre_c.LITERAL else a for o, a in av)
-            else:  # ANY, NOT_LITERAL, negated classes, categories
-                self.others.append((op, av))
-        ranges.sort()
-        self.lows = [lo for lo, _ in ranges]
-        self.reach = list(accumulate((hi for _, hi in ranges), max))  # highest end of the ranges so far
-
-    def __contains__(self, ch: str) -> bool:
-        cp = ord(ch)
-        i = bisect_right(self.lows, cp) - 1
-        return (i >= 0 and self.reach[i] >= cp) or (bool(self.others) and _starts(self.others, ch))
-
-
-def _starts(tests: list, ch: str) -> bool:
-    cp = ord(ch)
-    for op, av in tests:
-        if op is sre_c.ANY:
-            return True
-        if op is sre_c.LITERAL:
-            if cp == av:
-                return True
-        elif op is sre_c.NOT_LITERAL:
-            if cp != av:
-                return True
-        else:  # IN: a character class
-            negate = hit = False
-            for cop, cav in av:  # (NEGATE, if there, comes first)
-                if cop is sre_c.NEGATE:
-                    negate = True
-                elif cop is sre_c.LITERAL:
-                    hit = cp == cav
-                elif cop is sre_c.RANGE:
-                    hit = cav[0] <= cp <= cav[1]
-                elif cop is sre_c.CATEGORY:
-                    hit = bool(_CATEGORY[cav].match(ch))
-                else:  # pragma: no cover - unknown class item: be conservative
-                    hit = True
-                if hit:
-                    break
-            if hit != negate:
-                return True
-    return False
 
 
 @lru_cache(maxsize=None)

@@ -245,7 +245,7 @@ def _lex_range(text: str, pos: int, n: int, stop: int, out: list[str], starts: l
             if mt is None:
                 continue
             if not rule.greedy_is_longest:
-                mt = rule.pattern.match(text, pos)
+                mt = rule.longest(text, pos, mt)
             total = mt.end() - pos
             if total > best_len:
                 best_len, best_rule, best_body = total, rule, mt.end("b") - pos
