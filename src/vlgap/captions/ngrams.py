@@ -7,6 +7,7 @@ what makes BLEU and CIDEr fast on large corpora.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Sequence
@@ -50,35 +51,69 @@ class NgramIndex:
 _SEPARATOR = "\x00"
 
 
-def _split_documents(documents: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """(tokens of all documents in order, where necessary with a separator between documents; the
-    dense ids of the documents' tokens by first appearance; tokens per document; where each document
-    starts in the token list), each document split as str.split() splits it."""
+@dataclass(frozen=True)
+class SplitCorpus:
+    """Documents split as str.split() splits them, each distinct token numbered by first appearance."""
+
+    words: list[str]          # the tokens of all documents, in order, with a separator token between
+    #                           documents where `separator` is set
+    ids: np.ndarray           # int64 dense id of each document token (no separators), by first appearance
+    lengths: np.ndarray       # tokens per document
+    offsets: np.ndarray       # where each document starts in `words`
+    vocab: dict = field(repr=False, compare=False)  # token -> id, the separator's included
+    separator: int | None = None  # the separator's id in `vocab` (in `ids`, ids above it are one lower)
+
+    def token_id(self, word: str) -> int | None:
+        """The id in `ids` of `word`, or None if no document holds it."""
+        raw = self.vocab.get(word)
+        if raw is None or self.separator is None:
+            return raw
+        return None if raw == self.separator else raw - (raw > self.separator)
+
+    @property
+    def n_ids(self) -> int:
+        """The number of distinct document tokens (ids are below it)."""
+        return len(self.vocab) - (self.separator is not None)
+
+
+def _numbering() -> defaultdict:
+    """A dict that gives a token seen for the first time the next id (numbered by first appearance)."""
+    vocab: defaultdict = defaultdict()
+    vocab.default_factory = vocab.__len__
+    return vocab
+
+
+def split_corpus(documents: Sequence[str]) -> SplitCorpus:
+    """Split every document with str.split() and number the distinct tokens by first appearance."""
+    vocab = _numbering()
     if any(_SEPARATOR in d for d in documents):
         tokens = [d.split() for d in documents]
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
         words = list(chain.from_iterable(tokens))
-        vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
         ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
-        return words, ids, lengths, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        return SplitCorpus(words, ids, lengths, offsets, dict(vocab))
     # one C-level split of the whole corpus, the separator marking where each document ends
     words = f" {_SEPARATOR} ".join(documents).split()
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    vocab = dict(vocab)
     sep = vocab.get(_SEPARATOR)
     if sep is None:  # no document, or one
         lengths = np.full(len(documents), len(words), dtype=np.int64)
-        return words, ids, lengths, np.zeros(len(documents), dtype=np.int64)
+        return SplitCorpus(words, ids, lengths, np.zeros(len(documents), dtype=np.int64), vocab)
     at = np.flatnonzero(ids == sep)
     lengths = (np.diff(np.concatenate(([-1], at, [len(words)]))) - 1).astype(np.int64)
     ids = ids[ids != sep]
     ids -= ids > sep  # ids stay dense, numbered by first appearance
-    return words, ids, lengths, np.concatenate(([0], at + 1)).astype(np.int64)
+    return SplitCorpus(words, ids, lengths, np.concatenate(([0], at + 1)).astype(np.int64), vocab, sep)
 
 
-def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
-    """Split documents with str.split() and count their 1..n-grams with shared dense ids."""
-    words, flat, lengths, word_offsets = _split_documents(documents)
+def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None = None) -> NgramIndex:
+    """Split documents with str.split() and count their 1..n-grams with shared dense ids (`split`:
+    `split_corpus(documents)` where it is already made, e.g. shared with ROUGE-L)."""
+    if split is None:
+        split = split_corpus(documents)
+    words, flat, lengths, word_offsets = split.words, split.ids, split.lengths, split.offsets
     vocab_len = int(flat.max()) + 1 if flat.size else 0
     n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
