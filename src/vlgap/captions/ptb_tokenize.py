@@ -434,11 +434,18 @@ def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> st
         # every chunk known and read on its own: a few C-level calls
         parts = (line.replace("\t", " ") if "\t" in line else line).split(" ")
         last = parts.pop()
+        memo, end_memo = _memos[" "], _memos[line_end]
         try:
-            outs = list(map(_memos[" "].__getitem__, parts))
-            tail = _memos[line_end][last]
-        except KeyError:  # a chunk not seen yet
-            return _tokenize_chunks(line, _following(lines, i))
+            outs = list(map(memo.__getitem__, parts))
+            tail = end_memo[last]
+        except KeyError:  # a chunk not seen yet: its entry (a function of the chunk and its follower)
+            for part in parts:
+                if part not in memo:
+                    memo[part] = _chunk_entry(part, " ")
+            if last not in end_memo:
+                end_memo[last] = _chunk_entry(last, line_end)
+            outs = list(map(memo.__getitem__, parts))
+            tail = end_memo[last]
         if tail.__class__ is tuple:
             tail = tail[0]  # (nothing follows the line's last chunk in the line)
         if tail is not False:
