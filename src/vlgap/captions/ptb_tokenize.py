@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, filterfalse
 from typing import Sequence
 
 
@@ -439,9 +439,8 @@ def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> st
             outs = list(map(memo.__getitem__, parts))
             tail = end_memo[last]
         except KeyError:  # a chunk not seen yet: its entry (a function of the chunk and its follower)
-            for part in parts:
-                if part not in memo:
-                    memo[part] = _chunk_entry(part, " ")
+            for part in filterfalse(memo.__contains__, parts):
+                memo[part] = _chunk_entry(part, " ")
             if last not in end_memo:
                 end_memo[last] = _chunk_entry(last, line_end)
             outs = list(map(memo.__getitem__, parts))
@@ -472,34 +471,34 @@ def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, line_
     chunks = parts + [last]
     n_parts = len(parts)
     frags = []
-    i = 0
-    while i < n_parts:
+    done = 0  # outs[:done] are in frags
+    for i in [k for k, frag in enumerate(outs) if frag.__class__ is not str]:
+        if i < done:
+            continue  # (taken with the chunk before)
+        frags.extend(outs[done:i])
         frag = outs[i]
-        if frag.__class__ is not str:
-            if frag is not False and chunks[i + 1][:1] not in frag[1]:
-                frag = frag[0]
-            else:  # scanned in place: the scanner stands at this chunk (nothing before reached into it)
-                part = chunks[i]
-                if part[0] in _RUN_BLANKS:
-                    return None
-                j = i + 1
-                while j <= n_parts and not chunks[j]:
-                    j += 1
-                if j > n_parts or not _can_pair(part, chunks[j]):
-                    return None
-                hit = _pair_memo.get(" ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end))
-                if hit is None:
-                    return None
-                frags.append(hit[0])
-                if hit[1]:  # the scan took the next chunk too
-                    if j == n_parts:
-                        return " ".join(filter(None, " ".join(frags).split(" ")))
-                    i = j + 1
-                    continue
-                i += 1
-                continue
-        frags.append(frag)
-        i += 1
+        done = i + 1
+        if frag is not False and chunks[i + 1][:1] not in frag[1]:
+            frags.append(frag[0])
+            continue
+        # scanned in place: the scanner stands at this chunk (nothing before reached into it)
+        part = chunks[i]
+        if part[0] in _RUN_BLANKS:
+            return None
+        j = i + 1
+        while j <= n_parts and not chunks[j]:
+            j += 1
+        if j > n_parts or not _can_pair(part, chunks[j]):
+            return None
+        hit = _pair_memo.get(" ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end))
+        if hit is None:
+            return None
+        frags.append(hit[0])
+        if hit[1]:  # the scan took the next chunk too
+            if j == n_parts:
+                return " ".join(filter(None, " ".join(frags).split(" ")))
+            done = j + 1
+    frags.extend(outs[done:])
     frags.append(tail)
     return " ".join(filter(None, " ".join(frags).split(" ")))
 
