@@ -369,5 +369,8 @@ def test_prefilters_compile_to_the_standard_code():
         for rule in _ptb_rules.rules():
             plain = sre_compile.compile(sre_parse.parse(rule.source))
             assert _ptb_regex._compile_parsed(sre_parse.parse(rule.source)) == plain, rule.name
+            # the rule's own parse (each large class read once) is the parser's, and so is its prefilter
+            assert repr(_ptb_rules._parse(rule.source)) == repr(sre_parse.parse(rule.source)), rule.name
+            assert rule.prefilter == plain, rule.name
     assert _ptb_regex._charsets  # the memo was used
     assert sre_compile._optimize_charset is not _ptb_regex._memo_optimize_charset  # and put back

@@ -45,6 +45,49 @@ def classes() -> dict[str, str]:
             "UPPER_CLASS": _regex_class(_ptb_classes.UPPERCASE)}
 
 
+# The rules repeat the three large classes about a hundred times; sre's parser reads each occurrence
+# character by character (most of the rules' parse time). `_parse` reads each class once: a rule is
+# parsed with one private-use character standing for each class, which is then replaced by the
+# class's items, as the parser would have built them (the tests compare the compiled patterns).
+_PLACEHOLDERS = {"LETTER_CLASS": 0xE000, "DIGIT_CLASS": 0xE001, "UPPER_CLASS": 0xE002}
+
+
+@lru_cache(maxsize=None)
+def _class_items() -> dict[int, tuple]:
+    c = classes()
+    return {code: tuple(sre_parse.parse(f"[{c[name]}]").data[0][1]) for name, code in _PLACEHOLDERS.items()}
+
+
+def _parse(source: str) -> sre_parse.SubPattern:
+    """sre_parse.parse(source), each large class read once (see above)."""
+    c = classes()
+    for name, code in _PLACEHOLDERS.items():
+        source = source.replace(f"[{c[name]}]", f"[{chr(code)}]")
+    parsed = sre_parse.parse(source)
+    _put_classes(parsed, _class_items())
+    return parsed
+
+
+def _put_classes(seq, items: dict[int, tuple]) -> None:
+    for k, (op, av) in enumerate(seq):
+        if op is sre_c.LITERAL and av in items:
+            seq[k] = (sre_c.IN, list(items[av]))
+        elif op is sre_c.IN and any(o is sre_c.LITERAL and a in items for o, a in av):
+            out: list = []
+            for o, a in av:
+                out.extend(items[a] if o is sre_c.LITERAL and a in items else [(o, a)])
+            seq[k] = (sre_c.IN, list(dict.fromkeys(out)))  # (sre_parse._uniq)
+        elif op is sre_c.SUBPATTERN:
+            _put_classes(av[-1], items)
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT):
+            _put_classes(av[2], items)
+        elif op is sre_c.BRANCH:
+            for alt in av[1]:
+                _put_classes(alt, items)
+        elif op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+            _put_classes(av[1], items)
+
+
 # JFlex's %caseless also admits the characters Java maps onto a letter's case: dotted/dotless I,
 # the long s and the Kelvin sign ("W\u0130s." is the abbreviation "Wis.").
 _CASELESS_EXTRA = {"i": "\u0130\u0131", "s": "\u017f", "k": "\u212a"}
@@ -414,7 +457,7 @@ class Rule:
         # gives the leftmost-longest match, like the scanner's DFA
         self.source = src
         self._prefilter = self._posix = None  # compiled on first use: many rules never run
-        self._parsed = parsed = sre_parse.parse(src)
+        self._parsed = parsed = _parse(src)
         self.first = _FirstChars(_first_chars(parsed))
         lo, hi = parsed.getwidth()
         self.max_len = hi  # a later rule no longer than the best match so far cannot win
