@@ -93,13 +93,12 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
         idf = ref_len - np.log(np.maximum(1.0, dfk))
         weight = c.count * idf[c.gram]
         norm = np.sqrt(np.bincount(c.doc, weights=weight ** 2, minlength=n_docs))
-        g = max(1, c.n_grams)
         is_ref = c.doc < n_refs
-        hyp_keys = (c.doc[~is_ref] - n_refs) * g + c.gram[~is_ref]  # sorted: rows sorted by doc, gram
+        hyp_keys = c.gram[~is_ref] * n_items + (c.doc[~is_ref] - n_refs)  # sorted: rows sorted by gram, doc
         hyp_w = weight[~is_ref]
         ref_doc = c.doc[is_ref]
         ref_w = weight[is_ref]
-        cand_w = lookup(hyp_keys, hyp_w, item_of_ref[ref_doc] * g + c.gram[is_ref], default=0.0)
+        cand_w = lookup(hyp_keys, hyp_w, c.gram[is_ref] * n_items + item_of_ref[ref_doc], default=0.0)
         val = np.bincount(ref_doc, weights=np.minimum(cand_w, ref_w) * ref_w, minlength=n_refs)
         norm_h = norm[n_refs:][item_of_ref]
         norm_r = norm[:n_refs]

@@ -20,7 +20,7 @@ from vlgap.errors import VlgapError
 @dataclass(frozen=True)
 class NgramCounts:
     """Occurrence counts of one n-gram order: rows are distinct (document, gram) pairs,
-    sorted by document then gram."""
+    sorted by gram then document."""
 
     doc: np.ndarray     # int64 document index
     gram: np.ndarray    # int64 dense gram id (for this order)
@@ -133,7 +133,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
             n_uniq = vocab_len
             first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
                 if flat.size else flat
-            by_gram = _stable_argsort(flat, n_uniq) if n_docs <= _RADIX else None
+            by_gram = _stable_argsort(flat, n_uniq)
         else:
             keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
             n_uniq, dense, first_idx, by_gram = _dense_ids(keys)
@@ -142,13 +142,12 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
         prev_ids = ids
         n_grams = n_uniq
         firsts.append((doc_of[valid[first_idx]], pos_in_doc[valid[first_idx]]))
-        # count (document, gram) pairs
+        # count (gram, document) pairs
         docs = doc_of[valid]
-        if by_gram is not None and n_docs <= _RADIX:
-            # positions in (gram, position) order, then stably by document (a radix sort): rows in
-            # (document, gram) order without sorting the pairs themselves
-            perm = by_gram[_stable_argsort(docs[by_gram], n_docs)]
-            d, g = docs[perm], dense[perm]
+        if by_gram is not None:
+            # positions in (gram, position) order are in (gram, document) order (a document's
+            # positions are consecutive): count the runs, no sort of the pairs needed
+            d, g = docs[by_gram], dense[by_gram]
             new = np.empty(d.size, dtype=bool)
             new[:1] = True
             np.not_equal(d[1:], d[:-1], out=new[1:])
@@ -157,13 +156,14 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
             orders.append(NgramCounts(doc=d[starts_], gram=g[starts_], count=np.diff(np.append(starts_, d.size)),
                                       n_grams=int(n_grams)))
         else:
-            pair_u, pair_c = distinct(docs * max(1, n_grams) + dense, counts=True)
-            orders.append(NgramCounts(doc=pair_u // max(1, n_grams), gram=pair_u % max(1, n_grams),
+            pair_u, pair_c = distinct(dense * max(1, n_docs) + docs, counts=True)
+            orders.append(NgramCounts(doc=pair_u % max(1, n_docs), gram=pair_u // max(1, n_docs),
                                       count=pair_c.astype(np.int64), n_grams=int(n_grams)))
     return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_position=tuple(firsts))
 
 
 _RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
+_PACKED_BITS = 62  # key and position packed into one non-negative int64 (see _dense_ids)
 
 
 def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
@@ -178,7 +178,7 @@ def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarra
     if keys.size == 0:
         return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     bits = max(1, (keys.size - 1).bit_length())
-    if int(keys.max()) < 1 << (62 - bits):
+    if bits < _PACKED_BITS and int(keys.max()) < 1 << (_PACKED_BITS - bits):
         # sort (key, position) packed into one int64: about twice as fast as an argsort
         packed = np.sort((keys << bits) | np.arange(keys.size, dtype=np.int64))
         order = packed & ((1 << bits) - 1)
