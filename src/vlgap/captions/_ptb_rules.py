@@ -526,5 +526,8 @@ def candidates(ch: str) -> tuple[Rule, ...]:
     """Rules that can match at a position starting with `ch`, in specification order."""
     found = _candidates_cache.get(ch)
     if found is None:
-        found = _candidates_cache[ch] = tuple(r for r in rules() if ch in r.first)
+        found = tuple(r for r in rules() if ch in r.first)
+        for r in found:
+            r.prefilter  # noqa: B018 (compiled now: the scanner reads r._prefilter)
+        _candidates_cache[ch] = found
     return found

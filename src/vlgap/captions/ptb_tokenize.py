@@ -219,7 +219,7 @@ def _lex_range(text: str, pos: int, n: int, stop: int, out: list[str], starts: l
                 continue
             if rule.required is not None and text.find(rule.required, pos, pos + rule.max_len) < 0:
                 continue
-            mt = rule.prefilter.match(text, pos)
+            mt = rule._prefilter.match(text, pos)  # (compiled by candidates())
             if mt is None:
                 continue
             if not rule.greedy_is_longest:
@@ -436,28 +436,33 @@ def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> st
         last = parts.pop()
         memo, end_memo = _memos[" "], _memos[line_end]
         try:
-            outs = list(map(memo.__getitem__, parts))
             tail = end_memo[last]
+            head = " ".join(map(memo.__getitem__, parts))
         except KeyError:  # a chunk not seen yet: its entry (a function of the chunk and its follower)
             for part in filterfalse(memo.__contains__, parts):
                 memo[part] = _chunk_entry(part, " ")
             if last not in end_memo:
                 end_memo[last] = _chunk_entry(last, line_end)
-            outs = list(map(memo.__getitem__, parts))
             tail = end_memo[last]
+            head = None
+        except TypeError:  # a chunk whose output depends on what follows, or not alone
+            head = None
         if tail.__class__ is tuple:
             tail = tail[0]  # (nothing follows the line's last chunk in the line)
         if tail is not False:
-            try:
-                joined = f"{' '.join(outs)} {tail}"
-            except TypeError:  # a chunk whose output depends on what follows, or not alone
-                joined = None if "\t" in line else _resolve_followers(outs, parts, last, tail, line_end)
-                if joined is not None:
-                    return joined
-            else:
-                if "  " in joined or joined[0] == " " or joined[-1] == " ":  # (chunks without tokens)
-                    joined = " ".join(filter(None, joined.split(" ")))
-                return joined
+            if head is None:
+                outs = list(map(memo.__getitem__, parts))
+                try:
+                    head = " ".join(outs)
+                except TypeError:
+                    joined = None if "\t" in line else _resolve_followers(outs, parts, last, tail, line_end)
+                    if joined is not None:
+                        return joined
+                    return _tokenize_chunks(line, _following(lines, i))
+            joined = f"{head} {tail}"
+            if "  " in joined or joined[0] == " " or joined[-1] == " ":  # (chunks without tokens)
+                joined = " ".join(filter(None, joined.split(" ")))
+            return joined
     return _tokenize_chunks(line, _following(lines, i))
 
 
