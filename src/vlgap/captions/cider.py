@@ -86,8 +86,8 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
         c = index.orders[k - 1]
         if df is None:
             # items holding each gram = the distinct (item, gram) keys of the references (shared with BLEU)
-            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]
-            dfk = np.bincount(item_grams % max(1, c.n_grams), minlength=c.n_grams).astype(float)
+            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]  # gram * n_items + item
+            dfk = np.bincount(item_grams // n_items, minlength=c.n_grams).astype(float)
         else:
             dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)
         idf = ref_len - np.log(np.maximum(1.0, dfk))

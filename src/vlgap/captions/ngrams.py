@@ -232,17 +232,30 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """For the references (documents 0..n_refs-1 of `index`, reference r belonging to item
-    item_of_ref[r]): the distinct keys item * n_grams + gram of `order` (sorted) and the largest count
-    of that gram in any one reference of the item. BLEU clips with the counts, CIDEr's document
-    frequencies count the keys; computed once for both."""
+    item_of_ref[r], non-decreasing): the distinct keys gram * n_items + item of `order` (sorted;
+    n_items = item_of_ref[-1] + 1) and the largest count of that gram in any one reference of the
+    item. BLEU clips with the counts, CIDEr's document frequencies count the keys; computed once
+    for both."""
     key = (order, n_refs, item_of_ref.tobytes())
     hit = index.cache.get(key)
     if hit is None:
         counts = index.orders[order - 1]
-        g = max(1, counts.n_grams)
+        n_items = int(item_of_ref[-1]) + 1 if item_of_ref.size else 1
         is_ref = counts.doc < n_refs
-        hit = index.cache[key] = group_max(item_of_ref[counts.doc[is_ref]] * g + counts.gram[is_ref],
-                                           counts.count[is_ref])
+        gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
+        if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
+            hit = group_max(gram * n_items + item, count)  # pragma: no cover - references out of item order
+        else:
+            # rows are in (gram, document) order and an item's references are consecutive
+            # documents: (gram, item) runs are consecutive, no sort needed
+            new = np.empty(gram.size, dtype=bool)
+            new[:1] = True
+            np.not_equal(gram[1:], gram[:-1], out=new[1:])
+            new[1:] |= item[1:] != item[:-1]
+            starts = np.flatnonzero(new)
+            hit = (gram[starts] * n_items + item[starts],
+                   np.maximum.reduceat(count, starts) if starts.size else count)
+        index.cache[key] = hit
     return hit
 
 
