@@ -455,7 +455,7 @@ def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> st
                 try:
                     head = " ".join(outs)
                 except TypeError:
-                    joined = None if "\t" in line else _resolve_followers(outs, parts, last, tail, line_end)
+                    joined = None if "\t" in line else _resolve_followers(outs, parts, last, tail, lines, i)
                     if joined is not None:
                         return joined
                     return _tokenize_chunks(line, _following(lines, i))
@@ -466,15 +466,17 @@ def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> st
     return _tokenize_chunks(line, _following(lines, i))
 
 
-def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, line_end: str) -> str | None:
-    """The line's output from the memo entries `outs` of `parts` and `tail` of `last`, deciding as
-    `_tokenize_chunks` does: an (output, voiding characters) entry stands when the character after
-    its blank (the next chunk's first) does not void it; a chunk scanned in place (False) is taken
-    from the pair memo, with the next chunk when the scan went on through it. None where
-    `_tokenize_chunks` must scan (a pair not seen yet, or one that cannot be memoised); the line
-    holds no tab."""
+def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, lines: Sequence[str], li: int) -> str | None:
+    """The output of line `li` (parts + [last], no tab) from the memo entries `outs` of `parts` and
+    `tail` of `last`, deciding as `_tokenize_chunks` does: an (output, voiding characters) entry
+    stands when the character after its blank (the next chunk's first) does not void it; a chunk
+    scanned in place (False) is taken from the pair memo (scanned and memoised as there when not
+    seen yet), with the next chunk when the scan went on through it. None where `_tokenize_chunks`
+    must scan (a scan that cannot be memoised)."""
     chunks = parts + [last]
     n_parts = len(parts)
+    line_end = "\n" if li + 1 < len(lines) else ""
+    context = None
     frags = []
     done = 0  # outs[:done] are in frags
     for i in [k for k, frag in enumerate(outs) if frag.__class__ is not str]:
@@ -495,9 +497,20 @@ def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, line_
             j += 1
         if j > n_parts or not _can_pair(part, chunks[j]):
             return None
-        hit = _pair_memo.get(" ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end))
-        if hit is None:
-            return None
+        key = " ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end)
+        hit = _pair_memo.get(key)
+        if hit is None:  # as _tokenize_chunks scans and memoises it
+            line = lines[li]
+            if context is None:
+                context = _following(lines, li)
+            start = len(" ".join(chunks[:i])) + (i > 0)
+            end, e2 = start + len(part), len(" ".join(chunks[:j + 1]))
+            tokens: list[str] = []
+            pos = _lex_range(line + context, start, len(line), end, tokens)
+            frag = _finish(tokens)
+            if frag is None or (pos != end and pos != e2):
+                return None
+            hit = _pair_memo[key] = (frag, pos - end)
         frags.append(hit[0])
         if hit[1]:  # the scan took the next chunk too
             if j == n_parts:
