@@ -116,6 +116,49 @@ def test_bit_parallel_lcs_equals_dynamic_programming():
         assert lcs_length(a, b) == naive_lcs(a, b)
 
 
+@pytest.mark.parametrize("dense_cells, batch", [(1 << 23, 32), (0, 32), (1 << 23, 1)])
+def test_rouge_all_pairs_at_once_equals_item_by_item(dense_cells, batch, monkeypatch):
+    """rouge_l_scores (all pairs at once on uint64 words) gives rouge_l's floats exactly: captions
+    around 64 tokens, beyond it on both sides, empty ones, tokens holding non-breaking spaces or
+    tabs (str.split() and str.split(" ") differ), with and without the shared split; both bit-mask
+    tables and the Python finish."""
+    from vlgap.captions import ngrams, rouge
+
+    monkeypatch.setattr(rouge, "_DENSE_TABLE", dense_cells)
+    monkeypatch.setattr(rouge, "_MIN_BATCH", batch)
+    rng = random.Random(8)
+
+    def doc():
+        if rng.random() < 0.1:
+            return rng.choice(["", " ", " a", "a ", "\xa0", "a  b"])
+        n = rng.randint(0, rng.choice([1, 3, 10, 40, 63, 64, 65, 70, 130]))
+        return " ".join(rng.choice(["a", "b", "c", "d", "e", "", "e\xa0f", "g\th", "\x00"]) for _ in range(n))
+
+    for _ in range(40):
+        n = rng.randint(1, 40)
+        hyps = [doc() for _ in range(n)]
+        refs = [[doc() for _ in range(rng.randint(1, 6))] for _ in range(n)]
+        want = np.array([rouge_l(h, r) for h, r in zip(hyps, refs)])
+        split = ngrams.split_corpus([x for rs in refs for x in rs] + hyps)
+        assert np.array_equal(rouge.rouge_l_scores(hyps, refs), want)
+        assert np.array_equal(rouge.rouge_l_scores(hyps, refs, split=split), want)
+
+
+def test_rouge_split_of_other_documents_is_refused():
+    from vlgap.captions import ngrams, rouge
+    from vlgap.errors import VlgapError
+
+    with pytest.raises(VlgapError, match="split corpus has 1 documents, not 2"):
+        rouge.rouge_l_scores(["a"], [["a"]], split=ngrams.split_corpus(["a"]))
+
+
+def test_odd_space_class_is_str_isspace_but_the_space():
+    from vlgap.captions import rouge
+
+    odd = [chr(c) for c in range(0x110000) if rouge._ODD_SPACE.fullmatch(chr(c))]
+    assert odd == [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 32]
+
+
 def test_rouge_uses_best_precision_and_best_recall_separately():
     # precision is best against ref 1 (1.0), recall against ref 2 (1.0): F(1, 1) = 1
     assert rouge_l("a b", ["a b c d", "a b"]) == pytest.approx(1.0)
