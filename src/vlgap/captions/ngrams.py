@@ -134,12 +134,14 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
             first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
                 if flat.size else flat
             by_gram = _stable_argsort(flat, n_uniq)
+            gram_sorted = flat[by_gram]
         else:
             keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
-            n_uniq, dense, first_idx, by_gram = _dense_ids(keys)
-        ids = np.full(flat.size, -1, dtype=np.int64)
-        ids[valid] = dense
-        prev_ids = ids
+            n_uniq, dense, first_idx, by_gram, gram_sorted = _dense_ids(keys)
+        if k < n:
+            ids = np.full(flat.size, -1, dtype=np.int64)
+            ids[valid] = dense
+            prev_ids = ids
         n_grams = n_uniq
         firsts.append((doc_of[valid[first_idx]], pos_in_doc[valid[first_idx]]))
         # count (gram, document) pairs
@@ -147,7 +149,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
         if by_gram is not None:
             # positions in (gram, position) order are in (gram, document) order (a document's
             # positions are consecutive): count the runs, no sort of the pairs needed
-            d, g = docs[by_gram], dense[by_gram]
+            d, g = docs[by_gram], gram_sorted
             new = np.empty(d.size, dtype=bool)
             new[:1] = True
             np.not_equal(d[1:], d[:-1], out=new[1:])
@@ -171,12 +173,12 @@ def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(values.astype(np.uint16) if bound <= _RADIX else values, kind="stable")
 
 
-def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
+def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """Dense ids 0..m-1 for the distinct values of `keys` (in sorted order), one position of each
-    distinct value (like np.unique's return_inverse / return_index), and the positions in
-    (key, position) order when that came for free (else None)."""
+    distinct value (like np.unique's return_inverse / return_index), the positions in
+    (key, position) order when that came for free (else None), and the dense ids in key order."""
     if keys.size == 0:
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     bits = max(1, (keys.size - 1).bit_length())
     if bits < _PACKED_BITS and int(keys.max()) < 1 << (_PACKED_BITS - bits):
         # sort (key, position) packed into one int64: about twice as fast as an argsort
@@ -194,7 +196,7 @@ def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarra
     dense_sorted = np.cumsum(new) - 1
     dense = np.empty(keys.size, dtype=np.int64)
     dense[order] = dense_sorted
-    return int(dense_sorted[-1]) + 1, dense, order[new], stable
+    return int(dense_sorted[-1]) + 1, dense, order[new], stable, dense_sorted
 
 
 def distinct(keys: np.ndarray, counts: bool = False):
