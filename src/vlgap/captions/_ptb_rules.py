@@ -45,22 +45,37 @@ def classes() -> dict[str, str]:
             "UPPER_CLASS": _regex_class(_ptb_classes.UPPERCASE)}
 
 
-# The rules repeat the three large classes about a hundred times; sre's parser reads each occurrence
+# The rules repeat four large classes about a hundred times; sre's parser reads each occurrence
 # character by character (most of the rules' parse time). `_parse` reads each class once: a rule is
 # parsed with one private-use character standing for each class, which is then replaced by the
 # class's items, as the parser would have built them (the tests compare the compiled patterns).
-_PLACEHOLDERS = {"LETTER_CLASS": 0xE000, "DIGIT_CLASS": 0xE001, "UPPER_CLASS": 0xE002}
+_PLACEHOLDERS = {"LETTER_CLASS": 0xE000, "DIGIT_CLASS": 0xE001, "UPPER_CLASS": 0xE002, "EXTRA_LETTERS": 0xE003}
+
+# letters of the jar's LETTER macro beyond [:letter:] (marks, modifiers, ...)
+_EXTRA_LETTERS = (
+    r"\xad\u0237-\u024f\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02ff\u0300-\u036f\u0370-\u037d\u0384\u0385"
+    r"\u03cf\u03f6\u03fc-\u03ff\u0483-\u0487\u04cf\u04f6-\u04ff\u0510-\u0525\u055a-\u055f\u0591-\u05bd"
+    r"\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0615-\u061a\u063b-\u063f\u064b-\u065e\u0670\u06d6-\u06ef"
+    r"\u06fa-\u06ff\u070f\u0711\u0730-\u074f\u0750-\u077f\u07a6-\u07b1\u07ca-\u07f5\u07fa\u0900-\u0903"
+    r"\u093c\u093e-\u094e\u0951-\u0955\u0962-\u0963\u0981-\u0983\u09bc-\u09c4\u09c7\u09c8\u09cb-\u09cd"
+    r"\u09d7\u09e2\u09e3\u0a01-\u0a03\u0a3c\u0a3e-\u0a4f\u0a81-\u0a83\u0abc-\u0acf\u0b82\u0bbe-\u0bc2"
+    r"\u0bc6-\u0bc8\u0bca-\u0bcd\u0c01-\u0c03\u0c3e-\u0c56\u0d3e-\u0d44\u0d46-\u0d48\u0e30-\u0e3a"
+    r"\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd")
+
+
+def _large_classes() -> dict[str, str]:
+    return {**classes(), "EXTRA_LETTERS": _EXTRA_LETTERS}
 
 
 @lru_cache(maxsize=None)
 def _class_items() -> dict[int, tuple]:
-    c = classes()
+    c = _large_classes()
     return {code: tuple(sre_parse.parse(f"[{c[name]}]").data[0][1]) for name, code in _PLACEHOLDERS.items()}
 
 
 def _parse(source: str) -> sre_parse.SubPattern:
     """sre_parse.parse(source), each large class read once (see above)."""
-    c = classes()
+    c = _large_classes()
     for name, code in _PLACEHOLDERS.items():
         source = source.replace(f"[{c[name]}]", f"[{chr(code)}]")
     parsed = sre_parse.parse(source)
@@ -135,16 +150,7 @@ def macros() -> dict[str, str]:
     m["FRAC2"] = r"[\xbc\xbd\xbe\u2153-\u215e]"
     m["DOLSIGN"] = r"(?:[A-Z]*\$|#)"
     m["DOLSIGN2"] = r"[\xa2\xa3\xa4\xa5\x80\u20a0\u20ac\u060b\u0e3f\u20a4\uffe0\uffe1\uffe5\uffe6]"
-    extra_letters = (
-        r"\xad\u0237-\u024f\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02ff\u0300-\u036f\u0370-\u037d\u0384\u0385"
-        r"\u03cf\u03f6\u03fc-\u03ff\u0483-\u0487\u04cf\u04f6-\u04ff\u0510-\u0525\u055a-\u055f\u0591-\u05bd"
-        r"\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0615-\u061a\u063b-\u063f\u064b-\u065e\u0670\u06d6-\u06ef"
-        r"\u06fa-\u06ff\u070f\u0711\u0730-\u074f\u0750-\u077f\u07a6-\u07b1\u07ca-\u07f5\u07fa\u0900-\u0903"
-        r"\u093c\u093e-\u094e\u0951-\u0955\u0962-\u0963\u0981-\u0983\u09bc-\u09c4\u09c7\u09c8\u09cb-\u09cd"
-        r"\u09d7\u09e2\u09e3\u0a01-\u0a03\u0a3c\u0a3e-\u0a4f\u0a81-\u0a83\u0abc-\u0acf\u0b82\u0bbe-\u0bc2"
-        r"\u0bc6-\u0bc8\u0bca-\u0bcd\u0c01-\u0c03\u0c3e-\u0c56\u0d3e-\u0d44\u0d46-\u0d48\u0e30-\u0e3a"
-        r"\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd")
-    LETTER = f"(?:{L}|{m['SPLET']}|[{extra_letters}])"
+    LETTER = f"(?:{L}|{m['SPLET']}|[{_EXTRA_LETTERS}])"
     m["LETTER"] = LETTER
     m["WORD"] = f"(?:{LETTER}(?:{LETTER}|{D})*(?:[.!?]{LETTER}(?:{LETTER}|{D})*)*)"
     m["APOS"] = "(?:['\\x92\\u2019]|" + ci("&apos;") + ")"
