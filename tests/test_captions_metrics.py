@@ -187,6 +187,30 @@ def test_sort_based_distinct_and_group_max_equal_numpy_references():
     assert k.tolist() == [5, 7, 2 ** 61] and v.tolist() == [9, 0, 4]
 
 
+def test_reference_maxima_against_plain_counting():
+    """The largest count of each gram in any one reference of an item, keyed gram * n_items + item:
+    read off the index's order (references in item order) or sorted (in any order)."""
+    from collections import Counter
+
+    from vlgap.captions import ngrams
+
+    rng = random.Random(6)
+    refs = [" ".join(rng.choice("a b c".split()) for _ in range(rng.randint(0, 8))) for _ in range(40)]
+    index = ngrams.index_ngrams(refs + ["a b"], 2)
+    for item_of_ref in (np.repeat(np.arange(10), 4), np.array([i % 10 for i in range(40)])):
+        for k in (1, 2):
+            keys, maxima = ngrams.reference_maxima(index, k, 40, item_of_ref)
+            names = index.gram_tuples(k)
+            got = {(names[int(key) // 10], int(key) % 10): int(v) for key, v in zip(keys, maxima)}
+            want: dict = {}
+            for r, doc in enumerate(refs):
+                toks = doc.split()
+                for gram, n in Counter(tuple(toks[i:i + k]) for i in range(len(toks) - k + 1)).items():
+                    key = (gram, int(item_of_ref[r]))
+                    want[key] = max(want.get(key, 0), n)
+            assert got == want and np.all(np.diff(keys) > 0)
+
+
 def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
     from vlgap.captions import ngrams
 

@@ -246,7 +246,7 @@ def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np
         is_ref = counts.doc < n_refs
         gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
         if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
-            hit = group_max(gram * n_items + item, count)  # pragma: no cover - references out of item order
+            hit = group_max(gram * n_items + item, count)  # (references out of item order)
         else:
             # rows are in (gram, document) order and an item's references are consecutive
             # documents: (gram, item) runs are consecutive, no sort needed
