@@ -116,6 +116,49 @@ def test_bit_parallel_lcs_equals_dynamic_programming():
         assert lcs_length(a, b) == naive_lcs(a, b)
 
 
+@pytest.mark.parametrize("dense_cells, batch", [(1 << 23, 32), (0, 32), (1 << 23, 1)])
+def test_rouge_all_pairs_at_once_equals_item_by_item(dense_cells, batch, monkeypatch):
+    """rouge_l_scores (all pairs at once on uint64 words) gives rouge_l's floats exactly: captions
+    around 64 tokens, beyond it on both sides, empty ones, tokens holding non-breaking spaces or
+    tabs (str.split() and str.split(" ") differ), with and without the shared split; both bit-mask
+    tables and the Python finish."""
+    from vlgap.captions import ngrams, rouge
+
+    monkeypatch.setattr(rouge, "_DENSE_TABLE", dense_cells)
+    monkeypatch.setattr(rouge, "_MIN_BATCH", batch)
+    rng = random.Random(8)
+
+    def doc():
+        if rng.random() < 0.1:
+            return rng.choice(["", " ", " a", "a ", "\xa0", "a  b"])
+        n = rng.randint(0, rng.choice([1, 3, 10, 40, 63, 64, 65, 70, 130]))
+        return " ".join(rng.choice(["a", "b", "c", "d", "e", "", "e\xa0f", "g\th", "\x00"]) for _ in range(n))
+
+    for _ in range(40):
+        n = rng.randint(1, 40)
+        hyps = [doc() for _ in range(n)]
+        refs = [[doc() for _ in range(rng.randint(1, 6))] for _ in range(n)]
+        want = np.array([rouge_l(h, r) for h, r in zip(hyps, refs)])
+        split = ngrams.split_corpus([x for rs in refs for x in rs] + hyps)
+        assert np.array_equal(rouge.rouge_l_scores(hyps, refs), want)
+        assert np.array_equal(rouge.rouge_l_scores(hyps, refs, split=split), want)
+
+
+def test_rouge_split_of_other_documents_is_refused():
+    from vlgap.captions import ngrams, rouge
+    from vlgap.errors import VlgapError
+
+    with pytest.raises(VlgapError, match="split corpus has 1 documents, not 2"):
+        rouge.rouge_l_scores(["a"], [["a"]], split=ngrams.split_corpus(["a"]))
+
+
+def test_odd_space_class_is_str_isspace_but_the_space():
+    from vlgap.captions import rouge
+
+    odd = [chr(c) for c in range(0x110000) if rouge._ODD_SPACE.fullmatch(chr(c))]
+    assert odd == [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 32]
+
+
 def test_rouge_uses_best_precision_and_best_recall_separately():
     # precision is best against ref 1 (1.0), recall against ref 2 (1.0): F(1, 1) = 1
     assert rouge_l("a b", ["a b c d", "a b"]) == pytest.approx(1.0)
@@ -144,6 +187,30 @@ def test_sort_based_distinct_and_group_max_equal_numpy_references():
     assert k.tolist() == [5, 7, 2 ** 61] and v.tolist() == [9, 0, 4]
 
 
+def test_reference_maxima_against_plain_counting():
+    """The largest count of each gram in any one reference of an item, keyed gram * n_items + item:
+    read off the index's order (references in item order) or sorted (in any order)."""
+    from collections import Counter
+
+    from vlgap.captions import ngrams
+
+    rng = random.Random(6)
+    refs = [" ".join(rng.choice("a b c".split()) for _ in range(rng.randint(0, 8))) for _ in range(40)]
+    index = ngrams.index_ngrams(refs + ["a b"], 2)
+    for item_of_ref in (np.repeat(np.arange(10), 4), np.array([i % 10 for i in range(40)])):
+        for k in (1, 2):
+            keys, maxima = ngrams.reference_maxima(index, k, 40, item_of_ref)
+            names = index.gram_tuples(k)
+            got = {(names[int(key) // 10], int(key) % 10): int(v) for key, v in zip(keys, maxima)}
+            want: dict = {}
+            for r, doc in enumerate(refs):
+                toks = doc.split()
+                for gram, n in Counter(tuple(toks[i:i + k]) for i in range(len(toks) - k + 1)).items():
+                    key = (gram, int(item_of_ref[r]))
+                    want[key] = max(want.get(key, 0), n)
+            assert got == want and np.all(np.diff(keys) > 0)
+
+
 def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
     from vlgap.captions import ngrams
 
@@ -151,6 +218,7 @@ def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
     docs = [" ".join(rng.choice("a b c d e f g h".split()) for _ in range(rng.randint(0, 12))) for _ in range(300)]
     fast = ngrams.index_ngrams(docs, 4)
     monkeypatch.setattr(ngrams, "_RADIX", 4)  # more documents and words than a "16-bit" radix sort takes
+    monkeypatch.setattr(ngrams, "_PACKED_BITS", 8)  # keys too large to pack with positions: the pairs sorted
     slow = ngrams.index_ngrams(docs, 4)
     for a, b in zip(fast.orders, slow.orders):
         assert a.n_grams == b.n_grams

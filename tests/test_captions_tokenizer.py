@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vlgap.captions import _ptb_rules, ptb_tokenize as ptb
+from vlgap.captions import _ptb_regex, _ptb_rules, ptb_tokenize as ptb
 from vlgap.captions.ptb_tokenize import lex, ptb_tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "captions"
@@ -198,6 +198,27 @@ def test_greedy_rules_give_the_longest_match():
                     assert greedy.end() == longest.end() and greedy.end("b") == longest.end("b"), (rule.name, text[pos:])
 
 
+@pytest.mark.parametrize("span", [_ptb_rules.SCAN_SPAN, 2])
+def test_scanned_longest_match_is_the_posix_match(span, monkeypatch):
+    """Rule.longest (each longer end tried, no POSIX pattern) gives the POSIX match's end and body end
+    at every position; also when most scans are handed to the POSIX pattern (a short span)."""
+    monkeypatch.setattr(_ptb_rules, "SCAN_SPAN", span)
+    rules = [r for r in _ptb_rules.rules() if r.scans]
+    assert len(rules) > 30 and not any(r.greedy_is_longest for r in rules)
+    tried = 0
+    for line in make_fuzz_lines(200, seed=7) + make_boundary_lines(200, seed=7) + [c for c, _ in JAR_CASES]:
+        text = ptb._to_utf16_units(line)
+        for pos in range(len(text)):
+            for rule in rules:
+                greedy = rule.prefilter.match(text, pos)
+                if greedy is None:
+                    continue
+                got, posix = rule.longest(text, pos, greedy), rule.pattern.match(text, pos)
+                assert (got.end(), got.end("b")) == (posix.end(), posix.end("b")), (rule.name, text[pos:])
+                tried += got.end() != greedy.end()
+    assert tried  # some matches were longer than the backtracking match
+
+
 def test_character_classes_are_the_jars():
     # U+0860 became a letter after the jar's Unicode version; U+1885 was a letter then, a mark now
     assert ptb_tokenize(["a\u0860a", "a\u1885a"]) == ["a a", "a\u1885a"]
@@ -334,8 +355,8 @@ def test_first_character_tables_equal_the_parsed_tests():
 
     chars = [chr(c) for c in range(0, 0x10000, 41)] + list("aZ09.,;:!?()[]{}<>\"'`-_/\\@#$%^&*+=~|\xa0\xad\x85")
     for rule in _ptb_rules.rules():
-        tests = _ptb_rules._first_chars(sre_parse.parse(rule.source))
-        assert [ch in rule.first for ch in chars] == [_ptb_rules._starts(tests, ch) for ch in chars], rule.name
+        tests = _ptb_regex._first_chars(sre_parse.parse(rule.source))
+        assert [ch in rule.first for ch in chars] == [_ptb_regex._starts(tests, ch) for ch in chars], rule.name
 
 
 def test_prefilters_compile_to_the_standard_code():
@@ -347,6 +368,9 @@ def test_prefilters_compile_to_the_standard_code():
     for _ in range(2):
         for rule in _ptb_rules.rules():
             plain = sre_compile.compile(sre_parse.parse(rule.source))
-            assert _ptb_rules._compile_parsed(sre_parse.parse(rule.source)) == plain, rule.name
-    assert _ptb_rules._charsets  # the memo was used
-    assert sre_compile._optimize_charset is not _ptb_rules._memo_optimize_charset  # and put back
+            assert _ptb_regex._compile_parsed(sre_parse.parse(rule.source)) == plain, rule.name
+            # the rule's own parse (each large class read once) is the parser's, and so is its prefilter
+            assert repr(_ptb_rules._parse(rule.source)) == repr(sre_parse.parse(rule.source)), rule.name
+            assert rule.prefilter == plain, rule.name
+    assert _ptb_regex._charsets  # the memo was used
+    assert sre_compile._optimize_charset is not _ptb_regex._memo_optimize_charset  # and put back

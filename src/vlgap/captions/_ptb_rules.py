@@ -10,15 +10,15 @@ is used, as the jar's DFA does). Character classes come from the jar's frozen ta
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate
-from re import _compiler as sre_compile, _constants as sre_c, _parser as sre_parse
+from re import _constants as sre_c, _parser as sre_parse
 from typing import Callable
 
 import regex
 
 from vlgap.captions import _ptb_classes
+from vlgap.captions._ptb_regex import (SCAN_SPAN, _compile_parsed, _first_chars, _FirstChars, _possible_chars,
+                                       _required_chars)
 
 
 # Character classes: JFlex's [:letter:], [:digit:], [:uppercase:] as frozen in the jar's tables
@@ -43,6 +43,64 @@ def classes() -> dict[str, str]:
     return {"LETTER_CLASS": _regex_class(_ptb_classes.LETTER),
             "DIGIT_CLASS": _regex_class(_ptb_classes.DIGIT),
             "UPPER_CLASS": _regex_class(_ptb_classes.UPPERCASE)}
+
+
+# The rules repeat four large classes about a hundred times; sre's parser reads each occurrence
+# character by character (most of the rules' parse time). `_parse` reads each class once: a rule is
+# parsed with one private-use character standing for each class, which is then replaced by the
+# class's items, as the parser would have built them (the tests compare the compiled patterns).
+_PLACEHOLDERS = {"LETTER_CLASS": 0xE000, "DIGIT_CLASS": 0xE001, "UPPER_CLASS": 0xE002, "EXTRA_LETTERS": 0xE003}
+
+# letters of the jar's LETTER macro beyond [:letter:] (marks, modifiers, ...)
+_EXTRA_LETTERS = (
+    r"\xad\u0237-\u024f\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02ff\u0300-\u036f\u0370-\u037d\u0384\u0385"
+    r"\u03cf\u03f6\u03fc-\u03ff\u0483-\u0487\u04cf\u04f6-\u04ff\u0510-\u0525\u055a-\u055f\u0591-\u05bd"
+    r"\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0615-\u061a\u063b-\u063f\u064b-\u065e\u0670\u06d6-\u06ef"
+    r"\u06fa-\u06ff\u070f\u0711\u0730-\u074f\u0750-\u077f\u07a6-\u07b1\u07ca-\u07f5\u07fa\u0900-\u0903"
+    r"\u093c\u093e-\u094e\u0951-\u0955\u0962-\u0963\u0981-\u0983\u09bc-\u09c4\u09c7\u09c8\u09cb-\u09cd"
+    r"\u09d7\u09e2\u09e3\u0a01-\u0a03\u0a3c\u0a3e-\u0a4f\u0a81-\u0a83\u0abc-\u0acf\u0b82\u0bbe-\u0bc2"
+    r"\u0bc6-\u0bc8\u0bca-\u0bcd\u0c01-\u0c03\u0c3e-\u0c56\u0d3e-\u0d44\u0d46-\u0d48\u0e30-\u0e3a"
+    r"\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd")
+
+
+def _large_classes() -> dict[str, str]:
+    return {**classes(), "EXTRA_LETTERS": _EXTRA_LETTERS}
+
+
+@lru_cache(maxsize=None)
+def _class_items() -> dict[int, tuple]:
+    c = _large_classes()
+    return {code: tuple(sre_parse.parse(f"[{c[name]}]").data[0][1]) for name, code in _PLACEHOLDERS.items()}
+
+
+def _parse(source: str) -> sre_parse.SubPattern:
+    """sre_parse.parse(source), each large class read once (see above)."""
+    c = _large_classes()
+    for name, code in _PLACEHOLDERS.items():
+        source = source.replace(f"[{c[name]}]", f"[{chr(code)}]")
+    parsed = sre_parse.parse(source)
+    _put_classes(parsed, _class_items())
+    return parsed
+
+
+def _put_classes(seq, items: dict[int, tuple]) -> None:
+    for k, (op, av) in enumerate(seq):
+        if op is sre_c.LITERAL and av in items:
+            seq[k] = (sre_c.IN, list(items[av]))
+        elif op is sre_c.IN and any(o is sre_c.LITERAL and a in items for o, a in av):
+            out: list = []
+            for o, a in av:
+                out.extend(items[a] if o is sre_c.LITERAL and a in items else [(o, a)])
+            seq[k] = (sre_c.IN, list(dict.fromkeys(out)))  # (sre_parse._uniq)
+        elif op is sre_c.SUBPATTERN:
+            _put_classes(av[-1], items)
+        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT, sre_c.POSSESSIVE_REPEAT):
+            _put_classes(av[2], items)
+        elif op is sre_c.BRANCH:
+            for alt in av[1]:
+                _put_classes(alt, items)
+        elif op in (sre_c.ASSERT, sre_c.ASSERT_NOT):
+            _put_classes(av[1], items)
 
 
 # JFlex's %caseless also admits the characters Java maps onto a letter's case: dotted/dotless I,
@@ -92,16 +150,7 @@ def macros() -> dict[str, str]:
     m["FRAC2"] = r"[\xbc\xbd\xbe\u2153-\u215e]"
     m["DOLSIGN"] = r"(?:[A-Z]*\$|#)"
     m["DOLSIGN2"] = r"[\xa2\xa3\xa4\xa5\x80\u20a0\u20ac\u060b\u0e3f\u20a4\uffe0\uffe1\uffe5\uffe6]"
-    extra_letters = (
-        r"\xad\u0237-\u024f\u02c2-\u02c5\u02d2-\u02df\u02e5-\u02ff\u0300-\u036f\u0370-\u037d\u0384\u0385"
-        r"\u03cf\u03f6\u03fc-\u03ff\u0483-\u0487\u04cf\u04f6-\u04ff\u0510-\u0525\u055a-\u055f\u0591-\u05bd"
-        r"\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0615-\u061a\u063b-\u063f\u064b-\u065e\u0670\u06d6-\u06ef"
-        r"\u06fa-\u06ff\u070f\u0711\u0730-\u074f\u0750-\u077f\u07a6-\u07b1\u07ca-\u07f5\u07fa\u0900-\u0903"
-        r"\u093c\u093e-\u094e\u0951-\u0955\u0962-\u0963\u0981-\u0983\u09bc-\u09c4\u09c7\u09c8\u09cb-\u09cd"
-        r"\u09d7\u09e2\u09e3\u0a01-\u0a03\u0a3c\u0a3e-\u0a4f\u0a81-\u0a83\u0abc-\u0acf\u0b82\u0bbe-\u0bc2"
-        r"\u0bc6-\u0bc8\u0bca-\u0bcd\u0c01-\u0c03\u0c3e-\u0c56\u0d3e-\u0d44\u0d46-\u0d48\u0e30-\u0e3a"
-        r"\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd")
-    LETTER = f"(?:{L}|{m['SPLET']}|[{extra_letters}])"
+    LETTER = f"(?:{L}|{m['SPLET']}|[{_EXTRA_LETTERS}])"
     m["LETTER"] = LETTER
     m["WORD"] = f"(?:{LETTER}(?:{LETTER}|{D})*(?:[.!?]{LETTER}(?:{LETTER}|{D})*)*)"
     m["APOS"] = "(?:['\\x92\\u2019]|" + ci("&apos;") + ")"
@@ -404,7 +453,7 @@ GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/
 
 class Rule:
     __slots__ = ("name", "index", "source", "_parsed", "_prefilter", "_posix", "first", "action", "max_len",
-                 "fixed", "required", "greedy_is_longest")
+                 "fixed", "required", "greedy_is_longest", "_run", "_run_items", "scans")
 
     def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
         self.name = name
@@ -414,7 +463,7 @@ class Rule:
         # gives the leftmost-longest match, like the scanner's DFA
         self.source = src
         self._prefilter = self._posix = None  # compiled on first use: many rules never run
-        self._parsed = parsed = sre_parse.parse(src)
+        self._parsed = parsed = _parse(src)
         self.first = _FirstChars(_first_chars(parsed))
         lo, hi = parsed.getwidth()
         self.max_len = hi  # a later rule no longer than the best match so far cannot win
@@ -426,159 +475,49 @@ class Rule:
         required = _required_chars(parsed)
         self.required = min(required) if required else None
         self.action = action
+        # the longest match without POSIX mode (see `longest`): where the trailing context, if any,
+        # has one width, so the body ends a fixed distance before the match does
+        lo_c, hi_c = sre_parse.SubPattern(parsed.state, parsed.data[1:]).getwidth() if context is not None else (0, 0)
+        self.scans = not self.greedy_is_longest and lo_c == hi_c
+        self._run_items = _possible_chars(parsed) if self.scans else None
+        self._run = None
 
     @property
     def prefilter(self) -> re.Pattern:
         if self._prefilter is None:
             # (from the parse made above: parsing is a third of compiling these large classes)
             self._prefilter = _compile_parsed(self._parsed)
-            self._parsed = None
         return self._prefilter
+
+    def longest(self, text: str, pos: int, greedy: re.Match):
+        """The leftmost-longest match at `pos` (as `pattern.match`), given the backtracking match
+        `greedy`: without the POSIX pattern (whose compilation costs more than many scans) where
+        `scans`, by trying each longer end in turn, from the longest a match could reach (the
+        characters a match may hold, `max_len`) down; a match with a fixed-width trailing context
+        has one body end per end. Where more than `SCAN_SPAN` ends are possible, the POSIX pattern."""
+        if not self.scans:
+            return self.pattern.match(text, pos)
+        run = self._run
+        if run is None:
+            run = self._run = _compile_parsed(sre_parse.SubPattern(
+                self._parsed.state, [(sre_c.MAX_REPEAT, (0, sre_c.MAXREPEAT, sre_parse.SubPattern(
+                    self._parsed.state, [self._run_items])))]))
+        g = greedy.end()
+        bound = min(run.match(text, pos).end(), pos + self.max_len)
+        if bound - g > SCAN_SPAN:
+            return self.pattern.match(text, pos)
+        fullmatch = self.prefilter.fullmatch
+        for end in range(bound, g, -1):
+            mt = fullmatch(text, pos, end)
+            if mt is not None:
+                return mt
+        return greedy
 
     @property
     def pattern(self) -> regex.Pattern:
         if self._posix is None:
             self._posix = regex.compile("(?p)" + self.source)
         return self._posix
-
-
-# The rules repeat a few very large Unicode classes (letters, digits) many times; the standard
-# compiler rebuilds each occurrence's charset (most of a prefilter's compile time). The charset it
-# builds is a pure function of the class, so it is memoised while the rules' prefilters compile.
-_charsets: dict = {}
-_plain_optimize_charset = getattr(sre_compile, "_optimize_charset", None)
-
-
-def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None):
-    _plain = _plain_optimize_charset
-    try:
-        key = (tuple((op, tuple(av) if av.__class__ is list else av) for op, av in charset),
-               iscased, fixup, id(fixes))
-        hit = _charsets.get(key)
-    except TypeError:  # pragma: no cover - an unhashable class item: compile it plainly
-        return _plain(charset, iscased, fixup, fixes)
-    if hit is None:
-        hit = _charsets[key] = _plain(charset, iscased, fixup, fixes)
-    return list(hit[0]), hit[1]
-
-
-def _compile_parsed(parsed) -> re.Pattern:
-    """sre_compile.compile(parsed), each distinct character class's charset built once."""
-    plain = _plain_optimize_charset
-    if plain is None or getattr(sre_compile, "_optimize_charset", None) is not plain:  # pragma: no cover
-        # (a Python whose compiler has no such step, or a compile already under way in another thread)
-        return sre_compile.compile(parsed)
-    sre_compile._optimize_charset = _memo_optimize_charset
-    try:
-        return sre_compile.compile(parsed)
-    finally:
-        sre_compile._optimize_charset = plain
-
-
-def _required_chars(seq) -> set[str]:
-    """Characters that occur in every string the parsed regex matches."""
-    out: set[str] = set()
-    for op, av in seq:
-        if op is sre_c.LITERAL:
-            out.add(chr(av))
-        elif op is sre_c.SUBPATTERN:
-            out |= _required_chars(av[-1])
-        elif op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT) and av[0] >= 1:
-            out |= _required_chars(av[2])
-        elif op is sre_c.BRANCH:
-            alts = [_required_chars(alt) for alt in av[1]]
-            out |= set.intersection(*alts) if alts else set()
-    return out
-
-
-# -- which rules can start with a given character (parsed from the rule's regex) -----------------
-
-def _first_chars(seq) -> list:
-    tests: list = []
-    for op, av in seq:
-        found, nullable = _first_of(op, av)
-        tests += found
-        if not nullable:
-            return tests
-    return tests + [(sre_c.ANY, None)]  # a rule that can match "" could start anywhere
-
-
-def _first_of(op, av) -> tuple[list, bool]:
-    if op in (sre_c.LITERAL, sre_c.NOT_LITERAL, sre_c.IN, sre_c.ANY):
-        return [(op, av)], False
-    if op is sre_c.BRANCH:
-        tests, nullable = [], False
-        for alt in av[1]:
-            found = _first_chars(alt)
-            nullable |= bool(found) and found[-1] == (sre_c.ANY, None) and not alt
-            tests += found
-        return tests, nullable
-    if op is sre_c.SUBPATTERN:
-        found = _first_chars(av[-1])
-        return found, False
-    if op in (sre_c.MAX_REPEAT, sre_c.MIN_REPEAT):
-        lo, _hi, sub = av
-        return _first_chars(sub), lo == 0
-    return [(sre_c.ANY, None)], True  # anything unexpected: assume it can start anywhere
-
-
-_CATEGORY = {sre_c.CATEGORY_DIGIT: re.compile(r"\d"), sre_c.CATEGORY_NOT_DIGIT: re.compile(r"\D"),
-             sre_c.CATEGORY_SPACE: re.compile(r"\s"), sre_c.CATEGORY_NOT_SPACE: re.compile(r"\S"),
-             sre_c.CATEGORY_WORD: re.compile(r"\w"), sre_c.CATEGORY_NOT_WORD: re.compile(r"\W")}
-
-
-class _FirstChars:
-    """The characters a rule's match can start with (from `_first_chars`), as sorted code point
-    ranges searched by bisection, plus the few tests that are not plain ranges."""
-
-    def __init__(self, tests: list):
-        ranges, self.others = [], []
-        for op, av in tests:
-            if op is sre_c.LITERAL:
-                ranges.append((av, av))
-            elif op is sre_c.IN and all(o in (sre_c.LITERAL, sre_c.RANGE) for o, _ in av):
-                ranges.extend((a, a) if o is sre_c.LITERAL else a for o, a in av)
-            else:  # ANY, NOT_LITERAL, negated classes, categories
-                self.others.append((op, av))
-        ranges.sort()
-        self.lows = [lo for lo, _ in ranges]
-        self.reach = list(accumulate((hi for _, hi in ranges), max))  # highest end of the ranges so far
-
-    def __contains__(self, ch: str) -> bool:
-        cp = ord(ch)
-        i = bisect_right(self.lows, cp) - 1
-        return (i >= 0 and self.reach[i] >= cp) or (bool(self.others) and _starts(self.others, ch))
-
-
-def _starts(tests: list, ch: str) -> bool:
-    cp = ord(ch)
-    for op, av in tests:
-        if op is sre_c.ANY:
-            return True
-        if op is sre_c.LITERAL:
-            if cp == av:
-                return True
-        elif op is sre_c.NOT_LITERAL:
-            if cp != av:
-                return True
-        else:  # IN: a character class
-            negate = hit = False
-            for cop, cav in av:  # (NEGATE, if there, comes first)
-                if cop is sre_c.NEGATE:
-                    negate = True
-                elif cop is sre_c.LITERAL:
-                    hit = cp == cav
-                elif cop is sre_c.RANGE:
-                    hit = cav[0] <= cp <= cav[1]
-                elif cop is sre_c.CATEGORY:
-                    hit = bool(_CATEGORY[cav].match(ch))
-                else:  # pragma: no cover - unknown class item: be conservative
-                    hit = True
-                if hit:
-                    break
-            if hit != negate:
-                return True
-    return False
 
 
 @lru_cache(maxsize=None)
@@ -593,5 +532,8 @@ def candidates(ch: str) -> tuple[Rule, ...]:
     """Rules that can match at a position starting with `ch`, in specification order."""
     found = _candidates_cache.get(ch)
     if found is None:
-        found = _candidates_cache[ch] = tuple(r for r in rules() if ch in r.first)
+        found = tuple(r for r in rules() if ch in r.first)
+        for r in found:
+            r.prefilter  # noqa: B018 (compiled now: the scanner reads r._prefilter)
+        _candidates_cache[ch] = found
     return found

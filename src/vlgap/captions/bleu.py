@@ -52,11 +52,10 @@ def bleu_statistics(hypotheses: Sequence[str], references: Sequence[Sequence[str
     for k in range(1, n + 1):
         stats[:, 1 + k] = np.maximum(0, testlen - k + 1)
         counts = index.orders[k - 1]
-        g = max(1, counts.n_grams)
         is_ref = counts.doc < n_refs
-        max_keys, max_counts = reference_maxima(index, k, n_refs, item_of_ref)
+        max_keys, max_counts = reference_maxima(index, k, n_refs, item_of_ref)  # keys gram * n_items + item
         hyp_item = counts.doc[~is_ref] - n_refs
-        clip = lookup(max_keys, max_counts, hyp_item * g + counts.gram[~is_ref], default=0)
+        clip = lookup(max_keys, max_counts, counts.gram[~is_ref] * n_items + hyp_item, default=0)
         correct = np.minimum(counts.count[~is_ref], clip)
         stats[:, 1 + n + k] = np.bincount(hyp_item, weights=correct, minlength=n_items).astype(np.int64)
     return stats

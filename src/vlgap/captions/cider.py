@@ -86,20 +86,19 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
         c = index.orders[k - 1]
         if df is None:
             # items holding each gram = the distinct (item, gram) keys of the references (shared with BLEU)
-            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]
-            dfk = np.bincount(item_grams % max(1, c.n_grams), minlength=c.n_grams).astype(float)
+            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]  # gram * n_items + item
+            dfk = np.bincount(item_grams // n_items, minlength=c.n_grams).astype(float)
         else:
             dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)
         idf = ref_len - np.log(np.maximum(1.0, dfk))
         weight = c.count * idf[c.gram]
         norm = np.sqrt(np.bincount(c.doc, weights=weight ** 2, minlength=n_docs))
-        g = max(1, c.n_grams)
         is_ref = c.doc < n_refs
-        hyp_keys = (c.doc[~is_ref] - n_refs) * g + c.gram[~is_ref]  # sorted: rows sorted by doc, gram
+        hyp_keys = c.gram[~is_ref] * n_items + (c.doc[~is_ref] - n_refs)  # sorted: rows sorted by gram, doc
         hyp_w = weight[~is_ref]
         ref_doc = c.doc[is_ref]
         ref_w = weight[is_ref]
-        cand_w = lookup(hyp_keys, hyp_w, item_of_ref[ref_doc] * g + c.gram[is_ref], default=0.0)
+        cand_w = lookup(hyp_keys, hyp_w, c.gram[is_ref] * n_items + item_of_ref[ref_doc], default=0.0)
         val = np.bincount(ref_doc, weights=np.minimum(cand_w, ref_w) * ref_w, minlength=n_refs)
         norm_h = norm[n_refs:][item_of_ref]
         norm_r = norm[:n_refs]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -93,12 +94,13 @@ def _row_id(row: dict, where: str) -> Any:
 def _check_text(value: Any, item: Any, what: str) -> str:
     if not isinstance(value, str):
         raise VlgapError(f"item {item!r}: {what} is {type(value).__name__}, expected a string")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+    if not value.isascii() and _SURROGATE.search(value) is not None:  # (what UTF-8 cannot encode)
         raise VlgapError(f"item {item!r}: {what} holds undecodable text (an unpaired surrogate); "
-                         "fix the encoding of the source") from None
+                         "fix the encoding of the source")
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _prediction_rows(data: Any, source: str) -> list[tuple[Any, Any]]:

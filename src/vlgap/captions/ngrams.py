@@ -7,6 +7,7 @@ what makes BLEU and CIDEr fast on large corpora.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Sequence
@@ -19,7 +20,7 @@ from vlgap.errors import VlgapError
 @dataclass(frozen=True)
 class NgramCounts:
     """Occurrence counts of one n-gram order: rows are distinct (document, gram) pairs,
-    sorted by document then gram."""
+    sorted by gram then document."""
 
     doc: np.ndarray     # int64 document index
     gram: np.ndarray    # int64 dense gram id (for this order)
@@ -50,35 +51,69 @@ class NgramIndex:
 _SEPARATOR = "\x00"
 
 
-def _split_documents(documents: Sequence[str]) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """(tokens of all documents in order, where necessary with a separator between documents; the
-    dense ids of the documents' tokens by first appearance; tokens per document; where each document
-    starts in the token list), each document split as str.split() splits it."""
+@dataclass(frozen=True)
+class SplitCorpus:
+    """Documents split as str.split() splits them, each distinct token numbered by first appearance."""
+
+    words: list[str]          # the tokens of all documents, in order, with a separator token between
+    #                           documents where `separator` is set
+    ids: np.ndarray           # int64 dense id of each document token (no separators), by first appearance
+    lengths: np.ndarray       # tokens per document
+    offsets: np.ndarray       # where each document starts in `words`
+    vocab: dict = field(repr=False, compare=False)  # token -> id, the separator's included
+    separator: int | None = None  # the separator's id in `vocab` (in `ids`, ids above it are one lower)
+
+    def token_id(self, word: str) -> int | None:
+        """The id in `ids` of `word`, or None if no document holds it."""
+        raw = self.vocab.get(word)
+        if raw is None or self.separator is None:
+            return raw
+        return None if raw == self.separator else raw - (raw > self.separator)
+
+    @property
+    def n_ids(self) -> int:
+        """The number of distinct document tokens (ids are below it)."""
+        return len(self.vocab) - (self.separator is not None)
+
+
+def _numbering() -> defaultdict:
+    """A dict that gives a token seen for the first time the next id (numbered by first appearance)."""
+    vocab: defaultdict = defaultdict()
+    vocab.default_factory = vocab.__len__
+    return vocab
+
+
+def split_corpus(documents: Sequence[str]) -> SplitCorpus:
+    """Split every document with str.split() and number the distinct tokens by first appearance."""
+    vocab = _numbering()
     if any(_SEPARATOR in d for d in documents):
         tokens = [d.split() for d in documents]
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=len(tokens))
         words = list(chain.from_iterable(tokens))
-        vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
         ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
-        return words, ids, lengths, np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        offsets = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        return SplitCorpus(words, ids, lengths, offsets, dict(vocab))
     # one C-level split of the whole corpus, the separator marking where each document ends
     words = f" {_SEPARATOR} ".join(documents).split()
-    vocab = {w: i for i, w in enumerate(dict.fromkeys(words))}
     ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+    vocab = dict(vocab)
     sep = vocab.get(_SEPARATOR)
     if sep is None:  # no document, or one
         lengths = np.full(len(documents), len(words), dtype=np.int64)
-        return words, ids, lengths, np.zeros(len(documents), dtype=np.int64)
+        return SplitCorpus(words, ids, lengths, np.zeros(len(documents), dtype=np.int64), vocab)
     at = np.flatnonzero(ids == sep)
     lengths = (np.diff(np.concatenate(([-1], at, [len(words)]))) - 1).astype(np.int64)
     ids = ids[ids != sep]
     ids -= ids > sep  # ids stay dense, numbered by first appearance
-    return words, ids, lengths, np.concatenate(([0], at + 1)).astype(np.int64)
+    return SplitCorpus(words, ids, lengths, np.concatenate(([0], at + 1)).astype(np.int64), vocab, sep)
 
 
-def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
-    """Split documents with str.split() and count their 1..n-grams with shared dense ids."""
-    words, flat, lengths, word_offsets = _split_documents(documents)
+def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None = None) -> NgramIndex:
+    """Split documents with str.split() and count their 1..n-grams with shared dense ids (`split`:
+    `split_corpus(documents)` where it is already made, e.g. shared with ROUGE-L)."""
+    if split is None:
+        split = split_corpus(documents)
+    words, flat, lengths, word_offsets = split.words, split.ids, split.lengths, split.offsets
     vocab_len = int(flat.max()) + 1 if flat.size else 0
     n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
@@ -98,22 +133,23 @@ def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
             n_uniq = vocab_len
             first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
                 if flat.size else flat
-            by_gram = _stable_argsort(flat, n_uniq) if n_docs <= _RADIX else None
+            by_gram = _stable_argsort(flat, n_uniq)
+            gram_sorted = flat[by_gram]
         else:
             keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
-            n_uniq, dense, first_idx, by_gram = _dense_ids(keys)
-        ids = np.full(flat.size, -1, dtype=np.int64)
-        ids[valid] = dense
-        prev_ids = ids
+            n_uniq, dense, first_idx, by_gram, gram_sorted = _dense_ids(keys)
+        if k < n:
+            ids = np.full(flat.size, -1, dtype=np.int64)
+            ids[valid] = dense
+            prev_ids = ids
         n_grams = n_uniq
         firsts.append((doc_of[valid[first_idx]], pos_in_doc[valid[first_idx]]))
-        # count (document, gram) pairs
+        # count (gram, document) pairs
         docs = doc_of[valid]
-        if by_gram is not None and n_docs <= _RADIX:
-            # positions in (gram, position) order, then stably by document (a radix sort): rows in
-            # (document, gram) order without sorting the pairs themselves
-            perm = by_gram[_stable_argsort(docs[by_gram], n_docs)]
-            d, g = docs[perm], dense[perm]
+        if by_gram is not None:
+            # positions in (gram, position) order are in (gram, document) order (a document's
+            # positions are consecutive): count the runs, no sort of the pairs needed
+            d, g = docs[by_gram], gram_sorted
             new = np.empty(d.size, dtype=bool)
             new[:1] = True
             np.not_equal(d[1:], d[:-1], out=new[1:])
@@ -122,13 +158,14 @@ def index_ngrams(documents: Sequence[str], n: int = 4) -> NgramIndex:
             orders.append(NgramCounts(doc=d[starts_], gram=g[starts_], count=np.diff(np.append(starts_, d.size)),
                                       n_grams=int(n_grams)))
         else:
-            pair_u, pair_c = distinct(docs * max(1, n_grams) + dense, counts=True)
-            orders.append(NgramCounts(doc=pair_u // max(1, n_grams), gram=pair_u % max(1, n_grams),
+            pair_u, pair_c = distinct(dense * max(1, n_docs) + docs, counts=True)
+            orders.append(NgramCounts(doc=pair_u % max(1, n_docs), gram=pair_u // max(1, n_docs),
                                       count=pair_c.astype(np.int64), n_grams=int(n_grams)))
     return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_position=tuple(firsts))
 
 
 _RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
+_PACKED_BITS = 62  # key and position packed into one non-negative int64 (see _dense_ids)
 
 
 def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
@@ -136,14 +173,14 @@ def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(values.astype(np.uint16) if bound <= _RADIX else values, kind="stable")
 
 
-def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None]:
+def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
     """Dense ids 0..m-1 for the distinct values of `keys` (in sorted order), one position of each
-    distinct value (like np.unique's return_inverse / return_index), and the positions in
-    (key, position) order when that came for free (else None)."""
+    distinct value (like np.unique's return_inverse / return_index), the positions in
+    (key, position) order when that came for free (else None), and the dense ids in key order."""
     if keys.size == 0:
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
     bits = max(1, (keys.size - 1).bit_length())
-    if int(keys.max()) < 1 << (62 - bits):
+    if bits < _PACKED_BITS and int(keys.max()) < 1 << (_PACKED_BITS - bits):
         # sort (key, position) packed into one int64: about twice as fast as an argsort
         packed = np.sort((keys << bits) | np.arange(keys.size, dtype=np.int64))
         order = packed & ((1 << bits) - 1)
@@ -159,7 +196,7 @@ def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarra
     dense_sorted = np.cumsum(new) - 1
     dense = np.empty(keys.size, dtype=np.int64)
     dense[order] = dense_sorted
-    return int(dense_sorted[-1]) + 1, dense, order[new], stable
+    return int(dense_sorted[-1]) + 1, dense, order[new], stable, dense_sorted
 
 
 def distinct(keys: np.ndarray, counts: bool = False):
@@ -197,17 +234,30 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
     """For the references (documents 0..n_refs-1 of `index`, reference r belonging to item
-    item_of_ref[r]): the distinct keys item * n_grams + gram of `order` (sorted) and the largest count
-    of that gram in any one reference of the item. BLEU clips with the counts, CIDEr's document
-    frequencies count the keys; computed once for both."""
+    item_of_ref[r], non-decreasing): the distinct keys gram * n_items + item of `order` (sorted;
+    n_items = item_of_ref[-1] + 1) and the largest count of that gram in any one reference of the
+    item. BLEU clips with the counts, CIDEr's document frequencies count the keys; computed once
+    for both."""
     key = (order, n_refs, item_of_ref.tobytes())
     hit = index.cache.get(key)
     if hit is None:
         counts = index.orders[order - 1]
-        g = max(1, counts.n_grams)
+        n_items = int(item_of_ref[-1]) + 1 if item_of_ref.size else 1
         is_ref = counts.doc < n_refs
-        hit = index.cache[key] = group_max(item_of_ref[counts.doc[is_ref]] * g + counts.gram[is_ref],
-                                           counts.count[is_ref])
+        gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
+        if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
+            hit = group_max(gram * n_items + item, count)  # (references out of item order)
+        else:
+            # rows are in (gram, document) order and an item's references are consecutive
+            # documents: (gram, item) runs are consecutive, no sort needed
+            new = np.empty(gram.size, dtype=bool)
+            new[:1] = True
+            np.not_equal(gram[1:], gram[:-1], out=new[1:])
+            new[1:] |= item[1:] != item[:-1]
+            starts = np.flatnonzero(new)
+            hit = (gram[starts] * n_items + item[starts],
+                   np.maximum.reduceat(count, starts) if starts.size else count)
+        index.cache[key] = hit
     return hit
 
 

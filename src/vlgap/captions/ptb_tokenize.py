@@ -25,12 +25,14 @@ and every later caption is paired with the wrong tokens; matching that would be 
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate, filterfalse
 from typing import Sequence
 
-import regex
 
 from vlgap.captions import _ptb_classes, _ptb_rules as _spec
+from vlgap.captions._ptb_text import _LONE_SURROGATE, _from_utf16_units, _java_lower, _to_utf16_units
 
 #: the tokens pycocoevalcap's PTBTokenizer wrapper removes after tokenising (its PUNCTUATIONS list)
 PUNCTUATIONS = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-",
@@ -39,30 +41,6 @@ PUNCTUATIONS = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB
 # Line breaks the jar would turn into extra lines (see module docstring); "\n" is replaced by
 # pycocoevalcap itself. U+0085 is absent on purpose: the lexer reads it as an ellipsis.
 _FOREIGN_LINE_BREAKS = str.maketrans({"\r": " ", "\x0b": " ", "\x0c": " ", "\u2028": " ", "\u2029": " "})
-
-
-_NON_BMP = regex.compile("[\U00010000-\U0010ffff]")
-_LONE_SURROGATE = regex.compile("[\ud800-\udfff]")
-
-
-def _to_utf16_units(text: str) -> str:
-    """Split characters above U+FFFF into surrogate pairs: the scanner counts UTF-16 units."""
-    if not _NON_BMP.search(text):
-        return text
-
-    def pair(mt):
-        cp = ord(mt.group()) - 0x10000
-        return chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF))
-
-    return _NON_BMP.sub(pair, text)
-
-
-def _from_utf16_units(token: str) -> str:
-    """Join surrogate pairs back; a half pair left in a token is written as "?" (Java's encoder)."""
-    if not _LONE_SURROGATE.search(token):
-        return token
-    joined = token.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return _LONE_SURROGATE.sub("?", joined)
 
 
 # a space or tab starts a run of the scanner's SPACE characters that nothing else can match
@@ -241,11 +219,11 @@ def _lex_range(text: str, pos: int, n: int, stop: int, out: list[str], starts: l
                 continue
             if rule.required is not None and text.find(rule.required, pos, pos + rule.max_len) < 0:
                 continue
-            mt = rule.prefilter.match(text, pos)
+            mt = rule._prefilter.match(text, pos)  # (compiled by candidates())
             if mt is None:
                 continue
             if not rule.greedy_is_longest:
-                mt = rule.pattern.match(text, pos)
+                mt = rule.longest(text, pos, mt)
             total = mt.end() - pos
             if total > best_len:
                 best_len, best_rule, best_body = total, rule, mt.end("b") - pos
@@ -258,36 +236,6 @@ def _lex_range(text: str, pos: int, n: int, stop: int, out: list[str], starts: l
             out.append(tok)
         pos += consumed
     return pos
-
-
-def _java_lower(text: str) -> str:
-    """String.toLowerCase(Locale.ENGLISH): as str.lower() except for capital sigma, which Java makes
-    final (\u03c2) only when no cased letter follows it within the same word (digits included)."""
-    if "\u03a3" not in text:
-        return text.lower()
-    out = []
-    for m in _WORDISH.finditer(text):
-        run = m.group()
-        if "\u03a3" not in run:
-            out.append(run.lower())
-            continue
-        chars = []
-        for i, ch in enumerate(run):
-            if ch != "\u03a3":
-                chars.append(ch.lower())
-                continue
-            before = any(c.lower() != c.upper() for c in run[:i])
-            after = any(c.lower() != c.upper() for c in run[i + 1:])
-            chars.append("\u03c2" if before and not after else "\u03c3")
-        out.append("".join(chars))
-    return "".join(out)
-
-
-# a "word" for Java's final-sigma test (its word BreakIterator): letters, digits and marks, also
-# joined by a period, apostrophe or colon between them; anything else is a boundary
-# (ideographs and kana are words of their own)
-_W = r"(?:(?![\p{Han}\p{Hiragana}\p{Katakana}])[\p{L}\p{N}\p{M}])"
-_WORDISH = regex.compile(rf"{_W}+(?:[.:'\u2019]{_W}+)*|[\s\S]")
 
 
 _NEEDS_CLEANING = re.compile("[\n\r\x0b\x0c\u2028\u2029\U00010000-\U0010ffff]")
@@ -304,6 +252,10 @@ def _clean(caption: str) -> str:
 _CONTEXT_CHARS = 64
 
 
+_CONTEXT_BLANKS = (" \t\n\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u3000\x0b\x0c"
+                   "\x85\u2028\u2029\r")
+
+
 def _following_text(lines: Sequence[str]) -> list[str]:
     """For each line, the text the scanner sees after it: "\\n" + the next lines, up to a bound."""
     out = [""] * len(lines)
@@ -312,10 +264,35 @@ def _following_text(lines: Sequence[str]) -> list[str]:
         out[i] = tail
         tail = "\n" + lines[i] + tail
         # blank runs (blank lines included) are trailing context too: keep them whole
-        blank = len(tail) - len(tail.lstrip(" \t\n\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007"
-                                            "\u2008\u2009\u200a\u3000\x0b\x0c\x85\u2028\u2029\r"))
+        blank = len(tail) - len(tail.lstrip(_CONTEXT_BLANKS))
         tail = tail[:blank + _CONTEXT_CHARS]
     return out
+
+
+def _following(lines: Sequence[str], i: int) -> str:
+    """`_following_text(lines)[i]`, for one line: the next lines until the bound is reached (the
+    bound of the whole rest is the bound of enough of it: each step only cuts past the bound)."""
+    tail = ""
+    for j in range(i + 1, len(lines)):
+        tail += "\n" + lines[j]
+        blank = len(tail) - len(tail.lstrip(_CONTEXT_BLANKS))
+        if len(tail) >= blank + _CONTEXT_CHARS:
+            break
+    else:
+        blank = len(tail) - len(tail.lstrip(_CONTEXT_BLANKS))
+    return tail[:blank + _CONTEXT_CHARS]
+
+
+def _clean_all(captions: Sequence[str]) -> list[str]:
+    """`_clean` of every caption (one search of the joined captions finds the few that need it)."""
+    lines = list(captions)
+    joined = "\x00".join(lines)  # (U+0000 needs no cleaning: a hit lies inside one caption)
+    hits = [m.start() for m in _NEEDS_CLEANING.finditer(joined)]
+    if hits:
+        starts = list(accumulate((len(c) + 1 for c in lines), initial=0))
+        for k in {bisect_right(starts, h) - 1 for h in hits}:
+            lines[k] = _clean(lines[k])
+    return lines
 
 
 def ptb_tokenize(captions: Sequence[str]) -> list[str]:
@@ -324,11 +301,11 @@ def ptb_tokenize(captions: Sequence[str]) -> list[str]:
     Each caption is read as one line followed by the next caption (the jar reads them from one
     file), lower-cased, and stripped of pycocoevalcap's punctuation tokens; the result is the
     space-joined token string pycocoevalcap passes to its scorers."""
-    lines = [_clean(c) for c in captions]
-    following = _following_text(lines)
+    lines = _clean_all(captions)
     if sum(map(len, _memos.values())) + len(_pair_memo) > _MEMO_SIZE:
         _clear_memos()
-    return [_tokenize_line(line, context) for line, context in zip(lines, following)]
+    last = len(lines) - 1
+    return [_tokenize_line(line, "\n" if i < last else "", lines, i) for i, line in enumerate(lines)]
 
 
 def _tokenize_line_plain(line: str, context: str) -> str:
@@ -450,39 +427,98 @@ def _chunk_entry(chunk: str, follower: str):
     return (output, _digits_and_period()) if voids else output
 
 
-def _tokenize_line(line: str, context: str) -> str:
-    """`_tokenize_line_plain(line, context)`, assembled from per-chunk outputs where possible."""
+def _tokenize_line(line: str, line_end: str, lines: Sequence[str], i: int) -> str:
+    """`_tokenize_line_plain(line, _following(lines, i))` (line = lines[i]; line_end: "\\n", or ""
+    for the last line), assembled from per-chunk outputs where possible."""
     if line[:1] not in _RUN_BLANKS:
         # every chunk known and read on its own: a few C-level calls
         parts = (line.replace("\t", " ") if "\t" in line else line).split(" ")
         last = parts.pop()
+        memo, end_memo = _memos[" "], _memos[line_end]
         try:
-            outs = list(map(_memos[" "].__getitem__, parts))
-            tail = _memos[context[:1]][last]
-        except KeyError:  # a chunk not seen yet
-            return _tokenize_chunks(line, context)
+            tail = end_memo[last]
+            head = " ".join(map(memo.__getitem__, parts))
+        except KeyError:  # a chunk not seen yet: its entry (a function of the chunk and its follower)
+            for part in filterfalse(memo.__contains__, parts):
+                memo[part] = _chunk_entry(part, " ")
+            if last not in end_memo:
+                end_memo[last] = _chunk_entry(last, line_end)
+            tail = end_memo[last]
+            head = None
+        except TypeError:  # a chunk whose output depends on what follows, or not alone
+            head = None
         if tail.__class__ is tuple:
             tail = tail[0]  # (nothing follows the line's last chunk in the line)
         if tail is not False:
-            try:
-                head = " ".join(outs)
-            except TypeError:  # a chunk whose output depends on what follows, or not alone
-                head = _resolve_followers(outs, parts, last)
-            if head is not None:
-                return " ".join(filter(None, f"{head} {tail}".split(" ")))
-    return _tokenize_chunks(line, context)
+            if head is None:
+                outs = list(map(memo.__getitem__, parts))
+                try:
+                    head = " ".join(outs)
+                except TypeError:
+                    joined = None if "\t" in line else _resolve_followers(outs, parts, last, tail, lines, i)
+                    if joined is not None:
+                        return joined
+                    return _tokenize_chunks(line, _following(lines, i))
+            joined = f"{head} {tail}"
+            if "  " in joined or joined[0] == " " or joined[-1] == " ":  # (chunks without tokens)
+                joined = " ".join(filter(None, joined.split(" ")))
+            return joined
+    return _tokenize_chunks(line, _following(lines, i))
 
 
-def _resolve_followers(outs: list, parts: list[str], last: str) -> str | None:
-    """The joined outputs of `parts` where each (output, voiding characters) entry stands when the
-    character after its blank (the next chunk's first, or a blank) does not void it, as
-    `_tokenize_chunks` decides; None where a chunk must be scanned in place."""
-    for i, frag in enumerate(outs):
-        if frag.__class__ is not str:
-            if frag is False or (parts[i + 1] if i + 1 < len(parts) else last)[:1] in frag[1]:
+def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, lines: Sequence[str], li: int) -> str | None:
+    """The output of line `li` (parts + [last], no tab) from the memo entries `outs` of `parts` and
+    `tail` of `last`, deciding as `_tokenize_chunks` does: an (output, voiding characters) entry
+    stands when the character after its blank (the next chunk's first) does not void it; a chunk
+    scanned in place (False) is taken from the pair memo (scanned and memoised as there when not
+    seen yet), with the next chunk when the scan went on through it. None where `_tokenize_chunks`
+    must scan (a scan that cannot be memoised)."""
+    chunks = parts + [last]
+    n_parts = len(parts)
+    line_end = "\n" if li + 1 < len(lines) else ""
+    context = None
+    frags = []
+    done = 0  # outs[:done] are in frags
+    for i in [k for k, frag in enumerate(outs) if frag.__class__ is not str]:
+        if i < done:
+            continue  # (taken with the chunk before)
+        frags.extend(outs[done:i])
+        frag = outs[i]
+        done = i + 1
+        if frag is not False and chunks[i + 1][:1] not in frag[1]:
+            frags.append(frag[0])
+            continue
+        # scanned in place: the scanner stands at this chunk (nothing before reached into it)
+        part = chunks[i]
+        if part[0] in _RUN_BLANKS:
+            return None
+        j = i + 1
+        while j <= n_parts and not chunks[j]:
+            j += 1
+        if j > n_parts or not _can_pair(part, chunks[j]):
+            return None
+        key = " ".join(chunks[i:j + 1]) + (" " if j < n_parts else line_end)
+        hit = _pair_memo.get(key)
+        if hit is None:  # as _tokenize_chunks scans and memoises it
+            line = lines[li]
+            if context is None:
+                context = _following(lines, li)
+            start = len(" ".join(chunks[:i])) + (i > 0)
+            end, e2 = start + len(part), len(" ".join(chunks[:j + 1]))
+            tokens: list[str] = []
+            pos = _lex_range(line + context, start, len(line), end, tokens)
+            frag = _finish(tokens)
+            if frag is None or (pos != end and pos != e2):
                 return None
-            outs[i] = frag[0]
-    return " ".join(outs)
+            hit = _pair_memo[key] = (frag, pos - end)
+        frags.append(hit[0])
+        if hit[1]:  # the scan took the next chunk too
+            if j == n_parts:
+                return " ".join(filter(None, " ".join(frags).split(" ")))
+            done = j + 1
+    frags.extend(outs[done:])
+    frags.append(tail)
+    return " ".join(filter(None, " ".join(frags).split(" ")))
 
 
 def _can_pair(chunk: str, nxt: str) -> bool:

@@ -258,14 +258,24 @@ class Scoring:
         """coco-caption's PTB tokens: (predictions, references per item)."""
         return self.shared("tokens", lambda: tokenize_data(self.data))
 
+    def documents(self) -> list[str]:
+        """The tokenized references (flattened, in order), then the predictions."""
+        def make():
+            hyps, refs = self.tokens()
+            return [r for rs in refs for r in rs] + hyps
+        return self.shared("documents", make)
+
+    def split(self):
+        """The documents' tokens (str.split(), numbered), shared by the n-gram index and ROUGE-L."""
+        from vlgap.captions.ngrams import split_corpus
+
+        return self.shared("split", lambda: split_corpus(self.documents()))
+
     def ngram_index(self, n: int = 4):
         """One n-gram index over the tokenized references and predictions (BLEU and CIDEr share it)."""
         from vlgap.captions.ngrams import index_ngrams
 
-        def make():
-            hyps, refs = self.tokens()
-            return index_ngrams([r for rs in refs for r in rs] + hyps, n)
-        return self.shared(f"ngram index {n}", make)
+        return self.shared(f"ngram index {n}", lambda: index_ngrams(self.documents(), n, split=self.split()))
 
 
 def tokenize_data(data) -> tuple[list[str], list[list[str]]]:

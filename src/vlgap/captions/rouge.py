@@ -5,15 +5,21 @@ recall LCS/|r|; the item score combines the *largest* precision and the *largest
 references (they may come from different references). Tokens come from `str.split(" ")`, as in
 pycocoevalcap, so an empty caption is one empty token. The LCS length uses the bit-parallel
 algorithm of Hyyrö (2004) on Python integers: one pass over the reference, a few integer
-operations per token.
+operations per token. `rouge_l_scores` runs that recurrence for all (candidate, reference) pairs
+at once on uint64 words (numpy), the shorter side of a pair as the bit mask, token ids shared with
+the n-gram index; pairs longer than 64 tokens on both sides, and the last positions of the longest
+references, in Python. The arithmetic after the LCS lengths is pycocoevalcap's, element-wise.
 """
 from __future__ import annotations
 
+import re
+from itertools import repeat
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from vlgap.captions.io import coco_pairs
+from vlgap.captions.ngrams import SplitCorpus, _numbering
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
@@ -73,11 +79,146 @@ def rouge_l(candidate: str, references: Sequence[str], beta: float = BETA) -> fl
     return 0.0
 
 
-def rouge_l_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], beta: float = BETA) -> np.ndarray:
-    """Per-item ROUGE-L (tokenised strings in, one float per item out)."""
+_WORD_BITS = 64        # a candidate (or reference) of up to this many tokens is one uint64 bit mask
+_MIN_BATCH = 32        # positions where fewer pairs are still running finish in Python
+_DENSE_TABLE = 1 << 23  # bit masks in a (mask document, token) table up to this many cells, else sorted keys
+# whitespace that str.split() splits on and str.split(" ") does not (str.isspace, but the space)
+_ODD_SPACE = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+
+
+def _popcount(v: np.ndarray) -> np.ndarray:
+    count = getattr(np, "bitwise_count", None)
+    if count is not None:
+        return count(v).astype(np.int64)
+    return np.unpackbits(v.view(np.uint8).reshape(-1, 8), axis=1).sum(axis=1).astype(np.int64)  # pragma: no cover
+
+
+def _space_tokens(docs: list[str], split: SplitCorpus | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """(token ids, tokens per document, where each document starts in the ids, number of ids) of
+    every document's str.split(" ") tokens: equal tokens, equal ids. Taken from `split` (the
+    documents' str.split() tokens, shared with the n-gram index) where a document splits alike
+    both ways: it then holds no whitespace but single spaces between tokens."""
+    lengths = np.fromiter(map(str.count, docs, repeat(" ")), dtype=np.int64, count=len(docs)) + 1
+    if split is None:
+        vocab = _numbering()
+        words = " ".join(docs).split(" ")
+        ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
+        return ids, lengths, np.cumsum(lengths) - lengths, len(vocab)
+    redo = lengths != split.lengths
+    joined = " ".join(docs)
+    odd = [m.start() for m in _ODD_SPACE.finditer(joined)]
+    if odd:
+        size = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs)) + 1
+        redo[np.searchsorted(np.cumsum(size), odd, side="right")] = True
+    starts = np.cumsum(split.lengths) - split.lengths
+    ids, n_ids = split.ids, split.n_ids
+    again = np.flatnonzero(redo).tolist()
+    if again:
+        extra: list[int] = []
+        new_ids: dict[str, int] = {}
+        for d in again:
+            starts[d] = ids.size + len(extra)
+            for w in docs[d].split(" "):
+                i = split.token_id(w)
+                extra.append(i if i is not None else new_ids.setdefault(w, n_ids + len(new_ids)))
+        ids = np.concatenate((ids, np.array(extra, dtype=np.int64)))
+        n_ids += len(new_ids)
+    return ids, lengths, starts, n_ids
+
+
+def _lcs_pairs(mask_doc: np.ndarray, seq_doc: np.ndarray, ids: np.ndarray, lengths: np.ndarray,
+               starts: np.ndarray, n_ids: int, docs: list[str]) -> np.ndarray:
+    """LCS length of each pair of documents (mask_doc[p], seq_doc[p]): the bit-parallel recurrence of
+    `lcs_length` for all pairs at once, document mask_doc[p] (at most 64 tokens) as the bit mask and
+    seq_doc[p] as the sequence walked through, position by position; the few pairs still running
+    when most have ended finish in Python."""
+    n_pairs = mask_doc.size
+    if n_pairs == 0:
+        return np.zeros(0, dtype=np.int64)
+    # bit masks: (mask document, token) -> OR of 1 << position
+    mdocs, slot = np.unique(mask_doc, return_inverse=True)
+    m_len = lengths[mdocs]
+    tok_slot = np.repeat(np.arange(mdocs.size, dtype=np.int64), m_len)
+    pos = np.arange(tok_slot.size, dtype=np.int64) - np.repeat(np.cumsum(m_len) - m_len, m_len)
+    keys = tok_slot * n_ids + ids[np.repeat(starts[mdocs], m_len) + pos]
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    first = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    table_keys = keys[first]
+    table_bits = np.bitwise_or.reduceat(np.left_shift(np.uint64(1), pos[order].astype(np.uint64)), first)
+    dense = mdocs.size * n_ids <= _DENSE_TABLE
+    if dense:
+        table = np.zeros(mdocs.size * n_ids, dtype=np.uint64)
+        table[table_keys] = table_bits
+    # the sequences, longest first: at position q the pairs still running are a prefix
+    s_len = lengths[seq_doc]
+    by_len = np.argsort(-s_len, kind="stable")
+    s_sorted = s_len[by_len]
+    running = np.searchsorted(-s_sorted, -np.arange(1, int(s_sorted[0]) + 1), side="right")  # length > q
+    steps = int(np.searchsorted(-running, -_MIN_BATCH, side="right"))  # positions run vectorised
+    seq_start = starts[seq_doc[by_len]]
+    base = slot[by_len] * n_ids
+    m_pair = lengths[mask_doc]
+    full = np.right_shift(np.uint64(0xFFFFFFFFFFFFFFFF), (_WORD_BITS - m_pair[by_len]).astype(np.uint64))
+    v = full.copy()
+    for q in range(steps):  # (uint64 sums wrap: their low m bits are the Python integers')
+        c = int(running[q])
+        query = base[:c] + ids[seq_start[:c] + q]
+        if dense:
+            match = table[query]
+        else:
+            at = np.minimum(np.searchsorted(table_keys, query), table_keys.size - 1)
+            match = np.where(table_keys[at] == query, table_bits[at], np.uint64(0))
+        vv = v[:c]
+        u = vv & match
+        v[:c] = ((vv + u) | (vv - u)) & full[:c]
+    lcs = np.empty(n_pairs, dtype=np.int64)
+    lcs[by_len] = m_pair[by_len] - _popcount(v)
+    for p in np.flatnonzero(s_len > steps).tolist():  # the longest sequences: in Python
+        lcs[p] = lcs_length(docs[int(mask_doc[p])].split(" "), docs[int(seq_doc[p])].split(" "))
+    return lcs
+
+
+def rouge_l_scores(candidates: Sequence[str], references: Sequence[Sequence[str]], beta: float = BETA,
+                   split: SplitCorpus | None = None) -> np.ndarray:
+    """Per-item ROUGE-L (tokenised strings in, one float per item out): `rouge_l` of every item, the
+    LCS lengths of all (candidate, reference) pairs computed together (`_lcs_pairs`). `split` may
+    pass `split_corpus(flat references + candidates)` to share the tokens with the n-gram index."""
     if len(candidates) != len(references):
         raise VlgapError(f"{len(candidates)} candidates but {len(references)} reference lists")
-    return np.array([rouge_l(c, r, beta) for c, r in zip(candidates, references)], dtype=float)
+    n_items = len(candidates)
+    ref_counts = np.fromiter(map(len, references), dtype=np.int64, count=n_items)
+    if n_items and ref_counts.min() < 1:
+        raise VlgapError("ROUGE-L needs at least one reference per item")
+    if n_items == 0:
+        return np.zeros(0)
+    docs = [r for refs in references for r in refs]
+    n_refs = len(docs)
+    docs.extend(candidates)
+    if split is not None and split.lengths.size != len(docs):
+        raise VlgapError(f"the split corpus has {split.lengths.size} documents, not {len(docs)}")
+    ids, lengths, starts, n_ids = _space_tokens(docs, split)
+    ref = np.arange(n_refs, dtype=np.int64)
+    cand = n_refs + np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
+    c_len, r_len = lengths[cand], lengths[ref]
+    # the bit mask is the candidate's, or the reference's when only that one fits 64 bits
+    cand_mask = c_len <= _WORD_BITS
+    vector = cand_mask | (r_len <= _WORD_BITS)
+    lcs = np.empty(n_refs, dtype=np.int64)
+    lcs[vector] = _lcs_pairs(np.where(cand_mask, cand, ref)[vector], np.where(cand_mask, ref, cand)[vector],
+                             ids, lengths, starts, n_ids, docs)
+    for p in np.flatnonzero(~vector).tolist():
+        lcs[p] = lcs_length(docs[int(cand[p])].split(" "), docs[p].split(" "))
+    # pycocoevalcap's arithmetic, element-wise: the largest precision and recall over the references
+    prec = lcs.astype(float) / c_len.astype(float)
+    rec = lcs.astype(float) / r_len.astype(float)
+    offsets = np.cumsum(ref_counts) - ref_counts
+    prec_max, rec_max = np.maximum.reduceat(prec, offsets), np.maximum.reduceat(rec, offsets)
+    out = np.zeros(n_items)
+    ok = (prec_max != 0) & (rec_max != 0)
+    p, r = prec_max[ok], rec_max[ok]
+    out[ok] = ((1 + beta ** 2) * p * r) / (r + beta ** 2 * p)
+    return out
 
 
 class Rouge:
@@ -99,4 +240,4 @@ class Rouge:
                 summary="ROUGE-L F (beta 1.2) as coco-caption, mean over items")
 def score_rouge(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()
-    return mean_table("ROUGE-L", rouge_l_scores(hyps, refs))
+    return mean_table("ROUGE-L", rouge_l_scores(hyps, refs, split=s.split()))
