@@ -299,7 +299,7 @@ def test_other_pythons_finds_a_pyenv_python_and_skips_this_one(tmp_path, monkeyp
 
 
 @pytest.mark.slow  # a venv per other Python, torch included: ~2-4 min each on 2 cores (a wheel folder helps)
-def test_wheel_runs_on_the_other_supported_pythons(tmp_path, built_dist, monkeypatch, capsys):
+def test_wheel_runs_on_the_other_supported_pythons(tmp_path, request, monkeypatch, capsys):
     """The wheel installs into a clean venv of each other supported Python found (other_pythons(), the
     newest MAX_OTHER_PYTHONS of them that torch has wheels for) and runs there: `vlgap --version`,
     `vlgap --help`, and `vlgap caption-eval --json` on two captions, whose scores equal this Python's.
@@ -309,7 +309,7 @@ def test_wheel_runs_on_the_other_supported_pythons(tmp_path, built_dist, monkeyp
         pytest.skip(f"no other supported Python (>= {'.'.join(map(str, _floor()))}, not "
                     f"{sys.version_info.major}.{sys.version_info.minor}) on this machine: looked for python3.X "
                     f"on PATH and in pyenv's versions ($PYENV_ROOT, `pyenv root` or ~/.pyenv)")
-    wheel, _ = built_dist
+    wheel, _ = request.getfixturevalue("built_dist")  # built only when there is somewhere to install it
     version = PYPROJECT["project"]["version"]
     links = ["--find-links", os.environ["VLGAP_TEST_WHEELS"]] if os.environ.get("VLGAP_TEST_WHEELS") else []
     work = tmp_path / "work"
@@ -337,6 +337,7 @@ def test_wheel_runs_on_the_other_supported_pythons(tmp_path, built_dist, monkeyp
         if proc.returncode != 0 and re.search(r"No matching distribution found for (torch|torchvision)\b",
                                               proc.stderr):
             without_torch.append(f"{major}.{minor}")  # torch has no wheel for this Python: try the next one
+            shutil.rmtree(venv, ignore_errors=True)
             continue
         assert proc.returncode == 0, f"pip install into Python {major}.{minor}: exit {proc.returncode}\n" \
                                      f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -349,6 +350,8 @@ def test_wheel_runs_on_the_other_supported_pythons(tmp_path, built_dist, monkeyp
         got = json.loads(_run([exe, *metric], cwd=work, env=run_env).stdout)
         assert got == expected, f"Python {major}.{minor} scores differ from this Python's:\n{got}\n{expected}"
         checked.append(f"{major}.{minor}")
+        print(f"Python {major}.{minor} ({python}): the wheel installs and runs")  # shown with -rP
+        shutil.rmtree(venv, ignore_errors=True)  # a CUDA torch makes each venv about 6 GB
     if not checked:
         pytest.skip(f"torch ({' '.join(pinned_torch())}) has no wheel for the other Pythons found here: "
                     f"{', '.join(without_torch)}")
