@@ -1,5 +1,6 @@
 # Two entry points do all set-up on a fresh machine: `make demo` and `make test`.
-# The first supported Python on PATH (3.11 or newer; tested: 3.11); `make PY=python3.12 setup` chooses one.
+# The first supported Python on PATH (3.11 or newer; tested: 3.11 and 3.12 run the test suite, 3.13 the wheel
+# test: docs/install.md); `make PY=python3.12 setup` chooses one.
 PY ?= $(shell for p in python3.11 python3.12 python3.13 python3.14 python3; do \
 	command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
 	&& { echo $$p; break; }; done)

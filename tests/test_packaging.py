@@ -8,7 +8,10 @@ page mirrors CHANGELOG.md.
 Slow: `python -m build` makes a wheel and an sdist; the wheel holds every file of src/vlgap (package
 data included) and installs with its `offline` extra into a clean virtual environment (no system site
 packages), where `vlgap --help`, `vlgap demo --help`, `vlgap --version`, `vlgap caption-eval` on two
-captions and the README's Python examples run; the sdist then installs over it.
+captions and the README's Python examples run; the sdist then installs over it. The same wheel then
+installs into a clean venv of each other supported Python that the machine offers (issue 34, item 6:
+python3.X on PATH or pyenv's versions; the newest two), with the torch pair this environment runs, where
+`vlgap --version`, `vlgap --help` and `vlgap caption-eval` run and the scores equal this Python's.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -131,16 +135,24 @@ def readme_python_blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.M | re.S)
 
 
-@pytest.mark.slow  # builds, then installs the package and torch into a new venv: ~3-4 min on 2 cores
-def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path):
+@pytest.fixture(scope="module")
+def built_dist(tmp_path_factory) -> tuple[Path, Path]:
+    """(wheel, sdist) that `python -m build` makes of this tree, once for the module's slow tests."""
     if importlib.util.find_spec("build") is None:
         pytest.skip("the build package is not installed here: pip install -e '.[test]'")
-    dist = tmp_path / "dist"
-    _run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=tmp_path, timeout=900)
+    dist = tmp_path_factory.mktemp("dist")
+    _run([sys.executable, "-m", "build", "--outdir", dist, ROOT], cwd=dist, timeout=900)
     version = PYPROJECT["project"]["version"]
     wheel = dist / f"vlgap-{version}-py3-none-any.whl"
     sdist = dist / f"vlgap-{version}.tar.gz"
     assert wheel.is_file() and sdist.is_file(), sorted(p.name for p in dist.iterdir())
+    return wheel, sdist
+
+
+@pytest.mark.slow  # builds, then installs the package and torch into a new venv: ~3-4 min on 2 cores
+def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path, built_dist):
+    wheel, sdist = built_dist
+    version = PYPROJECT["project"]["version"]
 
     # every file of the package (modules and package data) is in both
     package = sorted(p.relative_to(ROOT / "src").as_posix() for p in (ROOT / "src" / "vlgap").rglob("*")
@@ -195,3 +207,151 @@ def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path):
     # the sdist builds and installs too (over the wheel; its dependencies are there already)
     _run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", sdist], cwd=tmp_path, timeout=900)
     assert _run([exe, "--version"], cwd=work, env=env).stdout.strip() == f"vlgap {version}"
+
+
+# ---- slow: the other supported Pythons of this machine ----------------------------------------------
+MAX_OTHER_PYTHONS = 2  # the newest ones with torch wheels; each install brings torch (about 3 GB from PyPI)
+_PROBE = ("import sys, sysconfig, venv, ensurepip; print(sys.implementation.name, *sys.version_info[:2], "
+          "int(bool(sysconfig.get_config_var('Py_GIL_DISABLED'))))")
+
+
+def _floor() -> tuple[int, int]:
+    """The oldest supported (major, minor), from pyproject's requires-python (">=3.11")."""
+    m = re.fullmatch(r">=\s*(\d+)\.(\d+)", PYPROJECT["project"]["requires-python"].strip())
+    assert m, PYPROJECT["project"]["requires-python"]
+    return int(m.group(1)), int(m.group(2))
+
+
+def python_version(exe) -> tuple[int, int] | None:
+    """(major, minor) of `exe` if it is a CPython with the GIL (the builds torch publishes wheels for) that
+    can make a venv with pip; None for anything else (PyPy, a free-threaded build, a broken install)."""
+    try:
+        proc = subprocess.run([str(exe), "-c", _PROBE], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    parts = proc.stdout.split()
+    if proc.returncode != 0 or len(parts) != 4 or parts[0] != "cpython" or parts[3] != "0":
+        return None
+    return int(parts[1]), int(parts[2])
+
+
+def pyenv_root() -> Path | None:
+    """pyenv's folder: $PYENV_ROOT, else what `pyenv root` says, else pyenv's default (~/.pyenv)."""
+    if os.environ.get("PYENV_ROOT"):
+        return Path(os.environ["PYENV_ROOT"])
+    pyenv = shutil.which("pyenv")
+    if pyenv:
+        proc = subprocess.run([pyenv, "root"], capture_output=True, text=True, timeout=60)
+        if proc.returncode == 0 and proc.stdout.strip():
+            return Path(proc.stdout.strip())
+    default = Path.home() / ".pyenv"
+    return default if default.is_dir() else None
+
+
+def other_pythons() -> dict[tuple[int, int], str]:
+    """{(major, minor): interpreter} of every supported Python (requires-python) that this machine offers
+    besides the one running the tests, newest first, one per minor version: python3.X on PATH first, then
+    pyenv's versions (the newest patch release of each)."""
+    floor, here = _floor(), sys.version_info[:2]
+    candidates = [shutil.which(f"python3.{minor}") for minor in range(floor[1], floor[1] + 20)]
+    root = pyenv_root()
+    if root is not None and (root / "versions").is_dir():
+        named = [(tuple(int(x) for x in m.groups()), d) for d in (root / "versions").iterdir()
+                 if (m := re.fullmatch(r"(\d+)\.(\d+)\.(\d+)", d.name))]  # plain CPython releases only
+        candidates += [str(d / "bin" / "python") for v, d in sorted(named, reverse=True) if v[:2] >= floor]
+    found: dict[tuple[int, int], str] = {}
+    for exe in candidates:
+        if not exe or not Path(exe).is_file():
+            continue
+        version = python_version(exe)
+        if version is not None and version >= floor and version != here and version not in found:
+            found[version] = str(exe)
+    return dict(sorted(found.items(), reverse=True))
+
+
+def pinned_torch() -> list[str]:
+    """torch and torchvision for another Python's venv: VLGAP_TEST_TORCH if set (space-separated
+    requirements), else the pair this environment runs (so both Pythons compute with the same torch)."""
+    given = os.environ.get("VLGAP_TEST_TORCH")
+    if given:
+        return given.split()
+    return [f"{name}=={importlib.metadata.version(name)}" for name in ("torch", "torchvision")]
+
+
+def test_other_pythons_finds_a_pyenv_python_and_skips_this_one(tmp_path, monkeypatch):
+    """The search reads $PYENV_ROOT's versions: a fake pyenv tree holding this interpreter under the next
+    minor's name is found only through the version it reports (which is this one's, so it is left out),
+    and names that are not plain releases are not probed."""
+    versions = tmp_path / "pyenv" / "versions"
+    here = sys.version_info
+    for name in (f"{here.major}.{here.minor + 1}.0", "pypy3.10-7.3.17", "3.13.0t"):
+        (versions / name / "bin").mkdir(parents=True)
+        (versions / name / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("PYENV_ROOT", str(tmp_path / "pyenv"))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # no python3.X on PATH
+    assert python_version(sys.executable) == here[:2]
+    assert python_version(tmp_path / "missing") is None
+    assert other_pythons() == {}
+    probed = []
+    monkeypatch.setattr(sys.modules[__name__], "python_version", lambda exe: probed.append(exe) or (3, 99))
+    assert other_pythons() == {(3, 99): str(versions / f"{here.major}.{here.minor + 1}.0" / "bin" / "python")}
+    assert probed == [str(versions / f"{here.major}.{here.minor + 1}.0" / "bin" / "python")]
+
+
+@pytest.mark.slow  # a venv per other Python, torch included: ~2-4 min each on 2 cores (a wheel folder helps)
+def test_wheel_runs_on_the_other_supported_pythons(tmp_path, request, monkeypatch, capsys):
+    """The wheel installs into a clean venv of each other supported Python found (other_pythons(), the
+    newest MAX_OTHER_PYTHONS of them that torch has wheels for) and runs there: `vlgap --version`,
+    `vlgap --help`, and `vlgap caption-eval --json` on two captions, whose scores equal this Python's.
+    VLGAP_TEST_WHEELS names a folder of wheels (torch's, say) that pip may take instead of downloading."""
+    others = other_pythons()
+    if not others:
+        pytest.skip(f"no other supported Python (>= {'.'.join(map(str, _floor()))}, not "
+                    f"{sys.version_info.major}.{sys.version_info.minor}) on this machine: looked for python3.X "
+                    f"on PATH and in pyenv's versions ($PYENV_ROOT, `pyenv root` or ~/.pyenv)")
+    wheel, _ = request.getfixturevalue("built_dist")  # built only when there is somewhere to install it
+    version = PYPROJECT["project"]["version"]
+    links = ["--find-links", os.environ["VLGAP_TEST_WHEELS"]] if os.environ.get("VLGAP_TEST_WHEELS") else []
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "pred.json").write_text(json.dumps(["a man is riding a horse", "a cat sits on a mat"]))
+    (work / "refs.json").write_text(json.dumps([["a man rides a horse", "a person on a horse"], ["a cat on a mat"]]))
+    metric = ["caption-eval", "--pred", work / "pred.json", "--refs", work / "refs.json", "--metrics", "bleu,cider",
+              "--json"]
+    monkeypatch.setenv("VLGAP_CACHE", str(tmp_path / "cache-here"))
+    code, out, err = run_cli(monkeypatch, capsys, *metric)
+    assert code == 0, err
+    expected = json.loads(out)
+    assert expected["n"] == 2 and 0 < expected["BLEU-1"]["score"] < 1 and expected["CIDEr"]["score"] > 1
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    checked, without_torch = [], []
+    for (major, minor), python in others.items():
+        if len(checked) == MAX_OTHER_PYTHONS:
+            break
+        venv = tmp_path / f"venv-{major}.{minor}"
+        _run([python, "-m", "venv", venv], cwd=tmp_path)
+        py, exe = venv / "bin" / "python", venv / "bin" / "vlgap"
+        proc = subprocess.run([str(py), "-m", "pip", "install", "--quiet", *links, str(wheel), *pinned_torch()],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=1800, env=env)
+        if proc.returncode != 0 and re.search(r"No matching distribution found for (torch|torchvision)\b",
+                                              proc.stderr):
+            without_torch.append(f"{major}.{minor}")  # torch has no wheel for this Python: try the next one
+            shutil.rmtree(venv, ignore_errors=True)
+            continue
+        assert proc.returncode == 0, f"pip install into Python {major}.{minor}: exit {proc.returncode}\n" \
+                                     f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        run_env = {**env, "VLGAP_CACHE": str(tmp_path / f"cache-{major}.{minor}")}
+        where = _run([py, "-c", "import sys, vlgap; print(sys.version_info[:2], vlgap.__file__)"], cwd=work,
+                     env=run_env).stdout
+        assert f"({major}, {minor})" in where and str(venv) in where, where  # that Python, the installed copy
+        assert _run([exe, "--version"], cwd=work, env=run_env).stdout.strip() == f"vlgap {version}"
+        assert "caption-eval" in _run([exe, "--help"], cwd=work, env=run_env).stdout
+        got = json.loads(_run([exe, *metric], cwd=work, env=run_env).stdout)
+        assert got == expected, f"Python {major}.{minor} scores differ from this Python's:\n{got}\n{expected}"
+        checked.append(f"{major}.{minor}")
+        print(f"Python {major}.{minor} ({python}): the wheel installs and runs")  # shown with -rP
+        shutil.rmtree(venv, ignore_errors=True)  # a CUDA torch makes each venv about 6 GB
+    if not checked:
+        pytest.skip(f"torch ({' '.join(pinned_torch())}) has no wheel for the other Pythons found here: "
+                    f"{', '.join(without_torch)}")
