@@ -324,6 +324,7 @@ def test_dr_full_caption_sections_on_toy_encoders(tmp_path):
                      out=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"), preset="dr-full")
     enc = {"toy_img": ToyVision("image"), "toy_txt": ToyText()}
     sweep = SweepConfig(str(shapes_manifest(cfg)), cfg.vision, cfg.text, cfg.n_frames, cfg.n_captions, k=3,
+                        text_dtype=cfg.text_dtype,
                         n_bootstrap=20, n_permutations=0, image_size=cfg.image_size, cache_dir=cfg.cache_dir, fit=False)
     result = run_sweep(sweep, cfg.out, progress=False, encoders=enc)
     div = caption_diversity_section(cfg, result, False, encoders=enc)

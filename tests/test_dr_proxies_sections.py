@@ -21,6 +21,7 @@ def test_sections_70_71_on_shapes_with_toy_encoders(tmp_path):
                      n_permutations=0, out=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"), preset="dr-full")
     enc = {"toy_img": ToyVision("image"), "toy_vid": ToyVision("video", n0=2), "toy_txt": ToyText()}
     sweep = SweepConfig(str(shapes_manifest(cfg)), cfg.vision, cfg.text, cfg.n_frames, cfg.n_captions, k=3,
+                        text_dtype=cfg.text_dtype,
                         n_bootstrap=20, n_permutations=0, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
     result = run_sweep(sweep, cfg.out, progress=False, encoders=enc)
     # the sections load no encoder: every feature they need is in the cache

@@ -185,6 +185,7 @@ def test_demo_sections_on_toy_encoders(tmp_path):
                      out=str(tmp_path / "run"), cache_dir=str(tmp_path / "cache"))
     enc = {"toy_img": ToyVision("image"), "toy_vid": ToyVision("video", n0=4), "toy_txt": ToyText()}
     sweep = SweepConfig(str(shapes_manifest(cfg)), cfg.vision, cfg.text, cfg.n_frames, cfg.n_captions, k=3,
+                        text_dtype=cfg.text_dtype,
                         n_bootstrap=20, n_permutations=20, image_size=cfg.image_size, cache_dir=cfg.cache_dir)
     result = run_sweep(sweep, cfg.out, progress=False, encoders=enc)
     summary = run_temporal_sections(cfg, result, progress=False, encoders=enc, n_bootstrap=100)
