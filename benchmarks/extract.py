@@ -114,7 +114,7 @@ def main() -> None:
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
     print(json.dumps(out, indent=2))
-    print(f"pipeline/bare = {out['ratio_pipeline_over_bare']:.2f} (target >= 0.8)")
+    print(f"pipeline/bare = {out['ratio_pipeline_over_bare']:.2f} (target >= 0.9)")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2))
 
