@@ -132,6 +132,21 @@ def test_preprocess_resizes_crops_and_normalises():
         pre(frames[..., :2])
 
 
+@pytest.mark.parametrize("size, options", [(224, {}), (160, {"interpolation": "bicubic", "mean": (0.5,) * 3,
+                                                                   "std": (0.5,) * 3}),
+                                            (40, {"crop_pct": 1.25})])  # crop larger than the resize: padded
+def test_preprocess_equals_torchvision_chain_bit_for_bit(size, options):
+    """The in-place normalisation gives torchvision's to_dtype + normalize exactly (same pixels into
+    every model), for any frame size, alpha channel, single image, interpolation and padding."""
+    pre = FramePreprocess.make(size, **options)
+    rng = np.random.default_rng(0)
+    for shape in [(3, 128, 128, 3), (2, 90, 300, 4), (1, 480, 360, 3), (64, 64, 3)]:
+        frames = rng.integers(0, 256, shape, dtype=np.uint8)
+        x, ref = pre(frames), pre.reference(frames)
+        assert x.dtype == torch.float32 and x.is_contiguous() and x.shape == ref.shape
+        assert torch.equal(x, ref), (size, shape)
+
+
 def test_torchvision_spec_random_and_weights_file(tmp_path):
     enc = get_encoder("tv:resnet18", random_weights=True)
     assert enc.layer_names == [f"layer{i}.{j}" for i in range(1, 5) for j in range(2)]

@@ -205,3 +205,36 @@ def test_item_without_captions_error_and_skip(tiny_dataset, tmp_path):
     res = extract(man, "toyt", n_captions=[1], cache_dir=tmp_path, loaded_encoder=ToyText(), progress=False,
                   skip_bad=True)
     assert res.n == 7 and [b["id"] for b in res.bad_items] == ["v1"]
+
+
+def test_decoding_plans():
+    from vlgap.features.extract import decoding_plan
+
+    # the encoder's threads take every core: lock-step, one codec thread, preprocessing by the encoder's thread
+    assert decoding_plan("n_f", "cpu", 2, cpus=2) == {"decode_threads": 1, "ahead": 0, "preprocess_in_workers": False}
+    assert decoding_plan("n_f", "cpu", 4, cpus=16) == {"decode_threads": 1, "ahead": 2, "preprocess_in_workers": True}
+    assert decoding_plan("n_f", "cuda:0", 8, cpus=8) == {"decode_threads": None, "ahead": 2,
+                                                         "preprocess_in_workers": True}
+    assert decoding_plan("n_c", "cpu", 2, cpus=2)["ahead"] == 2  # text: unchanged
+
+
+def test_decoding_plans_give_the_same_features(tiny_dataset, tmp_path, monkeypatch, one_thread):
+    """Lock-step decoding with preprocessing in the encoder's thread, and decoding ahead in worker threads
+    with preprocessing there: the same pixels, the same batches, the same features bit for bit."""
+    from vlgap.encoders.registry import get_encoder
+    from vlgap.features import extract as ex
+
+    enc = get_encoder("mobilenet_v2", random_weights=True, image_size=64)
+    plans = {"lockstep": {"decode_threads": 1, "ahead": 0, "preprocess_in_workers": False},
+             "ahead": {"decode_threads": None, "ahead": 2, "preprocess_in_workers": True}}
+    seen, out = [], {}
+    for name, plan in plans.items():
+        monkeypatch.setattr(ex, "decoding_plan", lambda *a, plan=plan, **k: seen.append(plan) or plan)
+        out[name] = extract(tiny_dataset, "mobilenet_v2", n_frames=[4], cache_dir=tmp_path / name, loaded_encoder=enc,
+                            random_weights=True, image_size=64, batch_size=8, progress=False,
+                            allow_repeated_frames=True).features[4]
+    assert seen == list(plans.values())
+    a, b = out.values()
+    assert a.ids == b.ids and len(a.layers) == 19
+    for x, y in zip(a.layers, b.layers):
+        np.testing.assert_array_equal(x, y)

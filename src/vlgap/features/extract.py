@@ -487,11 +487,33 @@ def _check_caption_draw(draw) -> tuple[int, int] | None:
     return (seed, number)
 
 
-def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: int | None, progress: bool) -> None:
-    """This process: decode in background threads, two chunks ahead of the encoder."""
-    if threads:
-        import torch
+def decoding_plan(param: str, device, torch_threads: int, cpus: int | None = None) -> dict[str, Any]:
+    """How this process decodes while it encodes. Vision on the CPU: each decoding thread runs its codec
+    and colour conversion on one thread (FFmpeg's choice is one per core, and the cores belong to the
+    encoder). When the encoder's torch threads take every core, decoding runs in lock-step with it: a
+    chunk is decoded (in the worker threads) while the encoder waits, and preprocessed by the encoder's
+    own thread, so decoding never preempts the encoder's threads in mid-layer (on 2 cores that costs far
+    more than decoding takes) and no second OpenMP team is started. Otherwise (a GPU, spare cores, text):
+    decoding and preprocessing run in the worker threads, two chunks ahead of the encoder.
+    The features are the same under every plan: the same pixels, the same batches."""
+    import os
 
+    on_cpu = param == "n_f" and str(device).split(":")[0] == "cpu"
+    cpus = cpus if cpus is not None else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                                          else os.cpu_count() or 1)
+    lockstep = on_cpu and cpus <= torch_threads
+    return {"decode_threads": 1 if on_cpu else None, "ahead": 0 if lockstep else 2,
+            "preprocess_in_workers": not lockstep}
+
+
+def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: int | None, progress: bool) -> None:
+    """This process: decode in background threads, ahead of the encoder or in lock-step with it
+    (`decoding_plan`)."""
+    import torch
+
+    from vlgap.data.video import set_decode_threads
+
+    if threads:
         torch.set_num_threads(threads)
     if enc is None:
         enc = job.load_encoder(progress)
@@ -506,18 +528,22 @@ def _run_local(job: Job, result: ExtractResult, enc, *, workers: int, threads: i
         task = prog.add_task(f"{job.label} {job.param}={','.join(map(str, job.pending))}", total=len(job.items),
                              unit="items")
         prog.update(task, completed=sum(e - s for s, e in ranges if (s, e) not in todo))
-        with ThreadPoolExecutor(max(1, workers)) as pool:
+        plan = decoding_plan(job.param, getattr(enc, "device", job.device), torch.get_num_threads())
+        ahead = plan["ahead"]
+        with ThreadPoolExecutor(max(1, workers), initializer=set_decode_threads,
+                                initargs=(plan["decode_threads"],)) as pool:
             futures: dict[tuple[int, int], list[Future]] = {}
-            preprocess = getattr(enc, "preprocess", None)
+            # without: uint8 frames, preprocessed by encode_chunk in this thread
+            preprocess = getattr(enc, "preprocess", None) if plan["preprocess_in_workers"] else None
 
             def submit(r):
                 futures[r] = [pool.submit(steps.decode_one, job.items[i], preprocess) for i in range(*r)]
 
-            for r in todo[:2]:
+            for r in todo[:ahead]:
                 submit(r)
             for ci, r in enumerate(todo):
-                if ci + 2 < len(todo):
-                    submit(todo[ci + 2])  # keep two chunks decoding ahead of the encoder
+                if ci + ahead < len(todo):
+                    submit(todo[ci + ahead])  # keep `ahead` chunks decoding ahead of the encoder (0: this one)
                 try:
                     decoded = steps.collect(job.items[r[0]:r[1]], [f.result() for f in futures.pop(r)])
                 except VlgapError:
