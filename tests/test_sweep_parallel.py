@@ -123,3 +123,31 @@ def test_workers_setting_is_checked(monkeypatch):
         workers_for(8)
     monkeypatch.setenv("VLGAP_WORKERS", "3")
     assert workers_for(8) == 3 and workers_for(2) == 2 and workers_for(8, "cuda:0") == 1
+
+
+def test_a_kill_among_worker_threads_loses_only_unfinished_cells(toy_manifest, tmp_path, monkeypatch):
+    import vlgap.probe.sweep as sweep
+
+    monkeypatch.setenv("VLGAP_WORKERS", "2")
+    cfg = SweepConfig(str(toy_manifest), ["tv"], ["tt"], [2, 4], [1, 3], k=3, n_bootstrap=10, n_permutations=10,
+                      cache_dir=str(tmp_path / "cache"))
+    encs = {"tv": ToyVision(), "tt": ToyText()}
+    real, calls = sweep.score_cell, []
+
+    def killed_on_third(*args, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt("killed")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(sweep, "score_cell", killed_on_third)
+    with pytest.raises(KeyboardInterrupt):
+        run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
+    written = len(list((tmp_path / "run" / "cells").glob("[!.]*.json")))
+    assert written < 4  # whatever finished before the kill is sealed; the rest is not
+    calls.clear()
+    monkeypatch.setattr(sweep, "score_cell", lambda *a, **kw: (calls.append(1), real(*a, **kw))[1])
+    resumed = run_sweep(cfg, tmp_path / "run", progress=False, encoders=encs)
+    assert len(calls) == 4 - written  # only the missing cells are computed
+    fresh = run_sweep(cfg, tmp_path / "fresh", progress=False, encoders=encs)
+    assert _rows(resumed) == _rows(fresh)
