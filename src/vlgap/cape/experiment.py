@@ -192,8 +192,12 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
     `device` (vlgap.runtime, `spread` included): where the LMs train and rewrite; where a run happens is not
     part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
-    The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
-    named in the last progress line."""
+    The three LM lanes (the PE's SFT and rewrites, the third operator's, the prompted rewriter's) run side by
+    side in spawned worker processes where there are free cores for them (`vlgap.cape.lanes`;
+    VLGAP_WORKERS=1: one after another in this process), with the same outputs; `log` gets the workers'
+    lines prefixed with their lane. A script calling this needs `if __name__ == "__main__":` (the
+    workers re-import it). The console keeps vlgap's own progress lines; what the libraries print goes to
+    out_dir/library.log, named in the last progress line."""
     from vlgap.cape.runlog import library_output_to
     from vlgap.runtime import parse_device
 

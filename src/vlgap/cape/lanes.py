@@ -202,6 +202,7 @@ def run_lanes(job: LaneJob, log: Callable[[str], None], workers: int = 1) -> dic
     import multiprocessing
     import queue as queue_mod
     from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures.process import BrokenProcessPool
 
     import torch
 
@@ -239,6 +240,11 @@ def run_lanes(job: LaneJob, log: Callable[[str], None], workers: int = 1) -> dic
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         relay(0.1)  # the lines the workers sent last
+    if isinstance(failed, BrokenProcessPool):  # a worker died (killed, out of memory, or never started)
+        raise VlgapError("a CAPE lane's worker process died before it finished (killed, out of memory, or a "
+                         "script that calls the experiment outside `if __name__ == \"__main__\":`, which "
+                         "spawned workers re-import); rerun (finished stages are kept) or set VLGAP_WORKERS=1") \
+            from failed
     if failed is not None:
         raise failed
     return {name: f.result() for name, f in futures.items()}
