@@ -379,6 +379,7 @@ def _stand_in_lms(monkeypatch):
                 "samples_per_second": 0.0, "train_loss": 1.0, "lora_r": kw["r"], "seed": kw["seed"],
                 "history": [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.0}]}
 
+    monkeypatch.setenv("VLGAP_WORKERS", "1")  # the stand-ins live in this process: the LM lanes run here
     monkeypatch.setattr(L, "load_lm", lambda name, **kw: L.LoadedLM(None, None, name, "h"))
     monkeypatch.setattr(L, "train_lora", fake_train)
     monkeypatch.setattr(O, "anchored_operator", lambda name, adapter, **kw: Variant(name, "style" if name == "third" else None))

@@ -176,7 +176,7 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
                            gap_permutations=0, gap_bootstrap=0)
         E.run_experiment(sys.argv[1], cfg)
     ''')
-    env = {**os.environ, "PYTHONWARNINGS": "default", "PYTHONPATH": os.pathsep.join(
+    env = {**os.environ, "PYTHONWARNINGS": "default", "VLGAP_WORKERS": "1", "PYTHONPATH": os.pathsep.join(
         [str(Path(__file__).resolve().parents[1] / "src"), str(Path(__file__).resolve().parent / "helpers"),
          os.environ.get("PYTHONPATH", "")])}
     run = tmp_path / "run"

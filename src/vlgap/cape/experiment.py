@@ -192,8 +192,12 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
     `device` (vlgap.runtime, `spread` included): where the LMs train and rewrite; where a run happens is not
     part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
-    The console keeps vlgap's own progress lines; what the libraries print goes to out_dir/library.log,
-    named in the last progress line."""
+    The three LM lanes (the PE's SFT and rewrites, the third operator's, the prompted rewriter's) run side by
+    side in spawned worker processes where there are free cores for them (`vlgap.cape.lanes`;
+    VLGAP_WORKERS=1: one after another in this process), with the same outputs; `log` gets the workers'
+    lines prefixed with their lane. A script calling this needs `if __name__ == "__main__":` (the
+    workers re-import it). The console keeps vlgap's own progress lines; what the libraries print goes to
+    out_dir/library.log, named in the last progress line."""
     from vlgap.cape.runlog import library_output_to
     from vlgap.runtime import parse_device
 
@@ -230,74 +234,32 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
                                           "train_videos": [v.to_dict() for v in train_videos],
                                           "test_videos": [v.to_dict() for v in test_videos]})
 
-    # SFT: the anchored PE and the third operator differ only in the LoRA seed (init + data order)
-    from vlgap.cape.lm import check_folder, load_lm, sft_key, train_lora
+    # the three LM lanes (SFT pe + its rewrites; SFT third + its rewrites; the prompted rewriter's rewrites)
+    # are independent: side by side in worker processes where there are cores for them (vlgap.cape.lanes)
+    from vlgap.cape.lanes import TIMING_ORDER, LaneJob, lane_workers, run_lanes
+    from vlgap.encoders.causal_lm import remote_code_allowed
 
-    sft: dict[str, Any] = {}
-    for name, s in (("pe", cfg.pe_seed), ("third", cfg.third_seed)):
-        info_path = out / "sft" / name / "sft.json"
-        # the SFT key holds the base model's hash, known only once it is loaded: the stage file is keyed
-        # by the configuration, and the adapter's files by the SFT key recorded in it
-        stage_key = {"what": "sft", "name": name, "seed": s, "pairs": _digest(pairs), "config": cfg.record()}
-
-        def make(name=name, s=s) -> dict[str, Any]:
-            t0, c0 = time.perf_counter(), time.process_time()
-            lm = load_lm(cfg.base, device=device, dtype=cfg.dtype)
-            top_layers = None if cfg.lora_layers is not None else cfg.lora_top_layers
-            options = dict(full=cfg.sft_full, lora_alpha=cfg.lora_alpha, lora_layers=cfg.lora_layers,
-                           lora_modules=cfg.lora_modules, length_buckets=cfg.sft_length_buckets)
-            key = sft_key(pairs, base_model_hash=lm.model_hash, steps=cfg.sft_steps, batch_size=cfg.sft_batch,
-                          lr=cfg.sft_lr, seed=s, r=cfg.lora_r, top_layers=top_layers, max_length=cfg.sft_max_length,
-                          save_every=10, **options)
-            how = "full SFT" if cfg.sft_full else "LoRA"
-            log(f"SFT {name}: {len(pairs)} pairs, {cfg.sft_steps} steps x batch {cfg.sft_batch}, {how} seed {s}")
-            info = train_lora(lm.model, lm.tokenizer, pairs, out / "sft" / name, steps=cfg.sft_steps,
-                              batch_size=cfg.sft_batch, lr=cfg.sft_lr, seed=s, r=cfg.lora_r,
-                              top_layers=top_layers, max_length=cfg.sft_max_length, log=log, key=key, **options)
-            info["base_model_hash"] = lm.model_hash
-            info["sft_key"] = key
-            timings[f"sft_{name}"] = time.perf_counter() - t0
-            cpu[f"sft_{name}"] = time.process_time() - c0
-            return info
-
-        info = _stage(info_path, make, stage_key, log)
-        problems = check_folder(out / "sft" / name / ("model" if cfg.sft_full else "adapter"), info.get("sft_key"))
-        if problems:  # the adapter changed after its SFT: train it again
-            log(f"SFT {name}: adapter not reused ({problems[0]}); training again")
-            from vlgap.reuse import discard
-
-            discard(info_path)
-            info = _stage(info_path, make, stage_key, log)
-        sft[name] = info
-
-    # every LM operator's per-part token budgets are sized from the captioner targets it imitates
-    # (lm.budgets_from_targets, in its own tokenizer's tokens)
-    targets = sorted({t for _x, t in pairs})
-    trained = "model" if cfg.sft_full else "adapter"
-    on = dict(device=device, dtype=cfg.dtype, batch_size=cfg.gen_batch, max_retries=cfg.max_retries, seed=cfg.seed,
-              budget_targets=targets)
-    ops = {
-        "pe": O.anchored_operator("pe", out / "sft" / "pe" / trained, base=cfg.base, **on),
-        "third": O.anchored_operator("third", out / "sft" / "third" / trained, base=cfg.base, **on),
-        "rewriter": O.prompted_operator("rewriter", model=cfg.rewriter_model, **on),
-        "template": O.TemplateOperator(),
-    }
-    rewrites: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name, op in ops.items():
-        t0, c0 = time.perf_counter(), time.process_time()
-        rw = {}
-        # the third operator only writes training captions: the falsifier trains on them and infers with
-        # the deployed PE (its own test rewrites would add a cell the question does not need)
-        splits = (("train", train_texts),) if name == "third" else (("test", test_prompts), ("train", train_texts))
-        for split, texts in splits:
-            log(f"rewriting {len(texts)} {split} texts with {name}")
-            rw[split] = O.rewrite(op, texts, cache_dir=out / "rewrites", batch_size=cfg.gen_batch,
-                                  progress=lambda d, n, nm=name, sp=split: log(f"  {nm} {sp}: {d}/{n}"))
-        rewrites[name] = rw
-        timings[f"rewrite_{name}"] = time.perf_counter() - t0
-        cpu[f"rewrite_{name}"] = time.process_time() - c0
-        if hasattr(op, "_lm"):
-            op._lm = None  # free the model before loading the next
+    workers = lane_workers(device, torch_threads())
+    t0 = time.perf_counter()
+    lanes = run_lanes(LaneJob(out, cfg, device, pairs, train_texts, test_prompts, remote_code_allowed()), log,
+                      workers)
+    lane_times = {k: v for r in lanes.values() for k, v in r.timings.items()}
+    lane_cpu = {k: v for r in lanes.values() for k, v in r.cpu.items()}
+    timings.update({k: lane_times[k] for k in TIMING_ORDER if k in lane_times})
+    cpu.update({k: lane_cpu[k] for k in TIMING_ORDER if k in lane_cpu})
+    lanes_wall = time.perf_counter() - t0  # the lanes' stages overlap when workers > 1
+    sft = {name: lanes[name].sft for name in ("pe", "third")}
+    ops = ("pe", "third", "rewriter", "template")
+    rewrites: dict[str, dict[str, list[dict[str, Any]]]] = {name: lanes[name].rewrites for name in ops[:3]}
+    t0, c0 = time.perf_counter(), time.process_time()
+    template = O.TemplateOperator()
+    rewrites["template"] = {}
+    for split, texts in (("test", test_prompts), ("train", train_texts)):
+        log(f"rewriting {len(texts)} {split} texts with template")
+        rewrites["template"][split] = O.rewrite(template, texts, cache_dir=out / "rewrites", batch_size=cfg.gen_batch)
+    timings["rewrite_template"] = time.perf_counter() - t0
+    cpu["rewrite_template"] = time.process_time() - c0
+    timings["lm_lanes"] = lanes_wall
 
     validity = validity_by_input_kind(rewrites)
 
@@ -443,6 +405,7 @@ def _run_claimed(out: Path, cfg: CapeConfig, log: Callable[[str], None], device:
         "timings_s": {k: round(v, 1) for k, v in timings.items()},
         "cpu_s": {k: round(v, 1) for k, v in cpu.items()},
         "threads": torch_threads(),
+        "lane_workers": workers,
         "seconds_this_run": round(time.perf_counter() - t_start, 1),
     }
     atomic_write_json(out / "results.json", results)

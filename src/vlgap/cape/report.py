@@ -69,7 +69,10 @@ def report_markdown(r: dict[str, Any]) -> str:
     lines += ["", sft_markdown(r["sft"]),
               f"Timings (s, this run): {r['timings_s']}; total {r['seconds_this_run']} s."
               + (f" CPU seconds of the run's process per stage ({r.get('threads')} thread(s)): {r['cpu_s']}."
-                 if r.get("cpu_s") else ""), ""]
+                 if r.get("cpu_s") else "")
+              + (f" The LM lanes (SFT and rewrites of pe, third, rewriter) ran in {r['lane_workers']} processes side "
+                 "by side, each stage's CPU seconds those of its lane's process; lm_lanes is their wall time."
+                 if (r.get("lane_workers") or 1) > 1 else ""), ""]
     return "\n".join(lines)
 
 
