@@ -1,7 +1,7 @@
 """`vlgap demo` (DemoConfig() defaults) from an empty cache reproduces the numbers its results page
 (docs/results/dynamic-reflections-demo.md) quotes: each quoted string is first found in the page, so an
-edit of the page without a rerun fails here too. Slow: the whole demo (338 s on a quiet 2-core machine from
-an empty cache on 2026-12-03, SmolLM2's conversion included; VLGAP_MODELS keeps that conversion)."""
+edit of the page without a rerun fails here too. Slow: the whole demo (143-151 s on the 2-core machine from
+an empty feature cache on 2026-12-05, SmolLM2 already converted; the conversion adds about 15 s)."""
 from __future__ import annotations
 
 import json
