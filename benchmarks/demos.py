@@ -1,5 +1,5 @@
 """Wall and CPU time of each demo from an empty cache (cold) and again with that cache filled (warm),
-written as the Markdown table the README and docs quote (results/demo-timings.md).
+written as the Markdown table the README and docs quote (results/demo-timings/table.md).
 
     python benchmarks/demos.py                     # `vlgap demo` only (minutes)
     python benchmarks/demos.py --demos main,cape,wsv --warm 0
@@ -102,7 +102,7 @@ def main() -> None:
     ap.add_argument("--models-cache", default=None,
                     help="folder for converted models (VLGAP_MODELS), kept between runs; default: inside the "
                          "cold cache, so the cold run includes the one-time conversion")
-    ap.add_argument("--table", default=str(ROOT / "results" / "demo-timings.md"), help="Markdown file to write")
+    ap.add_argument("--table", default=str(ROOT / "results" / "demo-timings" / "table.md"), help="Markdown file to write")
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is stopped (exit 124)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary caches and run folders")
     args = ap.parse_args()

@@ -32,7 +32,6 @@ import numpy as np
 from vlgap.cape import world as W
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, atomic_write_text
-from vlgap.runs.cells import cell as sealed_cell
 from vlgap.runs.folder import open_run_folder
 
 
@@ -151,21 +150,8 @@ def _log(msg: str) -> None:
     print(f"[cape {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-#: version of the stage files' keys: a change recomputes every older stage file
-STAGE_FORMAT = 2
-
-
-def _digest(obj: Any) -> str:
-    from vlgap.reuse import key_digest
-
-    return key_digest(obj)[:24]
-
-
-def _stage(path: Path, make: Callable[[], Any], key: dict[str, Any] | None = None,
-           log: Callable[[str], None] | None = None) -> Any:
-    """A stage's file as a cell of `vlgap.runs` (read verified, else `make()`d and sealed; a changed or
-    foreign file is said in one line and recomputed), keyed by the stage format and `key`."""
-    return sealed_cell(path, {"format": STAGE_FORMAT, **(key or {})}, make, what="CAPE stage file", report=log)
+from vlgap.cape.stages import LIBRARY_LOG, STAGE_FORMAT  # noqa: E402,F401  (re-exported)
+from vlgap.cape.stages import digest as _digest, stage as _stage  # noqa: E402,F401
 
 
 #: what a run folder holds that `force` starts over (vlgap's own outputs only)
@@ -183,7 +169,6 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
 
 
 #: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)
-LIBRARY_LOG = "library.log"
 
 
 def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,

@@ -12,7 +12,7 @@ them in `lane_workers()` processes (spawned; each computes with the calling proc
 longest lane first, so on two cores the LM part takes about max(pe, third + rewriter) instead of the sum.
 With one worker (`VLGAP_WORKERS=1`, or a single free core) the lanes run one after another in this process.
 
-Each stage writes its files as before (`experiment._stage`, the rewrite cache per batch), so a killed run
+Each stage writes its files as before (`stages.stage`, the rewrite cache per batch), so a killed run
 resumes where each lane stopped. Workers send their progress lines to the caller's `log`, prefixed with
 the lane's name, and their library output to the run folder's library log; a worker whose parent died
 stops at its next progress line.
@@ -89,7 +89,7 @@ def sft_stage(job: LaneJob, name: str, seed: int, log: Callable[[str], None], ti
               cpu: dict[str, float]) -> dict[str, Any]:
     """The SFT of operator `name` (the anchored PE and the third operator differ only in the LoRA seed:
     init + data order), read from its stage file when there; an adapter changed since is trained again."""
-    from vlgap.cape.experiment import _digest, _stage
+    from vlgap.cape.stages import digest as _digest, stage as _stage
     from vlgap.cape.lm import check_folder, load_lm, sft_key, train_lora
 
     cfg, out, pairs = job.cfg, job.out, job.pairs
@@ -184,7 +184,7 @@ def _worker_log(name: str) -> Callable[[str], None]:
 
 
 def _lane_in_worker(job: LaneJob, name: str) -> LaneResult:
-    from vlgap.cape.experiment import LIBRARY_LOG
+    from vlgap.cape.stages import LIBRARY_LOG
     from vlgap.cape.runlog import library_output_to
     from vlgap.encoders.causal_lm import allow_remote_code
 
