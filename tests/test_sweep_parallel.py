@@ -119,7 +119,7 @@ def test_workers_setting_is_checked(monkeypatch):
     from vlgap.parallel import workers_for
 
     monkeypatch.setenv("VLGAP_WORKERS", "two")
-    with pytest.raises(VlgapError, match="VLGAP_WORKERS"):
+    with pytest.raises(VlgapError, match=r"VLGAP_WORKERS=.*whole number >= 1"):
         workers_for(8)
     monkeypatch.setenv("VLGAP_WORKERS", "3")
     assert workers_for(8) == 3 and workers_for(2) == 2 and workers_for(8, "cuda:0") == 1

@@ -26,19 +26,33 @@ def cpu_count() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def workers_for(n_tasks: int, device: str = "cpu", env: str = "VLGAP_WORKERS") -> int:
-    """Workers for `n_tasks` CPU tasks: $VLGAP_WORKERS when set (1 = in this thread), else one per core
+def workers_setting(env: str = "VLGAP_WORKERS") -> int | None:
+    """The worker count the user set in $VLGAP_WORKERS (1: everything in this thread / process), None
+    when unset; anything but a whole number >= 1 is refused in one line. The one reader of the setting
+    (the sweep's cells and laws, CAPE's LM lanes)."""
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 1:
+        from vlgap.errors import VlgapError
+
+        raise VlgapError(f"{env}={raw!r}: give a whole number >= 1 (1 runs everything one after another, "
+                         "in one thread and one process)")
+    return n
+
+
+def workers_for(n_tasks: int, device: str = "cpu") -> int:
+    """Workers for `n_tasks` CPU tasks: $VLGAP_WORKERS when set (`workers_setting`), else one per core
     up to MAX_WORKERS; always 1 on a GPU (its kernels are queued on one stream)."""
+    given = workers_setting()
     if not str(device).startswith("cpu") or n_tasks <= 1:
         return 1
-    given = os.environ.get(env)
-    if given:
-        try:
-            return max(1, min(int(given), n_tasks))
-        except ValueError:
-            from vlgap.errors import VlgapError
-
-            raise VlgapError(f"${env}={given!r}: give a positive integer (1 = no worker threads)") from None
+    if given is not None:
+        return max(1, min(given, n_tasks))
     return max(1, min(cpu_count(), MAX_WORKERS, n_tasks))
 
 

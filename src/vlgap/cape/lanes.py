@@ -57,24 +57,18 @@ class LaneResult:
 def lane_workers(device: str = "cpu", threads: int | None = None) -> int:
     """Processes for the lanes: VLGAP_WORKERS when set (1: one after another in this process); else on the
     CPU as many as the free cores hold at `threads` torch threads each (at most one per lane), else 1."""
-    raw = os.environ.get("VLGAP_WORKERS", "").strip()
-    if raw:
-        try:
-            n = int(raw)
-        except ValueError:
-            n = 0
-        if n < 1:
-            raise VlgapError(f"VLGAP_WORKERS={raw!r}: give a whole number >= 1 (1 runs the CAPE LM lanes one "
-                             "after another in one process)")
-        return min(n, len(LANES))
+    from vlgap.parallel import cpu_count, workers_setting
+
+    given = workers_setting()
+    if given is not None:
+        return min(given, len(LANES))
     if device != "cpu":
         return 1
     if threads is None:
         import torch
 
         threads = torch.get_num_threads()
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(len(LANES), cores // max(1, threads)))
+    return max(1, min(len(LANES), cpu_count() // max(1, threads)))
 
 
 def _operator_options(job: LaneJob) -> dict[str, Any]:
