@@ -18,14 +18,6 @@ R = TypeVar("R")
 MAX_WORKERS = 4
 
 
-def cpu_count() -> int:
-    """Cores this process may use (its affinity set, else os.cpu_count())."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # pragma: no cover - platforms without affinity
-        return max(1, os.cpu_count() or 1)
-
-
 def workers_setting(env: str = "VLGAP_WORKERS") -> int | None:
     """The worker count the user set in $VLGAP_WORKERS (1: everything in this thread / process), None
     when unset; anything but a whole number >= 1 is refused in one line. The one reader of the setting
@@ -53,7 +45,9 @@ def workers_for(n_tasks: int, device: str = "cpu") -> int:
         return 1
     if given is not None:
         return max(1, min(given, n_tasks))
-    return max(1, min(cpu_count(), MAX_WORKERS, n_tasks))
+    from vlgap.runs.claims import available_cores
+
+    return max(1, min(available_cores(), MAX_WORKERS, n_tasks))
 
 
 @contextmanager

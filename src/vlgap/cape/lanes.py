@@ -57,7 +57,8 @@ class LaneResult:
 def lane_workers(device: str = "cpu", threads: int | None = None) -> int:
     """Processes for the lanes: VLGAP_WORKERS when set (1: one after another in this process); else on the
     CPU as many as the free cores hold at `threads` torch threads each (at most one per lane), else 1."""
-    from vlgap.parallel import cpu_count, workers_setting
+    from vlgap.parallel import workers_setting
+    from vlgap.runs.claims import available_cores
 
     given = workers_setting()
     if given is not None:
@@ -68,7 +69,7 @@ def lane_workers(device: str = "cpu", threads: int | None = None) -> int:
         import torch
 
         threads = torch.get_num_threads()
-    return max(1, min(len(LANES), cpu_count() // max(1, threads)))
+    return max(1, min(len(LANES), available_cores() // max(1, threads)))
 
 
 def _operator_options(job: LaneJob) -> dict[str, Any]:

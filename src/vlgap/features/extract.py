@@ -496,11 +496,10 @@ def decoding_plan(param: str, device, torch_threads: int, cpus: int | None = Non
     more than decoding takes) and no second OpenMP team is started. Otherwise (a GPU, spare cores, text):
     decoding and preprocessing run in the worker threads, two chunks ahead of the encoder.
     The features are the same under every plan: the same pixels, the same batches."""
-    import os
+    from vlgap.runs.claims import available_cores
 
     on_cpu = param == "n_f" and str(device).split(":")[0] == "cpu"
-    cpus = cpus if cpus is not None else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                                          else os.cpu_count() or 1)
+    cpus = cpus if cpus is not None else available_cores()
     lockstep = on_cpu and cpus <= torch_threads
     return {"decode_threads": 1 if on_cpu else None, "ahead": 0 if lockstep else 2,
             "preprocess_in_workers": not lockstep}

@@ -130,6 +130,11 @@ class SweepConfig:
             del out["text_dtype"]
         return out
 
+    @property
+    def text_encoder_dtype(self) -> str:
+        """The text encoders' number format: `text_dtype`, else `dtype`."""
+        return self.text_dtype or self.dtype
+
     def vision_variants(self) -> dict[str, tuple[str, str]]:
         """The sweep's vision rows: {row name: (encoder, frame sampling)}; uniform sampling keeps the
         encoder's own name, another strategy is "NAME [strategy]"."""
@@ -326,7 +331,7 @@ def lazy_encoders(cfg: SweepConfig, skip=()) -> dict[str, Any]:
             opts["trust_remote_code"] = True
         if cfg.random_weights:
             opts["random_weights"] = True
-        dtype = cfg.dtype if vision else (cfg.text_dtype or cfg.dtype)
+        dtype = cfg.dtype if vision else cfg.text_encoder_dtype
         return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts))
 
     return {**{v: lazy(v, True) for v in vision}, **{t: lazy(t, False) for t in text}}
@@ -381,7 +386,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                          **common) for name, (v, fs) in variants.items()}
     # one text feature set per caption draw: draw None is the paper's first n_c captions
     draws = [None] if cfg.caption_draws == 1 else [(cfg.seed, r) for r in range(cfg.caption_draws)]
-    text_common = {**common, "dtype": cfg.text_dtype or cfg.dtype}
+    text_common = {**common, "dtype": cfg.text_encoder_dtype}
     txt_draws = {t: [extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, caption_draw=d,
                              loaded_encoder=loaded.get(t), **text_common) for d in draws] for t in cfg.text}
     ids, dropped = _common_ids(list(vis.values()) + [r for runs in txt_draws.values() for r in runs])
