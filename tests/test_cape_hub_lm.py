@@ -37,19 +37,10 @@ def _one_torch_thread():
 @pytest.fixture(scope="module")
 def qwen_folder(tmp_path_factory):
     """The model and its tokenizer saved by save_pretrained, plus an offline hub cache holding the same."""
-    from tiny_tokenizer import byte_bpe_tokenizer, cape_corpus  # tests/helpers
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from tiny_lm import save_tiny_qwen2  # tests/helpers
 
     root = tmp_path_factory.mktemp("qwen")
-    tok = byte_bpe_tokenizer(cape_corpus(30), vocab_size=1000, eos="<|endoftext|>")
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                      initializer_range=0.3, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, bos_token_id=tok.eos_token_id)
-    folder = root / "tiny-qwen2"
-    Qwen2ForCausalLM(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
+    folder = save_tiny_qwen2(root / "tiny-qwen2", max_positions=512)
     commit = lay_out_hub_cache(root / "hf_home" / "hub", HUB_ID, folder)
     return {"folder": folder, "hf_home": root / "hf_home", "commit": commit}
 

@@ -25,19 +25,9 @@ SFT_TIMING_KEYS = {"seconds", "samples_per_second"}
 
 @pytest.fixture(scope="module")
 def lm_folder(tmp_path_factory):
-    from tiny_tokenizer import byte_bpe_tokenizer, cape_corpus  # tests/helpers
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    from tiny_lm import save_tiny_qwen2  # tests/helpers
 
-    tok = byte_bpe_tokenizer(cape_corpus(30), vocab_size=1000, eos="<|endoftext|>")
-    torch.manual_seed(0)
-    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=1024,
-                      initializer_range=0.3, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                      pad_token_id=tok.pad_token_id, bos_token_id=tok.eos_token_id)
-    folder = tmp_path_factory.mktemp("lm") / "tiny-qwen2"
-    Qwen2ForCausalLM(cfg).save_pretrained(folder)
-    tok.save_pretrained(folder)
-    return folder
+    return save_tiny_qwen2(tmp_path_factory.mktemp("lm") / "tiny-qwen2", max_positions=1024)
 
 
 def _config(base: str, rewriter: str):
