@@ -49,8 +49,16 @@ def naive_resample_score(x, y, w, k, distinct=True):
     return np.mean([len(set(ka[i]) & set(kb[i])) for i in range(len(idx))]) / k
 
 
+@pytest.fixture(params=["bits", "lookup"])
+def overlap_path(request, monkeypatch):
+    """Run a test through both ways MutualKnn counts resampled overlaps (vlgap.metrics.knn_bits
+    bitsets, or look-up tables), whatever `bits_pay` would pick for its N and k."""
+    monkeypatch.setattr(al.MutualKnn, "_use_bits", lambda self, states, n: request.param == "bits")
+    return request.param
+
+
 @pytest.mark.parametrize("neighbours", ["distinct", "copies"])
-def test_fast_bootstrap_equals_recomputed_resamples(neighbours):
+def test_fast_bootstrap_equals_recomputed_resamples(neighbours, overlap_path):
     xs, ys = layers()
     assert_no_near_ties(xs + ys)   # resamples rank deep into each row: no rounding-close pair anywhere
     k = 5
@@ -69,7 +77,7 @@ def test_fast_bootstrap_equals_recomputed_resamples(neighbours):
 
 
 @pytest.mark.parametrize("neighbours", ["distinct", "copies"])
-def test_shallow_rankings_fall_back_exactly(neighbours):
+def test_shallow_rankings_fall_back_exactly(neighbours, overlap_path):
     # force rows whose stored ranking is too short, so the full-ranking fallback runs
     xs, ys = layers(1)
     assert_no_near_ties(xs + ys)   # the fallback ranks one row at a time (another matmul shape)
@@ -84,7 +92,7 @@ def test_shallow_rankings_fall_back_exactly(neighbours):
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
-def test_fast_permutations_equal_generic():
+def test_fast_permutations_equal_generic(overlap_path):
     xs, ys = layers(2)
     assert_no_near_ties(xs + ys, depth=8)
     px, py = precompute_layers(xs, k=8), precompute_layers(ys, k=8)

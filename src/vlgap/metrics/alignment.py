@@ -33,6 +33,7 @@ from vlgap.errors import VlgapError
 from vlgap.metrics.base import (AlignmentMetric, KnnMetric, Neighbours, chance_level, check_k,  # noqa: F401
                                 ZeroVarianceError, constant_message, inverse_permutation, is_constant)
 from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, active_memo, walk_rows, weighted_neighbours
+from vlgap.metrics.knn_bits import bits_pay, n_words, neighbour_bits, overlap_totals, stack_layers
 from vlgap.metrics.ordinal import EditDistanceKnn, LcsKnn
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare, resolve_device
 
@@ -88,10 +89,16 @@ class MutualKnn(KnnMetric):
         return totals / (n * self.k)
 
     # --- fast resampling: neighbour lists are computed once, resamples only re-walk them -------
+    def _use_bits(self, states, n: int) -> bool:
+        # bitsets run in numpy on the CPU; on a GPU the look-up tables are fast already
+        return states[0].ids.device.type == "cpu" and bits_pay(n, self.k)
+
     def permutation_scores(self, fx, fy, sx, sy, perms):
         k = self.k
         n = perms.shape[1]
         dev = sx[0].ids.device
+        if self._use_bits(sx, n):
+            return self._permutation_bits(sx, sy, perms)
         # every X table is used for every batch: dense ones only while they all fit together
         dense = len(sx) * (n * n + 1) <= TABLES_BYTES
         tables = [NeighbourLookup(s.ids[:, :k], dense_bytes=DENSE_TABLE_BYTES if dense else 0) for s in sx]
@@ -116,6 +123,8 @@ class MutualKnn(KnnMetric):
         k = self.k
         b_total, n = weights.shape
         dev = sx[0].ids.device
+        if self.bootstrap_neighbours == "distinct" and self._use_bits(sx, n):
+            return self._bootstrap_bits(fx, fy, sx, sy, weights)
         value_dtype = torch.uint8 if k < 256 else torch.int32  # copies taken per neighbour <= k
         per_resample = n * n * (1 if k < 256 else 4) + len(sy) * n * k * (8 + 4 + 4)
         batch = max(1, min(b_total, BATCH_BYTES // per_resample))
@@ -147,6 +156,61 @@ class MutualKnn(KnnMetric):
                 tot = torch.einsum("bnl,bn->bl", overlap.to(torch.float64), w64)
                 out[start:start + nb, a, :] = tot.cpu().numpy() / (n * k)
         return out
+
+    # --- the same scores from bitsets (vlgap.metrics.knn_bits): exact, faster for small N -------
+    def _bits_batch(self, n: int, n_y: int, total: int) -> int:
+        return max(1, min(total, BATCH_BYTES // (8 * n_words(n) * n * n_y)))
+
+    def _bootstrap_bits(self, fx, fy, sx, sy, weights):
+        b_total, n = weights.shape
+        out = np.empty((b_total, len(sx), len(sy)))
+        step = self._bits_batch(n, len(sy), b_total)
+        for start in range(0, b_total, step):
+            w = weights[start:start + step]
+            walk = torch.from_numpy(w).to(sx[0].ids.device, torch.int32).gt(0).to(torch.int32)
+            xb = [self._resample_bits(s, partial(fx.__getitem__, a), walk) for a, s in enumerate(sx)]
+            yb = stack_layers([self._resample_bits(s, partial(fy.__getitem__, i), walk) for i, s in enumerate(sy)])
+            out[start:start + len(w)] = overlap_totals(xb, yb, w, max_count=self.k) / (n * self.k)
+        return out
+
+    def _resample_bits(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], walk: torch.Tensor):
+        """Bitsets [W, B, N] of the k nearest distinct drawn items in each resample (kept in the memo)."""
+        memo = active_memo()
+        digest = memo.digest(walk, self.k, "bits") if memo is not None else None
+        kept = memo.get(state, digest) if memo is not None else None
+        if kept is not None:
+            return kept[0]
+        ids, taken = self._fresh_resample_lists(state, get_feats, walk)
+        bits = neighbour_bits(ids, state.ids.shape[0], taken > 0)
+        if memo is not None:
+            memo.put(state, digest, (bits,))
+        return bits
+
+    def _permutation_bits(self, sx, sy, perms):
+        k, (p_total, n) = self.k, perms.shape
+        xb = [neighbour_bits(s.ids[None, :, :k], n) for s in sx]              # [W, 1, N]: not permuted
+        out = np.empty((p_total, len(sx), len(sy)))
+        step = self._bits_batch(n, len(sy), p_total)
+        for start in range(0, p_total, step):
+            p = torch.from_numpy(perms[start:start + step]).to(sx[0].ids.device)
+            yb = stack_layers([self._permuted_bits(s, p) for s in sy])
+            out[start:start + len(p)] = overlap_totals(xb, yb, max_count=k) / (n * k)
+        return out
+
+    def _permuted_bits(self, state: Neighbours, p: torch.Tensor) -> np.ndarray:
+        """Bitsets [W, P, N]: item i paired with Y-row p[i], its Y-neighbours named by X-item."""
+        memo = active_memo()
+        digest = memo.digest(p, self.k, "permuted bits") if memo is not None else None
+        kept = memo.get(state, digest) if memo is not None else None
+        if kept is not None:
+            return kept[0]
+        nb, n = p.shape
+        inv = inverse_permutation(p)
+        named = torch.gather(inv, 1, state.ids[:, :self.k][p].reshape(nb, -1)).view(nb, n, self.k)
+        bits = neighbour_bits(named, n)
+        if memo is not None:
+            memo.put(state, digest, (bits,))
+        return bits
 
     def _resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
         memo = active_memo()

@@ -240,12 +240,13 @@ class ResampleMemo:
         self._lock = threading.Lock()
 
     @staticmethod
-    def digest(weights: torch.Tensor, k: int) -> bytes:
+    def digest(weights: torch.Tensor, k: int, kind: str = "lists") -> bytes:
+        """Key of one batch of multiplicities (or permutations) for one kind of stored value."""
         import hashlib
 
         w = weights.detach().cpu().contiguous()
         h = hashlib.blake2b(digest_size=16)
-        h.update(f"{tuple(w.shape)}|{w.dtype}|{k}".encode())
+        h.update(f"{kind}|{tuple(w.shape)}|{w.dtype}|{k}".encode())
         h.update(w.numpy().tobytes())
         return h.digest()
 
@@ -259,10 +260,10 @@ class ResampleMemo:
             self.hits += 1
             return entry[1]
 
-    def put(self, owner, digest: bytes, value: tuple[torch.Tensor, ...]) -> None:
+    def put(self, owner, digest: bytes, value: tuple) -> None:
         import weakref
 
-        size = sum(t.numel() * t.element_size() for t in value)
+        size = sum(t.nbytes for t in value)  # torch tensors and numpy arrays alike
         if size > self.budget:
             return
         with self._lock:

@@ -32,7 +32,8 @@ data, N = 300 and 1000, k = 10, 3 x 3 layers; Monte-Carlo truth from 200-300 ind
   many pairs tie (`best_pair_frequency` of the top pair well below 1) prefer `simultaneous`.
 For mutual k-NN this runs without new similarity searches: each item's M = 4k + 32 nearest items
 are ranked once, and a resample walks those rankings with its multiplicities (exactly what a new
-search returns; rows whose M items hold fewer than k draws are re-ranked in full). Other metrics
+search returns; rows whose M items hold fewer than k draws are re-ranked in full), and overlaps are
+counted as popcounts of neighbour bitsets on the CPU when N is small (vlgap.metrics.knn_bits). Other metrics
 recompute their per-layer state on each resample (slower; copies are separate items there, which
 is the ordinary bootstrap for CKA and SVCCA and conservative for cycle_knn and cknna).
 
