@@ -168,23 +168,17 @@ class MutualKnn(KnnMetric):
         for start in range(0, b_total, step):
             w = weights[start:start + step]
             walk = torch.from_numpy(w).to(sx[0].ids.device, torch.int32).gt(0).to(torch.int32)
-            xb = [self._resample_bits(s, partial(fx.__getitem__, a), walk) for a, s in enumerate(sx)]
-            yb = stack_layers([self._resample_bits(s, partial(fy.__getitem__, i), walk) for i, s in enumerate(sy)])
+            digest = _batch_digest(walk, self.k, "bits")
+
+            def bits(state, feats, i):
+                ids, taken = self._fresh_resample_lists(state, partial(feats.__getitem__, i), walk)
+                return neighbour_bits(ids, n, taken > 0)
+
+            xb = [_kept(s, digest, partial(bits, s, fx, a)) for a, s in enumerate(sx)]
+            yb = _kept(sy[0], _stack_digest(digest, sy), lambda: stack_layers(
+                [_kept(s, digest, partial(bits, s, fy, i)) for i, s in enumerate(sy)]))
             out[start:start + len(w)] = overlap_totals(xb, yb, w, max_count=self.k) / (n * self.k)
         return out
-
-    def _resample_bits(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], walk: torch.Tensor):
-        """Bitsets [W, B, N] of the k nearest distinct drawn items in each resample (kept in the memo)."""
-        memo = active_memo()
-        digest = memo.digest(walk, self.k, "bits") if memo is not None else None
-        kept = memo.get(state, digest) if memo is not None else None
-        if kept is not None:
-            return kept[0]
-        ids, taken = self._fresh_resample_lists(state, get_feats, walk)
-        bits = neighbour_bits(ids, state.ids.shape[0], taken > 0)
-        if memo is not None:
-            memo.put(state, digest, (bits,))
-        return bits
 
     def _permutation_bits(self, sx, sy, perms):
         k, (p_total, n) = self.k, perms.shape
@@ -193,24 +187,18 @@ class MutualKnn(KnnMetric):
         step = self._bits_batch(n, len(sy), p_total)
         for start in range(0, p_total, step):
             p = torch.from_numpy(perms[start:start + step]).to(sx[0].ids.device)
-            yb = stack_layers([self._permuted_bits(s, p) for s in sy])
+            inv = inverse_permutation(p)
+            digest = _batch_digest(p, k, "permuted bits")
+
+            def bits(state):
+                # item i paired with Y-row p[i]: its Y-neighbours, named by X-item
+                named = torch.gather(inv, 1, state.ids[:, :k][p].reshape(len(p), -1)).view(len(p), n, k)
+                return neighbour_bits(named, n)
+
+            yb = _kept(sy[0], _stack_digest(digest, sy), lambda: stack_layers(
+                [_kept(s, digest, partial(bits, s)) for s in sy]))
             out[start:start + len(p)] = overlap_totals(xb, yb, max_count=k) / (n * k)
         return out
-
-    def _permuted_bits(self, state: Neighbours, p: torch.Tensor) -> np.ndarray:
-        """Bitsets [W, P, N]: item i paired with Y-row p[i], its Y-neighbours named by X-item."""
-        memo = active_memo()
-        digest = memo.digest(p, self.k, "permuted bits") if memo is not None else None
-        kept = memo.get(state, digest) if memo is not None else None
-        if kept is not None:
-            return kept[0]
-        nb, n = p.shape
-        inv = inverse_permutation(p)
-        named = torch.gather(inv, 1, state.ids[:, :self.k][p].reshape(nb, -1)).view(nb, n, self.k)
-        bits = neighbour_bits(named, n)
-        if memo is not None:
-            memo.put(state, digest, (bits,))
-        return bits
 
     def _resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
         memo = active_memo()
@@ -239,6 +227,34 @@ class MutualKnn(KnnMetric):
                 fi, ft, _ = walk_rows(full, w[b:b + 1].to(torch.float32).gather(1, full), self.k)
                 ids[b, i], taken[b, i] = fi[0], ft[0]
         return ids, taken.to(torch.int32)
+
+
+def _batch_digest(batch: torch.Tensor, k: int, kind: str) -> bytes | None:
+    """Memo key of one batch of resamples (None outside a resample memo)."""
+    memo = active_memo()
+    return None if memo is None else memo.digest(batch, k, kind)
+
+
+def _stack_digest(digest: bytes | None, states: list) -> bytes | None:
+    """Key of a stack of every layer's value: the batch's key and which layer states (the memo checks
+    the first one by weak reference; a side's states live and die together)."""
+    if digest is None:
+        return None
+    import hashlib
+
+    return hashlib.blake2b(digest + ",".join(str(id(s)) for s in states).encode(), digest_size=16).digest()
+
+
+def _kept(owner, digest: bytes | None, build: Callable[[], np.ndarray]) -> np.ndarray:
+    """build() once per (owner, digest) inside a resample memo (vlgap.metrics.knn.ResampleMemo)."""
+    memo = active_memo()
+    if memo is None or digest is None:
+        return build()
+    kept = memo.get(owner, digest)
+    if kept is None:
+        kept = (build(),)
+        memo.put(owner, digest, kept)
+    return kept[0]
 
 
 class CycleKnn(KnnMetric):
