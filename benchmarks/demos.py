@@ -85,7 +85,7 @@ def read_rows(path: Path) -> dict[tuple[str, str], str]:
         for line in path.read_text().splitlines():
             if line.startswith("| `vlgap"):
                 cells = [c.strip() for c in line.strip("|").split("|")]
-                if len(cells) == 10:  # a row of the older table (no commit column)
+                if len(cells) == len(HEADER.strip("|").split("|")) - 1:  # an older row (no commit column)
                     cells.insert(8, "n/a")
                     line = "| " + " | ".join(cells) + " |"
                 rows[(cells[0], cells[1])] = line
