@@ -175,8 +175,9 @@ class MutualKnn(KnnMetric):
                 return neighbour_bits(ids, n, taken > 0)
 
             xb = [_kept(s, digest, partial(bits, s, fx, a)) for a, s in enumerate(sx)]
+            # the Y side is kept as one stack (what every X layer is AND-ed with), not layer by layer
             yb = _kept(sy[0], _stack_digest(digest, sy), lambda: stack_layers(
-                [_kept(s, digest, partial(bits, s, fy, i)) for i, s in enumerate(sy)]))
+                [bits(s, fy, i) for i, s in enumerate(sy)]))
             out[start:start + len(w)] = overlap_totals(xb, yb, w, max_count=self.k) / (n * self.k)
         return out
 
@@ -195,8 +196,7 @@ class MutualKnn(KnnMetric):
                 named = torch.gather(inv, 1, state.ids[:, :k][p].reshape(len(p), -1)).view(len(p), n, k)
                 return neighbour_bits(named, n)
 
-            yb = _kept(sy[0], _stack_digest(digest, sy), lambda: stack_layers(
-                [_kept(s, digest, partial(bits, s)) for s in sy]))
+            yb = _kept(sy[0], _stack_digest(digest, sy), lambda: stack_layers([bits(s) for s in sy]))
             out[start:start + len(p)] = overlap_totals(xb, yb, max_count=k) / (n * k)
         return out
 
