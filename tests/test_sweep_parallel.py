@@ -114,6 +114,53 @@ def test_memo_budget_evicts_oldest_and_never_serves_a_dead_owner():
     assert ResampleMemo.digest(torch.tensor([1, 2]), 3) != ResampleMemo.digest(torch.tensor([1, 2]), 4)
 
 
+def test_memo_builds_a_value_once_for_threads_that_ask_together():
+    import threading
+    import time
+
+    memo = ResampleMemo(budget_bytes=10**6)
+
+    class Owner:
+        pass
+
+    owner, calls, results = Owner(), [], []
+    start = threading.Barrier(4)
+
+    def build():
+        calls.append(1)
+        time.sleep(0.2)   # the other threads ask while this one computes
+        return (np.arange(3),)
+
+    def ask():
+        start.wait()
+        results.append(memo.get_or_build(owner, b"k", build)[0])
+
+    threads = [threading.Thread(target=ask) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(results) == 4
+    assert all(np.array_equal(r, np.arange(3)) for r in results)
+    # a value too large to keep is built again by the next thread that asks, never lost
+    small = ResampleMemo(budget_bytes=1)
+    assert np.array_equal(small.get_or_build(owner, b"k", build)[0], np.arange(3)) and len(calls) == 2
+    assert assert_raises_then_recovers(small, owner)
+
+
+def assert_raises_then_recovers(memo, owner):
+    def fail():
+        raise RuntimeError("boom")
+
+    try:
+        memo.get_or_build(owner, b"x", fail)
+    except RuntimeError:
+        pass
+    else:
+        return False
+    return memo.get_or_build(owner, b"x", lambda: (np.zeros(0),))[0].size == 0
+
+
 def test_workers_setting_is_checked(monkeypatch):
     from vlgap.errors import VlgapError
     from vlgap.parallel import workers_for

@@ -250,11 +250,7 @@ def _kept(owner, digest: bytes | None, build: Callable[[], np.ndarray]) -> np.nd
     memo = active_memo()
     if memo is None or digest is None:
         return build()
-    kept = memo.get(owner, digest)
-    if kept is None:
-        kept = (build(),)
-        memo.put(owner, digest, kept)
-    return kept[0]
+    return memo.get_or_build(owner, digest, lambda: (build(),))[0]
 
 
 class CycleKnn(KnnMetric):

@@ -238,6 +238,7 @@ class ResampleMemo:
         self.hits = self.misses = 0
         self._entries: OrderedDict = OrderedDict()
         self._lock = threading.Lock()
+        self._building: dict = {}   # (owner id, digest) -> Event of the thread computing it
 
     @staticmethod
     def digest(weights: torch.Tensor, k: int, kind: str = "lists") -> bytes:
@@ -259,6 +260,32 @@ class ResampleMemo:
             self._entries.move_to_end((id(owner), digest))
             self.hits += 1
             return entry[1]
+
+    def get_or_build(self, owner, digest: bytes, build):
+        """The kept value, else build() (a tuple) once: a thread asking for a value another thread is
+        computing waits for it instead of computing it again (a sweep's worker threads start on cells
+        that share a side)."""
+        import threading
+
+        key = (id(owner), digest)
+        while True:
+            kept = self.get(owner, digest)
+            if kept is not None:
+                return kept
+            with self._lock:
+                waiting = self._building.get(key)
+                if waiting is None:
+                    mine = self._building[key] = threading.Event()
+                    break
+            waiting.wait()
+        try:
+            value = build()
+            self.put(owner, digest, value)
+            return value
+        finally:
+            with self._lock:
+                del self._building[key]
+            mine.set()
 
     def put(self, owner, digest: bytes, value: tuple) -> None:
         import weakref
