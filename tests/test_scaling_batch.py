@@ -1,0 +1,179 @@
+"""vlgap.scaling_batch (the bootstrap's refits, all at once) against scipy.optimize.least_squares, the
+reference it replaces: one call per refit, as scaling._bootstrap made them before."""
+import csv
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import optimize
+
+from vlgap import scaling as S
+from vlgap.scaling_batch import fit_batch
+
+LO, HI = S._bounds(S.SATURATING)
+OLD_MAX_NFEV = 200   # the budget of each refit in the one-call-per-refit bootstrap
+FIXTURE = Path(__file__).parent / "fixtures" / "scaling_demo_grids.csv"   # sweep.csv scores of a `vlgap demo` run
+
+
+def scipy_refit(nf, nc, y, sw, x0, max_nfev=OLD_MAX_NFEV):
+    """The reference: least_squares exactly as scaling._fit_model calls it for one bootstrap refit."""
+    model = S.SATURATING
+
+    def jac(p):
+        lin, ex = model.split(p)
+        return np.column_stack([model.basis(ex, nf, nc), model.exponent_jac(lin, ex, nf, nc)]) * sw[:, None]
+
+    return optimize.least_squares(lambda p: (model.predict(p, nf, nc) - y) * sw, np.clip(x0, LO, HI), jac=jac,
+                                  bounds=(LO, HI), method="trf", x_scale="jac", xtol=1e-12, ftol=1e-12, gtol=1e-12,
+                                  max_nfev=max_nfev)
+
+
+def residual_draws(nf, nc, y, sw, n_draws, seed=0):
+    params, _ = S._fit_model(S.SATURATING, nf, nc, y, sw)
+    rng = np.random.default_rng(seed)
+    fitted = S.SATURATING.predict(params, nf, nc)
+    res = (y - fitted) * sw
+    res = (res - res.mean()) * math.sqrt(y.size / (y.size - 5))
+    return params, np.array([fitted + rng.choice(res, size=y.size) / sw for _ in range(n_draws)])
+
+
+def compare(nf, nc, y, sw, n_draws=30, max_nfev=(OLD_MAX_NFEV,)):
+    """(scipy results, batch result per budget in max_nfev) for residual-bootstrap draws of one grid."""
+    params, ys = residual_draws(nf, nc, y, sw, n_draws)
+    ref = [scipy_refit(nf, nc, yb, sw, params) for yb in ys]
+    tile = lambda a: np.tile(a, (n_draws, 1))  # noqa: E731
+    return ref, *(fit_batch(tile(nf), tile(nc), ys, tile(sw), params, LO, HI, max_nfev=k) for k in max_nfev)
+
+
+def rel_diff(a, b):
+    return np.max(np.abs(a - b) / np.maximum(1.0, np.abs(b)), axis=-1)
+
+
+def grid_4x4():
+    return (a.ravel().astype(float) for a in np.meshgrid([1, 2, 4, 8], [1, 2, 4, 8], indexing="ij"))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("weighted", [False, True])
+def test_well_posed_refits_equal_scipy(seed, weighted):
+    rng = np.random.default_rng(100 + seed)
+    f, c = grid_4x4()
+    c_f, c_c, alpha, beta = *rng.uniform(0.1, 0.3, 2), *rng.uniform(0.3, 1.5, 2)
+    y = 0.5 - c_f * f ** -alpha - c_c * c ** -beta + rng.normal(0, 0.003, f.size)
+    sw = rng.uniform(0.5, 2.0, f.size) if weighted else np.ones_like(y)
+    ref, new = compare(f, c, y, sw)
+    assert all(r.status > 0 for r in ref) and np.all(new.status > 0) and new.ok.all()
+    assert np.max(rel_diff(new.x, np.array([r.x for r in ref]))) < 1e-6
+    np.testing.assert_allclose(new.rss, [np.sum(r.fun ** 2) for r in ref], rtol=1e-9)
+    # the same path: mostly the same number of evaluations (the last, rounding-level steps may differ)
+    assert np.mean(new.nfev == [r.nfev for r in ref]) >= 0.5
+
+
+def unidentified_grids():
+    rng = np.random.default_rng(7)
+    f, c = grid_4x4()
+    yield "beta_at_upper_bound", f, c, 0.5 - 0.2 * f ** -0.6 - 0.1 * (c == 1) + rng.normal(0, 0.002, f.size)
+    yield "C_c_at_0_beta_free", f, c, 0.5 - 0.2 * f ** -0.6 + rng.normal(0, 0.002, f.size)
+    yield "beta_at_lower_bound", f, c, 0.5 - 0.2 * f ** -0.6 + 0.05 * np.log(c) + rng.normal(0, 0.002, f.size)
+
+
+def demo_grids():
+    rows = list(csv.DictReader(FIXTURE.open()))
+    for pair in dict.fromkeys((r["vision"], r["text"]) for r in rows):
+        sub = [r for r in rows if (r["vision"], r["text"]) == pair]
+        yield "|".join(pair), *(np.array([float(r[k]) for r in sub]) for k in ("n_f", "n_c", "score"))
+
+
+@pytest.mark.parametrize("n_draws", [8, pytest.param(100, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name,f,c,y", [pytest.param(*g, id=g[0]) for g in [*unidentified_grids(), *demo_grids()]])
+def test_ill_posed_refits_match_scipy_or_reach_a_lower_rss(name, f, c, y, n_draws):
+    """Where scipy converges the refits agree; where it spends its 200 evaluations crawling along a flat
+    valley, the bootstrap's larger budget (BOOTSTRAP_MAX_NFEV) goes on and reaches an RSS at least as low
+    (up to 1e-5 relative: a flat valley's ftol stop)."""
+    sw = np.ones_like(y)
+    ref, same, longer = compare(f, c, y, sw, n_draws, (OLD_MAX_NFEV, S.BOOTSTRAP_MAX_NFEV))
+    x_ref, rss_ref = np.array([r.x for r in ref]), np.array([np.sum(r.fun ** 2) for r in ref])
+    conv = np.array([r.status > 0 for r in ref])
+    assert same.ok.all() and longer.ok.all()
+    if conv.any():
+        np.testing.assert_allclose(same.rss[conv], rss_ref[conv], rtol=1e-7)
+        assert np.max(rel_diff(same.x[conv], x_ref[conv])) < 1e-4, name
+        # a larger budget changes nothing where scipy converged within the old one
+        np.testing.assert_array_equal(longer.x[conv], same.x[conv])
+    assert np.all(longer.rss <= rss_ref * (1 + 1e-5)), name
+    assert np.all(longer.rss[~conv] <= same.rss[~conv] * (1 + 1e-12))   # more evaluations never raise the RSS
+
+
+def old_bootstrap(nf, nc, y, sw, params, method, n_resamples, seed):
+    """scaling._bootstrap before the batch solver: one least_squares per refit (the same draws).
+    Returns (samples, n_failed, [(draw, scipy result)] of the samples)."""
+    rng = np.random.default_rng([0x5CA1E, seed])
+    n = y.size
+    fitted = S.SATURATING.predict(params, nf, nc)
+    std_res = (y - fitted) * sw
+    std_res = (std_res - std_res.mean()) * math.sqrt(n / max(1, n - 5))
+    samples, failed, refits = [], 0, []
+    for _ in range(n_resamples):
+        if method == "residual":
+            nfb, ncb, yb, swb = nf, nc, fitted + rng.choice(std_res, size=n, replace=True) / sw, sw
+        else:
+            idx = rng.integers(0, n, size=n)
+            nfb, ncb, yb, swb = nf[idx], nc[idx], y[idx], sw[idx]
+            if len(np.unique(nfb)) < S.MIN_DISTINCT or len(np.unique(ncb)) < S.MIN_DISTINCT:
+                failed += 1
+                continue
+        refits.append(((nfb, ncb, yb, swb), scipy_refit(nfb, ncb, yb, swb, params)))
+        samples.append(refits[-1][1].x)
+    return np.array(samples), failed, refits
+
+
+def assert_same_samples(new, old, refits):
+    """Sample i of both is the refit of draw i: equal where scipy converged, an RSS as low where it
+    stopped at its 200 evaluations."""
+    assert new.shape == old.shape
+    conv = np.array([r.status > 0 for _, r in refits])
+    assert conv.sum() >= len(conv) // 2
+    assert np.max(rel_diff(new[conv], old[conv])) < 1e-6
+    for p, ((nf, nc, y, sw), r) in zip(new[~conv], [refits[i] for i in np.flatnonzero(~conv)]):
+        assert np.sum(((S.SATURATING.predict(p, nf, nc) - y) * sw) ** 2) <= np.sum(r.fun ** 2) * (1 + 1e-5)
+
+
+@pytest.mark.parametrize("method", ["residual", "case"])
+def test_bootstrap_samples_correspond_one_to_one(method):
+    f, c = (a.ravel().astype(float) for a in np.meshgrid([1, 2, 4], [1, 2, 4], indexing="ij"))
+    rng = np.random.default_rng(3)
+    y = 0.45 - 0.2 * f ** -0.8 - 0.15 * c ** -0.5 + rng.normal(0, 0.003, f.size)
+    sw = rng.uniform(0.7, 1.5, f.size)
+    params, _ = S._fit_model(S.SATURATING, f, c, y, sw)
+    new, failed_new = S._bootstrap(f, c, y, sw, params, method, 40, seed=2)
+    old, failed_old, refits = old_bootstrap(f, c, y, sw, params, method, 40, seed=2)
+    assert failed_new == failed_old and (method == "residual" or failed_old > 0)   # 3 x 3: some case draws miss a value
+    assert_same_samples(new, old, refits)
+
+
+def test_weighted_fit_intervals_equal_the_one_call_per_refit_path():
+    f, c = grid_4x4()
+    rng = np.random.default_rng(11)
+    y = 0.5 - 0.25 * f ** -0.7 - 0.2 * c ** -0.9 + rng.normal(0, 0.003, f.size)
+    half = rng.uniform(0.005, 0.02, f.size)
+    fit = S.fit_scaling({"n_f": f, "n_c": c, "score": y, "score_lo": y - half, "score_hi": y + half},
+                        n_bootstrap=60, seed=4)
+    assert fit.weighted
+    params = np.array([fit.params[k] for k in S.PARAM_NAMES])
+    sigma = 2 * half / (2 * 1.959963984540054)
+    old, _, refits = old_bootstrap(f, c, y, 1.0 / (sigma / sigma.mean()), params, "residual", 60, seed=4)
+    assert all(r.status > 0 for _, r in refits)   # a 4 x 4 grid that identifies the law: every refit converges
+    assert np.max(rel_diff(fit.param_samples, old)) < 1e-6
+    for i, name in enumerate(S.PARAM_NAMES):
+        np.testing.assert_allclose(fit.param_ci[name], np.quantile(old[:, i], [0.025, 0.975]), rtol=1e-6, atol=1e-9)
+
+
+def test_where_scipy_raises_the_refit_fails():
+    f, c = grid_4x4()
+    y = 0.5 - 0.2 * f ** -0.6 - 0.1 * c ** -0.5
+    ys = np.stack([y, np.where(f == 2, np.inf, y)])
+    with pytest.raises(ValueError):
+        scipy_refit(f, c, ys[1], np.ones_like(y), np.array([0.5, 0.2, 0.1, 0.6, 0.5]))
+    out = fit_batch(np.tile(f, (2, 1)), np.tile(c, (2, 1)), ys, np.ones((2, f.size)), [0.5, 0.2, 0.1, 0.6, 0.5], LO, HI)
+    assert out.ok.tolist() == [True, False] and np.isnan(out.x[1]).all() and np.isfinite(out.x[0]).all()
