@@ -44,8 +44,8 @@ MIN_DISTINCT = 3
 MIN_CELLS = 6
 _START_GRID = np.geomspace(0.05, 5.0, 12)
 _N_STARTS = 4
-#: evaluations per bootstrap refit: scipy's path to 200 (its old budget), then on where a flat surface needs more
-BOOTSTRAP_MAX_NFEV = 1000
+#: evaluations per bootstrap refit; one that spends them (a flat valley) goes on by scaling_batch.polish
+BOOTSTRAP_MAX_NFEV = 200
 
 
 # ------------------------------------------------------------------------------------------------

@@ -5,9 +5,12 @@ solver, bounds) on a stack of problems in lockstep: the same algorithm step by s
 scaling, the SVD trust-region solve with its Levenberg-Marquardt parameter, reflective step
 selection, radius update, termination tests, the evaluation budget), written over a leading batch
 axis in numpy instead of one Python call per problem. A refit scipy converges gives the same
-parameters up to rounding; one that scipy stops at `max_nfev` takes the same path up to rounding,
-which a flat, unidentified surface may amplify (tests/test_scaling_batch.py checks both against
-scipy). Problems are rows of (B, m) arrays: n_f, n_c, score and sqrt weights per cell.
+parameters up to rounding. One that spends `max_nfev` crawling along a flat, unidentified valley (where
+rounding alone may move the path) goes on by `polish`: variable projection (S_inf, C_f, C_c solved
+exactly for the exponents) and a projected Newton search over the two exponents, which ends at the
+minimum scipy reaches with many more evaluations, an RSS at least as low as scipy's at `max_nfev`
+(tests/test_scaling_batch.py checks these against scipy). Problems are rows of (B, m) arrays: n_f,
+n_c, score and sqrt weights per cell.
 
 The law: prediction = S_inf - C_f n_f^-alpha - C_c n_c^-beta, parameters (S_inf, C_f, C_c, alpha, beta).
 """
@@ -26,6 +29,7 @@ class BatchFit(NamedTuple):
     ok: np.ndarray       # (B,) False where least_squares would have raised
     nfev: np.ndarray     # (B,) evaluations of the residuals
     status: np.ndarray   # (B,) least_squares' status: 0 budget spent, 1 gtol, 2 ftol, 3 xtol, 4 ftol and xtol
+    polished: np.ndarray  # (B,) the budget was spent and `polish` lowered the RSS further
 
 
 def _residuals_and_jacobian(x, lnf, lnc, y, sw, want_jac=True):
@@ -100,6 +104,8 @@ def _solve_trust_region(m, uf, s, V, Delta, alpha0, rtol=0.01, max_iter=10):
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         p_gn = -np.einsum("bij,bj->bi", V, uf / s)
         gn = full_rank & (_norm(p_gn) <= Delta)
+        if gn.all():   # every row takes the Gauss-Newton step
+            return p_gn, np.zeros(len(s))
 
         def phi_and_derivative(alpha):
             denom = s ** 2 + alpha[:, None]
@@ -130,6 +136,8 @@ def _solve_trust_region(m, uf, s, V, Delta, alpha0, rtol=0.01, max_iter=10):
 def _select_step(x, jh, diag_h, g_h, p, p_h, d, Delta, lb, ub, theta):
     """scipy's select_step per row (trust-region reflective): (step, step_h, predicted reduction, ok)."""
     inside = np.all((x + p >= lb) & (x + p <= ub), axis=1)
+    if inside.all():   # no row's step leaves the bounds: no reflection to consider
+        return p, p_h, -_quadratic(jh, g_h, p_h, diag_h), inside
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         p_stride, hits = _step_to_bound(x, p, lb, ub)
         r_h = np.where(hits != 0, -p_h, p_h)
@@ -184,7 +192,64 @@ def _select_step(x, jh, diag_h, g_h, p, p_h, d, Delta, lb, ub, theta):
     return step, step_h, -np.where(inside, inside_value, value), ok
 
 
-def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200):
+def _linear_params(e, lnf, lnc, y, sw):
+    """(S_inf, C_f, C_c) minimising the RSS at fixed exponents e (B, 2), C_f, C_c >= 0: the best feasible
+    least-squares solution over the four faces of the constraint (a convex problem: that is its minimum)."""
+    a = np.stack([np.ones_like(lnf), -np.exp(-e[:, :1] * lnf), -np.exp(-e[:, 1:] * lnc)], axis=-1) * sw[:, :, None]
+    b = y * sw
+    best, best_rss = np.zeros((len(e), 3)), np.full(len(e), np.inf)
+    for cols in ([0, 1, 2], [0, 1], [0, 2], [0]):
+        coef = np.einsum("bkm,bm->bk", np.linalg.pinv(a[:, :, cols]), b)
+        rss = np.sum((np.einsum("bmk,bk->bm", a[:, :, cols], coef) - b) ** 2, axis=1)
+        take = np.all(coef[:, 1:] >= 0, axis=1) & (rss < best_rss)
+        best[np.ix_(take, cols)] = coef[take]
+        best[np.ix_(take, [k for k in (1, 2) if k not in cols])] = 0.0
+        best_rss = np.where(take, rss, best_rss)
+    return best, best_rss
+
+
+def polish(x, nf, nc, y, sw, lo=1e-3, hi=10.0, max_iter=100):
+    """Carry on fits that spent their evaluations crawling along a flat valley: variable projection
+    (the linear parameters solved exactly for the exponents) and a projected Newton search over the two
+    exponents in log space, from x's exponents. Returns (x, rss): a row whose RSS would not drop keeps x."""
+    lnf, lnc = np.log(nf), np.log(nc)
+    f = lambda u: _linear_params(np.exp(u), lnf, lnc, y, sw)[1]  # noqa: E731
+    u = np.log(np.clip(x[:, 3:], lo, hi))
+    ulo, uhi = np.log(lo), np.log(hi)
+    F = f(u)
+    live = np.isfinite(F)
+    h, eye = 1e-4, np.eye(2)
+    for _ in range(max_iter):
+        if not live.any():
+            break
+        plus = np.stack([f(u + h * eye[k]) for k in range(2)], axis=1)
+        minus = np.stack([f(u - h * eye[k]) for k in range(2)], axis=1)
+        g = (plus - minus) / (2 * h)
+        H = np.zeros((len(u), 2, 2))
+        H[:, [0, 1], [0, 1]] = (plus - 2 * F[:, None] + minus) / h ** 2
+        H[:, 0, 1] = H[:, 1, 0] = (f(u + h * (eye[0] + eye[1])) - f(u + h * (eye[0] - eye[1]))
+                                   - f(u - h * (eye[0] - eye[1])) + f(u - h * (eye[0] + eye[1]))) / (4 * h ** 2)
+        fixed = ((u <= ulo) & (g > 0)) | ((u >= uhi) & (g < 0))   # pushed against a bound: held there
+        g = np.where(fixed, 0.0, g)
+        H = np.where(fixed[:, :, None] | fixed[:, None, :], eye * np.maximum(1.0, np.abs(H)), H)
+        lam = np.maximum(0.0, -np.linalg.eigvalsh(H)[:, 0]) * 1.01 + 1e-12 * np.maximum(1.0, np.abs(H).max(axis=(1, 2)))
+        step = -np.linalg.solve(H + lam[:, None, None] * eye, g[:, :, None])[:, :, 0]
+        moved, t, before = np.zeros(len(u), bool), np.ones(len(u)), F.copy()
+        for _ in range(30):   # backtracking until the RSS drops
+            try_u = np.clip(u + t[:, None] * step, ulo, uhi)
+            Fn = f(try_u)
+            ok = live & ~moved & (Fn < F)
+            u[ok], F[ok] = try_u[ok], Fn[ok]
+            moved |= ok
+            t = np.where(moved, t, t / 4)
+            if (moved | ~live).all():
+                break
+        live &= moved & (before - F > 1e-13 * before)
+    lin, rss = _linear_params(np.exp(u), lnf, lnc, y, sw)
+    return np.concatenate([lin, np.exp(u)], axis=1), rss
+
+
+def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200, polish_spent=True):
     """Fit the law to each row of (B, m) arrays nf, nc, y, sw from x0 ((5,) or (B, 5)) within bounds
     lb, ub ((5,)), as least_squares(method="trf", x_scale="jac", bounds) would one by one.
 
@@ -294,5 +359,13 @@ def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, 
             scale[acc] = 1 / scale_inv[acc]
         setup |= leave
     status[status == -1] = 0
-    rss = np.where(ok, np.sum(f ** 2, axis=1), np.nan)   # as _fit_model: the sum of the returned residuals squared
-    return BatchFit(np.where(ok[:, None], x, np.nan), rss, ok, nfev, status)
+    rss = np.sum(f ** 2, axis=1)   # as _fit_model: the sum of the returned residuals squared
+    polished = np.zeros(B, bool)
+    spent = np.flatnonzero(ok & (status == 0))
+    if polish_spent and spent.size:
+        xp, _ = polish(x[spent], nf[spent], nc[spent], y[spent], sw[spent], lb[3:].min(), ub[3:].max())
+        fp, _ = _residuals_and_jacobian(xp, lnf[spent], lnc[spent], y[spent], sw[spent], want_jac=False)
+        rp = np.sum(fp ** 2, axis=1)
+        better = np.isfinite(rp) & (rp < rss[spent])
+        x[spent[better]], rss[spent[better]], polished[spent[better]] = xp[better], rp[better], True
+    return BatchFit(np.where(ok[:, None], x, np.nan), np.where(ok, rss, np.nan), ok, nfev, status, polished)
