@@ -5,11 +5,11 @@ solver, bounds) on a stack of problems in lockstep: the same algorithm step by s
 scaling, the SVD trust-region solve with its Levenberg-Marquardt parameter, reflective step
 selection, radius update, termination tests, the evaluation budget), written over a leading batch
 axis in numpy instead of one Python call per problem. A refit scipy converges gives the same
-parameters up to rounding. One that spends `max_nfev` crawling along a flat, unidentified valley (where
-rounding alone may move the path) goes on by `polish`: variable projection (S_inf, C_f, C_c solved
-exactly for the exponents) and a projected Newton search over the two exponents, which ends at the
-minimum scipy reaches with many more evaluations, an RSS at least as low as scipy's at `max_nfev`
-(tests/test_scaling_batch.py checks these against scipy). Problems are rows of (B, m) arrays: n_f,
+parameters up to rounding. One that spends `max_nfev` crawling along a flat, unidentified valley,
+or stops there by ftol/xtol (rounding alone may move such a path), goes on by `polish`: variable
+projection (S_inf, C_f, C_c solved exactly for the exponents) and a projected Newton search over the
+two exponents, which ends at the minimum scipy reaches with many more evaluations, an RSS at least as
+low as scipy's at `max_nfev` (tests/test_scaling_batch.py checks these against scipy). Problems are rows of (B, m) arrays: n_f,
 n_c, score and sqrt weights per cell.
 
 The law: prediction = S_inf - C_f n_f^-alpha - C_c n_c^-beta, parameters (S_inf, C_f, C_c, alpha, beta).
@@ -21,6 +21,8 @@ from typing import NamedTuple
 import numpy as np
 
 EPS = np.finfo(float).eps
+#: the polish replaces a refit only where it lowers the RSS by more than this (relative): not rounding
+POLISH_GAIN = 1e-10
 
 
 class BatchFit(NamedTuple):
@@ -29,7 +31,7 @@ class BatchFit(NamedTuple):
     ok: np.ndarray       # (B,) False where least_squares would have raised
     nfev: np.ndarray     # (B,) evaluations of the residuals
     status: np.ndarray   # (B,) least_squares' status: 0 budget spent, 1 gtol, 2 ftol, 3 xtol, 4 ftol and xtol
-    polished: np.ndarray  # (B,) the budget was spent and `polish` lowered the RSS further
+    polished: np.ndarray  # (B,) `polish` lowered the RSS further (the refit had stopped on a flat valley)
 
 
 def _residuals_and_jacobian(x, lnf, lnc, y, sw, want_jac=True):
@@ -209,7 +211,7 @@ def _linear_params(e, lnf, lnc, y, sw):
 
 
 def polish(x, nf, nc, y, sw, lo=1e-3, hi=10.0, max_iter=100):
-    """Carry on fits that spent their evaluations crawling along a flat valley: variable projection
+    """Carry on fits that stopped part-way along a flat valley: variable projection
     (the linear parameters solved exactly for the exponents) and a projected Newton search over the two
     exponents in log space, from x's exponents. Returns (x, rss): a row whose RSS would not drop keeps x."""
     lnf, lnc = np.log(nf), np.log(nc)
@@ -249,13 +251,16 @@ def polish(x, nf, nc, y, sw, lo=1e-3, hi=10.0, max_iter=100):
     return np.concatenate([lin, np.exp(u)], axis=1), rss
 
 
-def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200, polish_spent=True):
+def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200, polish_flat=True):
     """Fit the law to each row of (B, m) arrays nf, nc, y, sw from x0 ((5,) or (B, 5)) within bounds
     lb, ub ((5,)), as least_squares(method="trf", x_scale="jac", bounds) would one by one.
 
     Returns a BatchFit: ok is False where scipy would raise (residuals not finite at the start, a
     degenerate trust-region step), and those rows' x and rss are NaN; status as least_squares'
-    (0: stopped at max_nfev, 1-4: converged)."""
+    (0: stopped at max_nfev, 1-4: converged). polish_flat (default): every row goes on by `polish`
+    (exponent bounds lb[3:], ub[3:]) and takes its result where that lowers the RSS by more than
+    POLISH_GAIN (relative): a refit stopped at max_nfev, or by ftol/xtol part-way along a flat valley
+    (`polished`); a refit at a minimum stays as it is."""
     nf, nc, y, sw = (np.atleast_2d(np.asarray(a, dtype=float)) for a in (nf, nc, y, sw))
     B, m = y.shape
     lb, ub = np.asarray(lb, dtype=float), np.asarray(ub, dtype=float)
@@ -361,11 +366,11 @@ def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, 
     status[status == -1] = 0
     rss = np.sum(f ** 2, axis=1)   # as _fit_model: the sum of the returned residuals squared
     polished = np.zeros(B, bool)
-    spent = np.flatnonzero(ok & (status == 0))
-    if polish_spent and spent.size:
-        xp, _ = polish(x[spent], nf[spent], nc[spent], y[spent], sw[spent], lb[3:].min(), ub[3:].max())
-        fp, _ = _residuals_and_jacobian(xp, lnf[spent], lnc[spent], y[spent], sw[spent], want_jac=False)
+    rows = np.flatnonzero(ok)
+    if polish_flat and rows.size:
+        xp, _ = polish(x[rows], nf[rows], nc[rows], y[rows], sw[rows], lb[3:].min(), ub[3:].max())
+        fp, _ = _residuals_and_jacobian(xp, lnf[rows], lnc[rows], y[rows], sw[rows], want_jac=False)
         rp = np.sum(fp ** 2, axis=1)
-        better = np.isfinite(rp) & (rp < rss[spent])
-        x[spent[better]], rss[spent[better]], polished[spent[better]] = xp[better], rp[better], True
+        better = np.isfinite(rp) & (rp < rss[rows] * (1 - POLISH_GAIN))
+        x[rows[better]], rss[rows[better]], polished[rows[better]] = xp[better], rp[better], True
     return BatchFit(np.where(ok[:, None], x, np.nan), np.where(ok, rss, np.nan), ok, nfev, status, polished)
