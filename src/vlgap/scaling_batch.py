@@ -201,8 +201,13 @@ def _linear_params(e, lnf, lnc, y, sw):
     b = y * sw
     best, best_rss = np.zeros((len(e), 3)), np.full(len(e), np.inf)
     for cols in ([0, 1, 2], [0, 1], [0, 2], [0]):
-        coef = np.einsum("bkm,bm->bk", np.linalg.pinv(a[:, :, cols]), b)
-        rss = np.sum((np.einsum("bmk,bk->bm", a[:, :, cols], coef) - b) ** 2, axis=1)
+        sub = a[:, :, cols]
+        gram, rhs = np.einsum("bmk,bml->bkl", sub, sub), np.einsum("bmk,bm->bk", sub, b)
+        try:   # normal equations: 3 x 3 at most; a singular stack (collinear columns) goes by the pseudo-inverse
+            coef = np.linalg.solve(gram, rhs[:, :, None])[:, :, 0]
+        except np.linalg.LinAlgError:
+            coef = np.einsum("bkm,bm->bk", np.linalg.pinv(sub), b)
+        rss = np.sum((np.einsum("bmk,bk->bm", sub, coef) - b) ** 2, axis=1)
         take = np.all(coef[:, 1:] >= 0, axis=1) & (rss < best_rss)
         best[np.ix_(take, cols)] = coef[take]
         best[np.ix_(take, [k for k in (1, 2) if k not in cols])] = 0.0
