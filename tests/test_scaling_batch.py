@@ -43,7 +43,7 @@ def compare(nf, nc, y, sw, n_draws=30, variants=({},)):
     residual-bootstrap draws of one grid, warm-started at its estimate as the bootstrap does."""
     params, ys = residual_draws(nf, nc, y, sw, n_draws)
     ref = [scipy_refit(nf, nc, yb, sw, params) for yb in ys]
-    tile = lambda a: np.tile(a, (n_draws, 1))  # noqa: E731
+    tile = lambda a: np.tile(a, (n_draws, 1))
     return (params, ys), ref, *(fit_batch(tile(nf), tile(nc), ys, tile(sw), params, LO, HI, **kw) for kw in variants)
 
 
@@ -194,7 +194,18 @@ def test_linear_parameters_at_fixed_exponents_equal_bounded_least_squares():
     sw = rng.uniform(0.5, 2.0, (60, f.size))
     lin, rss = _linear_params(ex, np.log(np.tile(f, (60, 1))), np.log(np.tile(c, (60, 1))), ys, sw)
     for i in range(60):
-        ref_lin, ref_rss = S._linear_fit(S.SATURATING, ex[i], f, c, ys[i], sw[i])
+        _, ref_rss = S._linear_fit(S.SATURATING, ex[i], f, c, ys[i], sw[i])
         assert rss[i] == pytest.approx(ref_rss, rel=1e-8, abs=1e-15)
         assert np.all(lin[i, 1:] >= 0)
     assert np.sum(lin[:, 1:] == 0) > 5   # the draws put some coefficients on their bound
+
+
+def test_polished_refits_stay_within_the_bounds():
+    rng = np.random.default_rng(9)
+    f, c = grid_4x4()
+    y = 0.5 - 0.2 * f ** -0.6 + 0.05 * np.log(c) + rng.normal(0, 0.002, f.size)   # beta runs to its lower bound
+    _, ys = residual_draws(f, c, y, np.ones_like(y), 30)
+    out = fit_batch(np.tile(f, (30, 1)), np.tile(c, (30, 1)), ys, np.ones_like(ys), S._fit_model(
+        S.SATURATING, f, c, y, np.ones_like(y))[0], LO, HI)
+    assert out.polished.any()
+    assert np.all(out.x >= LO) and np.all(out.x <= HI)

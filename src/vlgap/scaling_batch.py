@@ -117,7 +117,7 @@ def _solve_trust_region(m, uf, s, V, Delta, alpha0, rtol=0.01, max_iter=10):
         alpha_upper = _norm(suf) / Delta
         phi0, dphi0 = phi_and_derivative(np.zeros(len(s)))
         alpha_lower = np.where(full_rank, -phi0 / dphi0, 0.0)
-        restart = lambda: np.maximum(0.001 * alpha_upper, np.sqrt(alpha_lower * alpha_upper))  # noqa: E731
+        restart = lambda: np.maximum(0.001 * alpha_upper, np.sqrt(alpha_lower * alpha_upper))
         alpha = np.where(~full_rank & (alpha0 == 0), restart(), alpha0)
         active = ~gn
         for _ in range(max_iter):
@@ -220,7 +220,7 @@ def polish(x, nf, nc, y, sw, lo=1e-3, hi=10.0, max_iter=100):
     (the linear parameters solved exactly for the exponents) and a projected Newton search over the two
     exponents in log space, from x's exponents. Returns (x, rss): a row whose RSS would not drop keeps x."""
     lnf, lnc = np.log(nf), np.log(nc)
-    f = lambda u: _linear_params(np.exp(u), lnf, lnc, y, sw)[1]  # noqa: E731
+    f = lambda u: _linear_params(np.exp(u), lnf, lnc, y, sw)[1]
     u = np.log(np.clip(x[:, 3:], lo, hi))
     ulo, uhi = np.log(lo), np.log(hi)
     F = f(u)
@@ -252,8 +252,9 @@ def polish(x, nf, nc, y, sw, lo=1e-3, hi=10.0, max_iter=100):
             if (moved | ~live).all():
                 break
         live &= moved & (before - F > 1e-13 * before)
-    lin, rss = _linear_params(np.exp(u), lnf, lnc, y, sw)
-    return np.concatenate([lin, np.exp(u)], axis=1), rss
+    e = np.clip(np.exp(u), lo, hi)   # exp(log(bound)) may round past the bound
+    lin, rss = _linear_params(e, lnf, lnc, y, sw)
+    return np.concatenate([lin, e], axis=1), rss
 
 
 def fit_batch(nf, nc, y, sw, x0, lb, ub, *, ftol=1e-12, xtol=1e-12, gtol=1e-12, max_nfev=200, polish_flat=True):
