@@ -30,6 +30,7 @@ from scipy import optimize, special
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
+from vlgap.scaling_batch import fit_batch
 
 PARAM_NAMES = ("S_inf", "C_f", "C_c", "alpha", "beta")
 EXPONENT_BOUNDS = (1e-3, 10.0)
@@ -43,6 +44,8 @@ MIN_DISTINCT = 3
 MIN_CELLS = 6
 _START_GRID = np.geomspace(0.05, 5.0, 12)
 _N_STARTS = 4
+#: evaluations per bootstrap refit; one that spends them (a flat valley) goes on by scaling_batch.polish
+BOOTSTRAP_MAX_NFEV = 200
 
 
 # ------------------------------------------------------------------------------------------------
@@ -120,6 +123,10 @@ def _linear_fit(model: _Model, ex, nf, nc, y, sw):
     return res.x, float(np.sum(res.fun ** 2))
 
 
+def _bounds(model: _Model) -> tuple[np.ndarray, ...]:
+    return tuple(np.concatenate([b, [e] * model.n_exponents]) for b, e in zip(model.linear_bounds, EXPONENT_BOUNDS))
+
+
 def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = (),
                max_nfev: int = 2000) -> tuple[np.ndarray, float]:
     """Weighted least squares fit; returns (params, weighted RSS)."""
@@ -132,8 +139,7 @@ def _fit_model(model: _Model, nf, nc, y, sw, starts: Sequence[np.ndarray] = (),
                 for a in _START_GRID for b in _START_GRID]
         grid.sort(key=lambda g: g[0][1])
         candidates = [model.to_params(g[0][0], np.array([g[1], g[2]])) for g in grid[:_N_STARTS]]
-    lo = np.concatenate([model.linear_bounds[0], [EXPONENT_BOUNDS[0]] * model.n_exponents])
-    hi = np.concatenate([model.linear_bounds[1], [EXPONENT_BOUNDS[1]] * model.n_exponents])
+    lo, hi = _bounds(model)
 
     def residuals(p):
         return (model.predict(p, nf, nc) - y) * sw
@@ -453,30 +459,24 @@ def _bootstrap(nf, nc, y, sw, params, method: str, n_resamples: int, seed: int |
     # standardised residuals, inflated by sqrt(n / (n - p)) so their spread matches the errors'
     std_res = (y - fitted) * sw
     std_res = (std_res - std_res.mean()) * math.sqrt(n / max(1, n - SATURATING.n_params))
-    samples, failed = [], 0
-    for i in range(n_resamples):
-        if progress is not None:
-            progress(i, n_resamples)
+    draws, failed, samples = [], 0, np.empty((0, SATURATING.n_params))
+    for _ in range(n_resamples):
         if method == "residual":
-            yb = fitted + rng.choice(std_res, size=n, replace=True) / sw
-            nfb, ncb, swb = nf, nc, sw
-        else:
-            idx = rng.integers(0, n, size=n)
-            nfb, ncb, yb, swb = nf[idx], nc[idx], y[idx], sw[idx]
-            if len(np.unique(nfb)) < MIN_DISTINCT or len(np.unique(ncb)) < MIN_DISTINCT:
-                failed += 1
-                continue
-        try:
-            # warm-started at the estimate: a well-posed refit converges in a few dozen evaluations;
-            # flat, unidentified surfaces would otherwise crawl along a bound for thousands
-            pb, _ = _fit_model(SATURATING, nfb, ncb, yb, swb, starts=[params], max_nfev=200)
-        except VlgapError:  # pragma: no cover
-            failed += 1
+            draws.append((nf, nc, fitted + rng.choice(std_res, size=n, replace=True) / sw, sw))
             continue
-        samples.append(pb)
-    if progress is not None:
-        progress(n_resamples, n_resamples)
-    return np.array(samples).reshape(-1, SATURATING.n_params), failed
+        idx = rng.integers(0, n, size=n)
+        if len(np.unique(nf[idx])) < MIN_DISTINCT or len(np.unique(nc[idx])) < MIN_DISTINCT:
+            failed += 1
+        else:
+            draws.append((nf[idx], nc[idx], y[idx], sw[idx]))
+    report = progress or (lambda done, total: None)
+    report(0, n_resamples)
+    if draws:  # all refits at once, warm-started at the estimate: scipy's trf in lockstep (vlgap.scaling_batch)
+        fit = fit_batch(*map(np.array, zip(*draws)), params, *_bounds(SATURATING), max_nfev=BOOTSTRAP_MAX_NFEV)
+        samples, failed = fit.x[fit.ok], failed + int(np.sum(~fit.ok))
+    for i in range(1, n_resamples + 1):
+        report(i, n_resamples)
+    return samples, failed
 
 
 @renamed_keywords(bootstrap="bootstrap_method")
