@@ -25,9 +25,8 @@ and every later caption is paired with the wrong tokens; matching that would be 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate, filterfalse
+from itertools import filterfalse
 from typing import Sequence
 
 
@@ -283,29 +282,16 @@ def _following(lines: Sequence[str], i: int) -> str:
     return tail[:blank + _CONTEXT_CHARS]
 
 
-def _clean_all(captions: Sequence[str]) -> list[str]:
-    """`_clean` of every caption (one search of the joined captions finds the few that need it)."""
-    lines = list(captions)
-    joined = "\x00".join(lines)  # (U+0000 needs no cleaning: a hit lies inside one caption)
-    hits = [m.start() for m in _NEEDS_CLEANING.finditer(joined)]
-    if hits:
-        starts = list(accumulate((len(c) + 1 for c in lines), initial=0))
-        for k in {bisect_right(starts, h) - 1 for h in hits}:
-            lines[k] = _clean(lines[k])
-    return lines
-
-
 def ptb_tokenize(captions: Sequence[str]) -> list[str]:
     """Tokenise captions exactly as pycocoevalcap's PTBTokenizer does for the same list, in order.
 
     Each caption is read as one line followed by the next caption (the jar reads them from one
     file), lower-cased, and stripped of pycocoevalcap's punctuation tokens; the result is the
     space-joined token string pycocoevalcap passes to its scorers."""
-    lines = _clean_all(captions)
-    if sum(map(len, _memos.values())) + len(_pair_memo) > _MEMO_SIZE:
+    lines = _ptb_lines.clean_lines(captions)
+    if sum(map(len, _memos.values())) + len(_pair_memo) + len(_joint_memo) > _MEMO_SIZE:
         _clear_memos()
-    last = len(lines) - 1
-    return [_tokenize_line(line, "\n" if i < last else "", lines, i) for i, line in enumerate(lines)]
+    return _ptb_lines.tokenize_lines(lines)
 
 
 def _tokenize_line_plain(line: str, context: str) -> str:
@@ -343,6 +329,8 @@ _memos: dict[str, dict] = {" ": {"": ""}, "\n": {"": ""}, "": {"": ""}}
 # chunk + blanks + next chunk + following character -> (output of the first chunk scanned in
 # place, how far the scan went past it: 0 or to the end of the next chunk)
 _pair_memo: dict[str, tuple[str, int]] = {}
+# chunk + what follows it -> its output there, for all lines at once (see _ptb_lines)
+_joint_memo: dict[str, str] = {}
 # characters of a blank run other than " " and "\t"
 _RUN_BLANK_CHARS = "\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u3000"
 _RUN_BLANKS = frozenset(_RUN_BLANK_CHARS)
@@ -358,6 +346,7 @@ def _clear_memos() -> None:
         memo.clear()
         memo[""] = ""
     _pair_memo.clear()
+    _joint_memo.clear()
 
 
 @lru_cache(maxsize=None)
@@ -586,3 +575,6 @@ def _tokenize_chunks(line: str, context: str) -> str:
                 frags.append(frag)
         start = end + 1
     return " ".join(frags)
+
+
+from vlgap.captions import _ptb_lines  # noqa: E402 (it reads this module's memos and scanner)

@@ -1,0 +1,131 @@
+"""The PTB tokenizer twin's line assembly for a whole list of captions at once, in a few C-level calls.
+
+ptb_tokenize's `_tokenize_line` assembles a line from the memoised outputs of its blank-separated
+chunks; for most lines every chunk's output stands on its own (it depends only on the chunk and on
+whether a blank or the line end follows it). Here that common case is done for all lines together:
+the lines are joined into one text, split once on spaces, and each chunk is looked up in one memo
+(`_joint_memo` in ptb_tokenize) whose keys also say what follows the chunk:
+
+    "chunk"        a blank follows, then anything but a digit or a period;
+    "chunk\\x02"   a blank follows, then a digit or a period (the marker is put in before the split);
+    "chunk\\n"     the line ends (each line but the last is joined with "\\n " after it).
+
+A key's value is the chunk's output there, or `_UNSETTLED` where the output depends on more than
+the key says (a chunk scanned in place, or one whose output a digit or a period after the blank
+voids); the outputs are joined back, the lines split apart, and every line holding `_UNSETTLED`
+(and every line `_tokenize_line` does not assemble from chunks) is made by `_tokenize_line`
+instead. So each line gets exactly what `_tokenize_line` gives it (the tests hold both to the
+whole-line scan).
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Sequence
+
+from vlgap.captions import ptb_tokenize as _ptb
+
+#: stands for an output this memo cannot settle; never a character of a settled output (every output
+#: holding it is made again line by line, so one that genuinely held it would only cost time)
+_UNSETTLED = "\x00"
+_BEFORE_DIGIT = "\x02"  # marks a blank followed by a digit or a period (see the module docstring)
+_ODD = re.compile("[\x00\x02]")
+
+
+@lru_cache(maxsize=None)
+def _voiding_chars() -> tuple[str, re.Pattern]:
+    """The characters that void a (output, voiding characters) memo entry when they follow its
+    blank (a digit of any script or a period): the ASCII ones, and a search for a space (not the one after a line's "\\n") followed by any of them."""
+    chars = sorted(_ptb._digits_and_period())
+    ascii_chars = "".join(c for c in chars if c.isascii())
+    every = "".join(re.escape(c) for c in chars)
+    return ascii_chars, re.compile(f" (?<!\\n )(?=[{every}])")
+
+
+def _mark_blanks_before_digits(text: str) -> str:
+    """`text` (lines joined by "\\n ") with every space that a voiding character follows, but the
+    one after a "\\n", preceded by `_BEFORE_DIGIT`."""
+    ascii_chars, pattern = _voiding_chars()
+    if not text.isascii():
+        return pattern.sub(_BEFORE_DIGIT + " ", text)
+    for ch in ascii_chars:  # (a few C-level passes over ASCII: cheaper than a regex stopping at every space)
+        if " " + ch in text:
+            text = text.replace(" " + ch, _BEFORE_DIGIT + " " + ch)
+    return text.replace("\n" + _BEFORE_DIGIT, "\n") if "\n" + _BEFORE_DIGIT in text else text
+
+
+def _joint_entry(key: str) -> str:
+    """The output of the chunk in `key` where the key says what follows it, or `_UNSETTLED`."""
+    last = key[-1:]
+    if last == "\n":
+        chunk, follower = key[:-1], "\n"
+    elif last == _BEFORE_DIGIT:
+        chunk, follower = key[:-1], " "
+    else:
+        chunk, follower = key, " "
+    memo = _ptb._memos[follower]
+    entry = memo.get(chunk)
+    if entry is None:
+        entry = memo[chunk] = _ptb._chunk_entry(chunk, follower)
+    if entry is False:
+        entry = _UNSETTLED
+    elif entry.__class__ is tuple:
+        # voided only by a digit or period after the blank (nothing follows at a line end)
+        entry = _UNSETTLED if last == _BEFORE_DIGIT else entry[0]
+    # each output carries its separator, so outputs without tokens leave no gap
+    return entry + "\n" if follower == "\n" else entry + " " if entry else ""
+
+
+def clean_lines(captions: Sequence[str]) -> list[str]:
+    """`[_ptb._clean(c) for c in captions]`, done on all captions joined (the cleaning is character by
+    character), so the captions that need none cost one search."""
+    lines = list(captions)
+    joined = "\x00".join(lines)
+    if joined.isascii():
+        if "\n" not in joined and "\r" not in joined and "\x0b" not in joined and "\x0c" not in joined:
+            return lines
+    elif _ptb._NEEDS_CLEANING.search(joined) is None:
+        return lines
+    if joined.count("\x00") != len(lines) - 1:  # (a caption holding U+0000: the joined text cannot be split back)
+        return [_ptb._clean(c) for c in lines]
+    for ch in "\n\r\x0b\x0c\u2028\u2029":
+        if ch in joined:
+            joined = joined.replace(ch, " ")
+    return _ptb._to_utf16_units(joined).split("\x00")
+
+
+def tokenize_lines(lines: Sequence[str]) -> list[str]:
+    """`[_ptb._tokenize_line(line, "\\n" or "" for the last, lines, i) for i, line in ...]` for lines
+    cleaned by `_clean_all`, the common case assembled for all lines together (see above)."""
+    n = len(lines)
+    if n < 2:
+        return [_ptb._tokenize_line(line, "", lines, i) for i, line in enumerate(lines)]
+    body = lines[:-1]
+    text = "\n ".join(body)
+    redo: set[int] = set()
+    if _ODD.search(text) is not None:  # a marker in a caption itself: that line is made on its own
+        redo.update(i for i, line in enumerate(body) if _ODD.search(line) is not None)
+    if _ptb._RUN_BLANKS.intersection(line[:1] for line in body):  # (not assembled from chunks)
+        blanks = _ptb._RUN_BLANKS
+        redo.update(i for i, line in enumerate(body) if line[:1] in blanks)
+    text = _mark_blanks_before_digits(text.replace("\t", " ") if "\t" in text else text) + "\n"
+    parts = text.split(" ")
+    memo = _ptb._joint_memo
+    try:
+        outs = list(map(memo.__getitem__, parts))
+    except KeyError:
+        for key in set(parts).difference(memo):
+            memo[key] = _joint_entry(key)
+        outs = list(map(memo.__getitem__, parts))
+    joined = "".join(outs)
+    if " \n" in joined:  # (a line's last chunk without tokens)
+        joined = joined.replace(" \n", "\n")
+    out = joined.split("\n")
+    out.pop()  # (after the last line's "\n")
+    if _UNSETTLED in joined:
+        redo.update(i for i, line in enumerate(out) if _UNSETTLED in line)
+    for i in redo:
+        out[i] = _ptb._tokenize_line(lines[i], "\n", lines, i)
+    out.append(_ptb._tokenize_line(lines[-1], "", lines, n - 1))
+    return out
+
