@@ -20,7 +20,9 @@ whole-line scan).
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from functools import lru_cache
+from itertools import accumulate, repeat
 from typing import Sequence
 
 from vlgap.captions import ptb_tokenize as _ptb
@@ -76,6 +78,72 @@ def _joint_entry(key: str) -> str:
     return entry + "\n" if follower == "\n" else entry + " " if entry else ""
 
 
+def _indices(items: list, value) -> list[int]:
+    """Where `value` occurs in `items` (list.index from each hit on: a C-level scan)."""
+    out = []
+    k = -1
+    try:
+        while True:
+            k = items.index(value, k + 1)
+            out.append(k)
+    except ValueError:
+        return out
+
+
+def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str]) -> set[int]:
+    """Settle, in `outs`, the unsettled chunks that a blank follows in their line, as `_ptb._resolve_followers`
+    does: the chunk scanned in place with the next chunk, its output (and whether the scan took the
+    next chunk too) read from the pair memo, or scanned and memoised. Returns the lines this cannot
+    settle (e.g. a chunk after a blank run, or a scan that cannot be memoised: those lines are
+    made by `_tokenize_line`). `lines`: all lines, `parts` made from all but the last."""
+    hits = _indices(outs, _UNSETTLED + " ")
+    if not hits:
+        return set()
+    body = lines[:-1]
+    sizes = list(map(str.count, body, repeat(" ")))
+    if any("\t" in line for line in body):
+        sizes = [a + line.count("\t") for a, line in zip(sizes, body)]
+    starts = list(accumulate((size + 1 for size in sizes), initial=0))  # each line's first part
+    memo, pairs, blanks, can_pair = _ptb._memos[" "], _ptb._pair_memo, _ptb._RUN_BLANKS, _ptb._can_pair
+    bad: set[int] = set()
+    taken = -1  # the last part an in-place scan took
+    for k in hits:
+        if k <= taken:
+            continue
+        line = bisect_right(starts, k) - 1
+        chunk = parts[k].rstrip(_BEFORE_DIGIT)
+        j = k + 1
+        while parts[j] == "" or parts[j] == _BEFORE_DIGIT:
+            j += 1
+        nxt = parts[j]
+        final = nxt[-1] == "\n"
+        nxt = nxt[:-1] if final or nxt[-1] == _BEFORE_DIGIT else nxt
+        if line in bad or chunk[0] in blanks or not nxt or not can_pair(chunk, nxt):
+            bad.add(line)
+            continue
+        raw = body[line]
+        before = " ".join(parts[starts[line]:k])  # the line's chunks before this one (and their markers)
+        start = len(before) + (k > starts[line]) - before.count(_BEFORE_DIGIT)
+        end = start + len(chunk)
+        e2 = end + j - k + len(nxt)
+        # (the pair memo's key holds the line's own blanks)
+        key = raw[start:e2] + (raw[e2] if e2 < len(raw) else "\n")
+        hit = pairs.get(key)
+        if hit is None:  # scanned in place and memoised, as _resolve_followers does
+            tokens: list[str] = []
+            pos = _ptb._lex_range(raw + _ptb._following(lines, line), start, len(raw), end, tokens)
+            frag = _ptb._finish(tokens)
+            if frag is None or (pos != end and pos != e2):
+                bad.add(line)
+                continue
+            hit = pairs[key] = (frag, pos - end)
+        outs[k] = hit[0] + " " if hit[0] else ""
+        if hit[1]:  # the scan took the next chunk too
+            outs[j] = "\n" if final else ""
+            taken = j
+    return bad
+
+
 def clean_lines(captions: Sequence[str]) -> list[str]:
     """`[_ptb._clean(c) for c in captions]`, done on all captions joined (the cleaning is character by
     character), so the captions that need none cost one search."""
@@ -91,7 +159,17 @@ def clean_lines(captions: Sequence[str]) -> list[str]:
     for ch in "\n\r\x0b\x0c\u2028\u2029":
         if ch in joined:
             joined = joined.replace(ch, " ")
-    return _ptb._to_utf16_units(joined).split("\x00")
+    if not joined.isascii() and _NON_BMP.search(joined) is not None:
+        joined = _NON_BMP.sub(_surrogates, joined)  # (_to_utf16_units, by the standard library's faster scan)
+    return joined.split("\x00")
+
+
+_NON_BMP = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _surrogates(mt: re.Match) -> str:
+    cp = ord(mt.group()) - 0x10000
+    return chr(0xD800 + (cp >> 10)) + chr(0xDC00 + (cp & 0x3FF))
 
 
 def tokenize_lines(lines: Sequence[str]) -> list[str]:
@@ -117,6 +195,8 @@ def tokenize_lines(lines: Sequence[str]) -> list[str]:
         for key in set(parts).difference(memo):
             memo[key] = _joint_entry(key)
         outs = list(map(memo.__getitem__, parts))
+    if _UNSETTLED + " " in memo.values():
+        redo.update(_settle_pairs(parts, outs, lines))
     joined = "".join(outs)
     if " \n" in joined:  # (a line's last chunk without tokens)
         joined = joined.replace(" \n", "\n")
