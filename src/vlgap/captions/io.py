@@ -233,6 +233,14 @@ def _check_aligned_lengths(predictions: Any, references: Any) -> None:
 def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "error",
                   on_duplicate: Policy = "error", on_empty: Policy = "error") -> CaptionData:
     """Read, validate and align predictions with references (see the module docstring)."""
+    from vlgap.memory import collector_paused
+
+    with collector_paused():  # (many small containers, all kept: collections would find nothing)
+        return _load_captions(predictions, references, on_missing, on_duplicate, on_empty)
+
+
+def _load_captions(predictions: Any, references: Any, on_missing: Policy, on_duplicate: Policy,
+                   on_empty: Policy) -> CaptionData:
     for name, value, allowed in (("on_missing", on_missing, ("error", "drop")),
                                  ("on_duplicate", on_duplicate, ("error", "first")),
                                  ("on_empty", on_empty, ("error", "keep"))):

@@ -31,6 +31,7 @@ from typing import Sequence
 
 
 from vlgap.captions import _ptb_classes, _ptb_rules as _spec
+from vlgap.memory import collector_paused
 from vlgap.captions._ptb_text import _LONE_SURROGATE, _from_utf16_units, _java_lower, _to_utf16_units
 
 #: the tokens pycocoevalcap's PTBTokenizer wrapper removes after tokenising (its PUNCTUATIONS list)
@@ -288,10 +289,11 @@ def ptb_tokenize(captions: Sequence[str]) -> list[str]:
     Each caption is read as one line followed by the next caption (the jar reads them from one
     file), lower-cased, and stripped of pycocoevalcap's punctuation tokens; the result is the
     space-joined token string pycocoevalcap passes to its scorers."""
-    lines = _ptb_lines.clean_lines(captions)
-    if sum(map(len, _memos.values())) + len(_pair_memo) + len(_joint_memo) > _MEMO_SIZE:
-        _clear_memos()
-    return _ptb_lines.tokenize_lines(lines)
+    with collector_paused():
+        lines = _ptb_lines.clean_lines(captions)
+        if sum(map(len, _memos.values())) + len(_pair_memo) + len(_joint_memo) > _MEMO_SIZE:
+            _clear_memos()
+        return _ptb_lines.tokenize_lines(lines)
 
 
 def _tokenize_line_plain(line: str, context: str) -> str:
