@@ -1,21 +1,25 @@
 """The PTB tokenizer twin's line assembly for a whole list of captions at once, in a few C-level calls.
 
 ptb_tokenize's `_tokenize_line` assembles a line from the memoised outputs of its blank-separated
-chunks; for most lines every chunk's output stands on its own (it depends only on the chunk and on
-whether a blank or the line end follows it). Here that common case is done for all lines together:
-the lines are joined into one text, split once on spaces, and each chunk is looked up in one memo
-(`_joint_memo` in ptb_tokenize) whose keys also say what follows the chunk:
+chunks; for most chunks the output depends only on the chunk and on whether a blank or the line end
+follows it. Here that is done for all lines together: the lines (all but the last) are joined with
+"\\n " after each, tabs read as spaces (as `_tokenize_line` reads them), the text is split once on
+spaces, and each chunk is looked up in one memo (`_joint_memo` in ptb_tokenize) whose keys also say
+what follows the chunk:
 
     "chunk"        a blank follows, then anything but a digit or a period;
-    "chunk\\x02"   a blank follows, then a digit or a period (the marker is put in before the split);
-    "chunk\\n"     the line ends (each line but the last is joined with "\\n " after it).
+    "chunk\\x02"   a blank follows, then a digit or a period (`_BEFORE_DIGIT`, put in before the split);
+    "chunk\\n"     the line ends.
 
-A key's value is the chunk's output there, or `_UNSETTLED` where the output depends on more than
-the key says (a chunk scanned in place, or one whose output a digit or a period after the blank
-voids); the outputs are joined back, the lines split apart, and every line holding `_UNSETTLED`
-(and every line `_tokenize_line` does not assemble from chunks) is made by `_tokenize_line`
-instead. So each line gets exactly what `_tokenize_line` gives it (the tests hold both to the
-whole-line scan).
+A value is the chunk's output with its separator (" ", or "\\n" at a line end; nothing for a chunk
+without tokens), so one join and one split on "\\n" give the lines. `_UNSETTLED` stands for an
+output that depends on more than the key: a chunk scanned in place with the next one
+(abbreviations before a capital, "No. 5", phone numbers, fractions, a period before a spaced
+ellipsis). Those inside a line are settled chunk by chunk from the pair memo, as
+`_resolve_followers` does (scanned in place and memoised on first sight); every line still holding
+`_UNSETTLED`, every line `_tokenize_line` does not assemble from chunks (a blank run at its start),
+a line holding a marker character itself, and the last line are made by `_tokenize_line`. So each
+line gets exactly what `_tokenize_line` gives it (the tests hold both to the whole-line scan).
 """
 from __future__ import annotations
 
@@ -174,7 +178,7 @@ def _surrogates(mt: re.Match) -> str:
 
 def tokenize_lines(lines: Sequence[str]) -> list[str]:
     """`[_ptb._tokenize_line(line, "\\n" or "" for the last, lines, i) for i, line in ...]` for lines
-    cleaned by `_clean_all`, the common case assembled for all lines together (see above)."""
+    cleaned by `clean_lines`, the common case assembled for all lines together (see above)."""
     n = len(lines)
     if n < 2:
         return [_ptb._tokenize_line(line, "", lines, i) for i, line in enumerate(lines)]

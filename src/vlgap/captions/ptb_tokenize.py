@@ -9,6 +9,8 @@ feeds its scorers, without starting a JVM. The rules themselves are in _ptb_rule
 scanner: fast paths for common text that give what the full rule-by-rule scan gives, and a memo of
 each distinct space-separated chunk's output, so a corpus is scanned about once per distinct word
 (see "one blank-separated chunk at a time" below; the tests hold both to the full scan and the jar).
+_ptb_lines assembles the lines of a whole list from those memos at once, and pauses nothing but
+Python's cyclic garbage collector while it runs (vlgap.memory.collector_paused).
 
 Faithful details worth knowing (they are what the jar does, not choices made here):
   - parentheses become "-lrb-"/"-rrb-" after lower-casing, so they survive the punctuation filter
@@ -31,6 +33,7 @@ from typing import Sequence
 
 
 from vlgap.captions import _ptb_classes, _ptb_rules as _spec
+from vlgap.captions._ptb_regex import _compile_parsed
 from vlgap.memory import collector_paused
 from vlgap.captions._ptb_text import _LONE_SURROGATE, _from_utf16_units, _java_lower, _to_utf16_units
 
@@ -66,6 +69,13 @@ _ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+def _compile(source: str) -> re.Pattern:
+    """re.compile(source) (the same code; no .pattern), each large character class parsed and built
+    once (see _ptb_rules._parse and _ptb_regex._compile_parsed): these patterns hold the jar's
+    digit and letter classes."""
+    return _compile_parsed(_spec._parse(source))
+
+
 @lru_cache(maxsize=None)
 def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
     """Common punctuation whose token is fixed unless the next characters could start a longer
@@ -74,10 +84,10 @@ def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
     digit = f"(?:[{_spec.classes()['DIGIT_CLASS']}]|[\\u07c0-\\u07c9])"
     smiley_second = r"[\-o*'()DPdpO\\{@|\[\]]"
     return {
-        ",": (re.compile(f",(?!{digit})"), ","),                           # NUMBER ",5"
-        ".": (re.compile(f"\\.(?!\\.|[ \\xa0]\\.|{digit})"), "."),            # LDOTS, NUMBER ".5"
+        ",": (_compile(f",(?!{digit})"), ","),                             # NUMBER ",5"
+        ".": (_compile(f"\\.(?!\\.|[ \\xa0]\\.|{digit})"), "."),              # LDOTS, NUMBER ".5"
         ";": (re.compile(f";(?!{smiley_second})"), ";"),                   # SMILEY ";)"
-        ":": (re.compile(f":(?!{smiley_second}|{digit})"), ":"),           # SMILEY ":)", NUMBER ":30"
+        ":": (_compile(f":(?!{smiley_second}|{digit})"), ":"),             # SMILEY ":)", NUMBER ":30"
         "!": (re.compile(r"[?!]+"), None),
         "?": (re.compile(r"[?!]+"), None),
         "(": (re.compile(r"\((?![0-9\-^x=~<>'])"), "-LRB-"),              # PHONE "(555)", ASIANSMILEY "(^_^)"
@@ -95,7 +105,7 @@ def _digits_word() -> re.Pattern:
     not followed by a digit (of any script: "5 \u0663/\u0664" is a fraction) or another space:
     NUMBER/THING; no fraction or phone number can continue it."""
     digit = f"[{_spec.classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
-    return re.compile(f"[0-9][A-Za-z0-9]*(?=[ \\t](?![\\xa0 \\t]|{digit})|\\n|\\Z)")
+    return _compile(f"[0-9][A-Za-z0-9]*(?=[ \\t](?![\\xa0 \\t]|{digit})|\\n|\\Z)")
 
 
 _abbreviation_cache: dict[str, bool] = {}
@@ -104,7 +114,7 @@ _abbreviation_cache: dict[str, bool] = {}
 @lru_cache(maxsize=None)
 def _abbreviation_pattern() -> re.Pattern:
     m = _spec.macros()
-    return re.compile(f"(?:{m['ABBREV1']}|{m['ABBREV2']}|{m['ABBREV3']}|{m['ACRONYM1']})")
+    return _compile(f"(?:{m['ABBREV1']}|{m['ABBREV2']}|{m['ABBREV3']}|{m['ACRONYM1']})")
 
 
 def _is_abbreviation(word_with_period: str) -> bool:
@@ -366,7 +376,7 @@ def _crosses_before_digit() -> re.Pattern:
     """Chunk suffixes that a phone number ("(555) 123", "555 1234") or a fraction ("3 1/2")
     continues after a blank when a digit comes next."""
     digit = f"[{_spec.classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
-    return re.compile(f"[0-9()+\\-\\xa0]*[0-9)]|{digit}{{1,4}}")
+    return _compile(f"[0-9()+\\-\\xa0]*[0-9)]|{digit}{{1,4}}")
 
 
 def _finish(tokens: list[str]) -> str | None:
