@@ -108,3 +108,57 @@ def test_collector_paused_restores_the_collector():
         assert not gc.isenabled()  # a collector the caller disabled stays off
     finally:
         gc.enable()
+
+
+def test_forked_halves_equal_one_process(monkeypatch):
+    from vlgap.captions import _ptb_fork
+
+    captions = _lines(1200, 11) + [c for c in make_fuzz_lines(400, seed=12)]
+    expected = _whole_lines(captions)
+    monkeypatch.setattr(_ptb_fork, "PARALLEL_LINES", 100)
+    monkeypatch.delenv("VLGAP_WORKERS", raising=False)
+    monkeypatch.setattr("vlgap.parallel.workers_for", lambda n, device="cpu": 2)
+    lines = _ptb_lines.clean_lines(captions)
+    calls = []
+
+    def tokenize(part):
+        calls.append(len(part))
+        return _ptb_lines.tokenize_lines(part)
+
+    ptb._clear_memos()
+    both = _ptb_fork.tokenize_halves(lines, tokenize, ptb._following)
+    if both is None:  # (no fork here: nothing to compare)
+        import pytest
+        pytest.skip("no fork on this platform")
+    assert both == expected
+    assert calls and calls[0] < len(lines)  # this process tokenised only its half (and some context)
+    assert ptb_tokenize(captions) == expected  # the public path, forked too
+    # the last line of the first half reads two lines of the second ("A." before "<b>" after a blank
+    # line is "a", before nothing "a.")
+    split = ["x"] * 149 + ["She A.", " ", "<b> a"] + ["The dog"] * 148
+    assert _whole_lines(split)[149] == "she a" and _whole_lines(split[:151])[149] == "she a."
+    assert _ptb_fork.tokenize_halves(_ptb_lines.clean_lines(split), _ptb_lines.tokenize_lines,
+                                     ptb._following) == _whole_lines(split)
+
+
+def test_forked_half_failing_is_redone_here(monkeypatch):
+    import os
+
+    from vlgap.captions import _ptb_fork
+
+    captions = _lines(400, 13)
+    expected = _whole_lines(captions)
+    monkeypatch.setattr(_ptb_fork, "PARALLEL_LINES", 100)
+    monkeypatch.setattr("vlgap.parallel.workers_for", lambda n, device="cpu": 2)
+    parent = os.getpid()
+
+    def tokenize(part):
+        if os.getpid() != parent:
+            raise RuntimeError("the child fails")
+        return _ptb_lines.tokenize_lines(part)
+
+    got = _ptb_fork.tokenize_halves(_ptb_lines.clean_lines(captions), tokenize, ptb._following)
+    assert got is None or got == expected
+    monkeypatch.undo()
+    monkeypatch.setenv("VLGAP_WORKERS", "1")  # one worker: not forked
+    assert _ptb_fork.tokenize_halves(_ptb_lines.clean_lines(captions * 30), tokenize, ptb._following) is None
