@@ -303,8 +303,7 @@ def ptb_tokenize(captions: Sequence[str]) -> list[str]:
         lines = _ptb_lines.clean_lines(captions)
         if sum(map(len, _memos.values())) + len(_pair_memo) + len(_joint_memo) > _MEMO_SIZE:
             _clear_memos()
-        both = _ptb_fork.tokenize_halves(lines, _ptb_lines.tokenize_lines, _following)
-        return both if both is not None else _ptb_lines.tokenize_lines(lines)
+        return _ptb_lines.tokenize_lines(lines)
 
 
 def _tokenize_line_plain(line: str, context: str) -> str:
@@ -590,4 +589,4 @@ def _tokenize_chunks(line: str, context: str) -> str:
     return " ".join(frags)
 
 
-from vlgap.captions import _ptb_fork, _ptb_lines  # noqa: E402 (_ptb_lines reads this module's memos and scanner)
+from vlgap.captions import _ptb_lines  # noqa: E402 (it reads this module's memos and scanner)

@@ -284,16 +284,13 @@ def tokenize_data(data) -> tuple[list[str], list[list[str]]]:
     from vlgap.memory import collector_paused
 
     with collector_paused():  # (see there: a list per item, all kept)
-        # (the predictions first: their chunks are mostly the references' too, so the references,
-        # the longer list, find the memos filled, also in a forked helper; see ptb_tokenize)
-        preds = ptb_tokenize(data.predictions)
         flat = [r for rs in data.references for r in rs]
         tok_refs = ptb_tokenize(flat)
         refs, i = [], 0
         for rs in data.references:
             refs.append(tok_refs[i:i + len(rs)])
             i += len(rs)
-        return preds, refs
+        return ptb_tokenize(data.predictions), refs
 
 
 def mean_table(key: str, per_item: Sequence[float] | np.ndarray, extra: dict[str, Any] | None = None) -> MetricTable:
