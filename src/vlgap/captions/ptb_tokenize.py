@@ -9,8 +9,8 @@ feeds its scorers, without starting a JVM. The rules themselves are in _ptb_rule
 scanner: fast paths for common text that give what the full rule-by-rule scan gives, and a memo of
 each distinct space-separated chunk's output, so a corpus is scanned about once per distinct word
 (see "one blank-separated chunk at a time" below; the tests hold both to the full scan and the jar).
-_ptb_lines assembles the lines of a whole list from those memos at once, and pauses nothing but
-Python's cyclic garbage collector while it runs (vlgap.memory.collector_paused).
+_ptb_lines assembles the lines of a whole list from those memos at once; Python's cyclic garbage
+collector is paused meanwhile (vlgap.memory.collector_paused).
 
 Faithful details worth knowing (they are what the jar does, not choices made here):
   - parentheses become "-lrb-"/"-rrb-" after lower-casing, so they survive the punctuation filter
