@@ -35,7 +35,6 @@ from vlgap.captions import ptb_tokenize as _ptb
 #: holding it is made again line by line, so one that genuinely held it would only cost time)
 _UNSETTLED = "\x00"
 _BEFORE_DIGIT = "\x02"  # marks a blank followed by a digit or a period (see the module docstring)
-_ODD = re.compile("[\x00\x02]")
 
 
 @lru_cache(maxsize=None)
@@ -185,8 +184,8 @@ def tokenize_lines(lines: Sequence[str]) -> list[str]:
     body = lines[:-1]
     text = "\n ".join(body)
     redo: set[int] = set()
-    if _ODD.search(text) is not None:  # a marker in a caption itself: that line is made on its own
-        redo.update(i for i, line in enumerate(body) if _ODD.search(line) is not None)
+    if _UNSETTLED in text or _BEFORE_DIGIT in text:  # a marker in a caption itself: that line is made on its own
+        redo.update(i for i, line in enumerate(body) if _UNSETTLED in line or _BEFORE_DIGIT in line)
     if _ptb._RUN_BLANKS.intersection(line[:1] for line in body):  # (not assembled from chunks)
         blanks = _ptb._RUN_BLANKS
         redo.update(i for i, line in enumerate(body) if line[:1] in blanks)
