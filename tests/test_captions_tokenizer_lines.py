@@ -108,3 +108,23 @@ def test_collector_paused_restores_the_collector():
         assert not gc.isenabled()  # a collector the caller disabled stays off
     finally:
         gc.enable()
+
+
+def test_pairs_before_a_lower_case_word_share_one_entry():
+    """An abbreviation (or other chunk scanned with the next one) before a word starting with a
+    lower-case letter reads only that letter: many such words, the memo entry made by the first."""
+    abbreviations = ["Mr.", "Inc.", "U.S.", "p.m.", "No.", "Fig.", "etc.", "I.", "A.", "a.", "e.g.", "vs.", "Ph.D.",
+                     "Jan.", "Calif.", "St.", "A.B.C.", "Dr.", "ETC.", "Co.", "Jr.", "x.y", "(555)", "3", "dog."]
+    blanks = [" ", "  ", "\t", " \t", " \xa0"]
+    words = ["a", "dog", "x@y.com", "www.x.com", "e.g.", "gonna", "can't", "z9", "b<c>", "i.", "t-shirt", "no."]
+    tails = ["", " The", " 5", " . .", "\t<b>", " x"]
+    rng = random.Random(7)
+    captions = [f"{rng.choice(['', 'the ', 'A '])}{a}{rng.choice(blanks)}{w}{rng.choice(tails)}"
+                for a in abbreviations for w in words for _ in range(2)]
+    rng.shuffle(captions)
+    expected = _whole_lines(captions)
+    ptb._clear_memos()
+    got = ptb_tokenize(captions)
+    bad = [(c, e, g) for c, e, g in zip(captions, expected, got) if e != g]
+    assert not bad, bad[:3]
+    assert any(key.endswith((" a ", " a\n")) for key in ptb._pair_memo)  # (shared entries were made)

@@ -35,6 +35,13 @@ from vlgap.captions import ptb_tokenize as _ptb
 #: holding it is made again line by line, so one that genuinely held it would only cost time)
 _UNSETTLED = "\x00"
 _BEFORE_DIGIT = "\x02"  # marks a blank followed by a digit or a period (see the module docstring)
+# A chunk scanned in place with the next one (it holds no "<", see _can_pair) reads, of a next chunk
+# that starts with a lower-case ASCII letter, that letter alone: what crosses a blank is a blank run,
+# an SGML tag, a phone number or fraction (digits), a spaced ellipsis (a period), or a trailing
+# context after an abbreviation, which reads one or two characters (SENTEND: a blank, a capital
+# or "<"; ANY2: any two; ABBREV3/DIGIT: a digit) or a sentence starter (ACRONYM_FOLLOWERS, every
+# one capitalised, case-sensitively). So such pairs share one pair-memo entry, "a" for the next chunk.
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
 
 
 @lru_cache(maxsize=None)
@@ -130,7 +137,10 @@ def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str]) -> se
         end = start + len(chunk)
         e2 = end + j - k + len(nxt)
         # (the pair memo's key holds the line's own blanks)
-        key = raw[start:e2] + (raw[e2] if e2 < len(raw) else "\n")
+        if nxt[0] in _LOWER:  # the scan reads only the next chunk's first letter (see _LOWER)
+            key = raw[start:end + j - k] + "a" + (raw[e2] if e2 < len(raw) else "\n")
+        else:
+            key = raw[start:e2] + (raw[e2] if e2 < len(raw) else "\n")
         hit = pairs.get(key)
         if hit is None:  # scanned in place and memoised, as _resolve_followers does
             tokens: list[str] = []
