@@ -114,7 +114,7 @@ def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str]) -> se
     if any("\t" in line for line in body):
         sizes = [a + line.count("\t") for a, line in zip(sizes, body)]
     starts = list(accumulate((size + 1 for size in sizes), initial=0))  # each line's first part
-    memo, pairs, blanks, can_pair = _ptb._memos[" "], _ptb._pair_memo, _ptb._RUN_BLANKS, _ptb._can_pair
+    pairs, blanks, can_pair = _ptb._pair_memo, _ptb._RUN_BLANKS, _ptb._can_pair
     bad: set[int] = set()
     taken = -1  # the last part an in-place scan took
     for k in hits:
