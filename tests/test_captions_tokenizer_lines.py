@@ -67,6 +67,14 @@ def test_all_lines_assembly_on_the_corpus_and_fuzz():
     assert ptb_tokenize(captions) == _whole_lines(captions)
 
 
+def test_a_next_chunk_of_line_breaks_is_read_through():
+    """("A. \\x85 \\xa0It": the abbreviation's trailing context reads through U+0085 to "It"; the pair
+    memo must not answer it with what "A. \\x85 x" gave.)"""
+    captions = ["q A. \x85 x", "dog A. \x85 \xa0It . ++44", "z"]
+    ptb._clear_memos()
+    assert ptb_tokenize(captions) == _whole_lines(captions) == ["q a. x", "dog a it + +44", "z"]
+
+
 def test_short_lists_and_markers():
     assert ptb_tokenize([]) == []
     assert ptb_tokenize(["Mr. Smith"]) == ["mr. smith"]
@@ -112,11 +120,14 @@ def test_collector_paused_restores_the_collector():
 
 def test_pairs_before_a_lower_case_word_share_one_entry():
     """An abbreviation (or other chunk scanned with the next one) before a word starting with a
-    lower-case letter reads only that letter: many such words, the memo entry made by the first."""
+    lower-case letter reads only that letter, before a capitalised word only whether it is a sentence
+    starter: many such words, the memo entry made by the first."""
     abbreviations = ["Mr.", "Inc.", "U.S.", "p.m.", "No.", "Fig.", "etc.", "I.", "A.", "a.", "e.g.", "vs.", "Ph.D.",
                      "Jan.", "Calif.", "St.", "A.B.C.", "Dr.", "ETC.", "Co.", "Jr.", "x.y", "(555)", "3", "dog."]
     blanks = [" ", "  ", "\t", " \t", " \xa0"]
-    words = ["a", "dog", "x@y.com", "www.x.com", "e.g.", "gonna", "can't", "z9", "b<c>", "i.", "t-shirt", "no."]
+    words = ["a", "dog", "x@y.com", "www.x.com", "e.g.", "gonna", "can't", "z9", "b<c>", "i.", "t-shirt", "no.",
+             "The", "THE", "tHE", "Theatre", "X", "Dog", "It", "Its", "A", "An", "Apple", "Mr.", "Ms.", "About,",
+             "I", "U.S.", "She's", "We", "Yet.", "Ph.D.", "The\xa0x", "Mr.\u2000x", "It\x85", "\x85", "\x85\xa0It"]
     tails = ["", " The", " 5", " . .", "\t<b>", " x"]
     rng = random.Random(7)
     captions = [f"{rng.choice(['', 'the ', 'A '])}{a}{rng.choice(blanks)}{w}{rng.choice(tails)}"
@@ -128,3 +139,4 @@ def test_pairs_before_a_lower_case_word_share_one_entry():
     bad = [(c, e, g) for c, e, g in zip(captions, expected, got) if e != g]
     assert not bad, bad[:3]
     assert any(key.endswith((" a ", " a\n")) for key in ptb._pair_memo)  # (shared entries were made)
+    assert any(key.endswith((" X ", " X\n")) for key in ptb._pair_memo)

@@ -40,8 +40,19 @@ _BEFORE_DIGIT = "\x02"  # marks a blank followed by a digit or a period (see the
 # an SGML tag, a phone number or fraction (digits), a spaced ellipsis (a period), or a trailing
 # context after an abbreviation, which reads one or two characters (SENTEND: a blank, a capital
 # or "<"; ANY2: any two; ABBREV3/DIGIT: a digit) or a sentence starter (ACRONYM_FOLLOWERS, every
-# one capitalised, case-sensitively). So such pairs share one pair-memo entry, "a" for the next chunk.
+# one capitalised, case-sensitively, and followed by a blank or line break). So such pairs share one
+# pair-memo entry, "a" for the next chunk; and those whose next chunk starts with a capital but not
+# with a sentence starter share one, "X".
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_UPPER = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+@lru_cache(maxsize=None)
+def _followers() -> re.Pattern:
+    """A chunk that begins with one of ACRONYM/FOLLOWER's sentence starters ("The", "It", ...; the
+    first letter as written) and a blank or line break, or is one (a blank follows a chunk)."""
+    m = _ptb._spec.macros()
+    return _ptb._compile(f"{m['ACRONYM_FOLLOWERS']}(?:{m['SPACENL']}|\\Z)")
 
 
 @lru_cache(maxsize=None)
@@ -139,6 +150,8 @@ def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str]) -> se
         # (the pair memo's key holds the line's own blanks)
         if nxt[0] in _LOWER:  # the scan reads only the next chunk's first letter (see _LOWER)
             key = raw[start:end + j - k] + "a" + (raw[e2] if e2 < len(raw) else "\n")
+        elif nxt[0] in _UPPER and _followers().match(nxt) is None:  # ... or that it is a capital
+            key = raw[start:end + j - k] + "X" + (raw[e2] if e2 < len(raw) else "\n")
         else:
             key = raw[start:e2] + (raw[e2] if e2 < len(raw) else "\n")
         hit = pairs.get(key)

@@ -525,8 +525,11 @@ def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, lines
 def _can_pair(chunk: str, nxt: str) -> bool:
     """Whether the in-place scan of `chunk` is determined by itself, the blanks, the next chunk `nxt`
     and the character after it: no match starting in `chunk` can reach past them (see above). Only
-    phone numbers and spaced ellipses cross more than one blank."""
+    phone numbers and spaced ellipses cross more than one blank; and an abbreviation's trailing
+    context reads on through a next chunk of line-break characters only ("A. \\x85 It")."""
     if "<" in chunk or "<" in nxt or chunk[-1] in _RUN_BLANKS or nxt[0] in _RUN_BLANKS or nxt[-1] in _RUN_BLANKS:
+        return False
+    if not nxt.strip(_SPACENL_CHARS):
         return False
     last = chunk[-1]
     if (last == ")" or (last != "." and last in _digits_and_period())) and _crosses_before_digit().fullmatch(nxt):
