@@ -27,6 +27,7 @@ import re
 from bisect import bisect_right
 from functools import lru_cache
 from itertools import accumulate, repeat
+from operator import add
 from typing import Sequence
 
 from vlgap.captions import ptb_tokenize as _ptb
@@ -111,20 +112,21 @@ def _indices(items: list, value) -> list[int]:
         return out
 
 
-def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str]) -> set[int]:
+def _settle_pairs(parts: list[str], outs: list[str], lines: Sequence[str], tabs: bool) -> set[int]:
     """Settle, in `outs`, the unsettled chunks that a blank follows in their line, as `_ptb._resolve_followers`
     does: the chunk scanned in place with the next chunk, its output (and whether the scan took the
     next chunk too) read from the pair memo, or scanned and memoised. Returns the lines this cannot
     settle (e.g. a chunk after a blank run, or a scan that cannot be memoised: those lines are
-    made by `_tokenize_line`). `lines`: all lines, `parts` made from all but the last."""
+    made by `_tokenize_line`). `lines`: all lines, `parts` made from all but the last; `tabs`: whether
+    they hold a tab."""
     hits = _indices(outs, _UNSETTLED + " ")
     if not hits:
         return set()
     body = lines[:-1]
-    sizes = list(map(str.count, body, repeat(" ")))
-    if any("\t" in line for line in body):
-        sizes = [a + line.count("\t") for a, line in zip(sizes, body)]
-    starts = list(accumulate((size + 1 for size in sizes), initial=0))  # each line's first part
+    sizes = map(str.count, body, repeat(" "))  # (+ 1 each: the "\\n " after a line)
+    if tabs:
+        sizes = map(add, sizes, map(str.count, body, repeat("\t")))
+    starts = list(accumulate(map(add, sizes, repeat(1)), initial=0))  # each line's first part
     pairs, blanks, can_pair = _ptb._pair_memo, _ptb._RUN_BLANKS, _ptb._can_pair
     bad: set[int] = set()
     taken = -1  # the last part an in-place scan took
@@ -212,7 +214,8 @@ def tokenize_lines(lines: Sequence[str]) -> list[str]:
     if _ptb._RUN_BLANKS.intersection(line[:1] for line in body):  # (not assembled from chunks)
         blanks = _ptb._RUN_BLANKS
         redo.update(i for i, line in enumerate(body) if line[:1] in blanks)
-    text = _mark_blanks_before_digits(text.replace("\t", " ") if "\t" in text else text) + "\n"
+    tabs = "\t" in text
+    text = _mark_blanks_before_digits(text.replace("\t", " ") if tabs else text) + "\n"
     parts = text.split(" ")
     memo = _ptb._joint_memo
     try:
@@ -222,7 +225,7 @@ def tokenize_lines(lines: Sequence[str]) -> list[str]:
             memo[key] = _joint_entry(key)
         outs = list(map(memo.__getitem__, parts))
     if _UNSETTLED + " " in memo.values():
-        redo.update(_settle_pairs(parts, outs, lines))
+        redo.update(_settle_pairs(parts, outs, lines, tabs))
     joined = "".join(outs)
     if " \n" in joined:  # (a line's last chunk without tokens)
         joined = joined.replace(" \n", "\n")
