@@ -147,3 +147,46 @@ def test_one_utf8_reader_names_file_line_and_byte_for_captions_and_annotations(t
     wide.write_bytes('{"id": 1, "caption": "café"}\n'.encode("utf-16"))
     assert read_text(wide) == '{"id": 1, "caption": "café"}\n'
     assert load_captions(wide, {1: ["café"]}).predictions == ["café"]
+
+
+def test_load_captions_fast_path_equals_the_row_by_row_reading(monkeypatch):
+    import sys
+    from pathlib import Path
+
+    from vlgap.captions import io
+
+    sys.path.insert(0, str(Path(__file__).parent / "fixtures" / "captions"))
+    from corpus import make_corpus
+
+    refs, preds = make_corpus(300, 3, seed=4, nasty=True)
+    cases = [
+        (preds, refs, {}),
+        (list(preds.values()), [refs[k] for k in preds], {}),                      # list-aligned: ids 0..n-1
+        ({i: c for i, c in enumerate(preds.values())}, {i: r for i, r in enumerate(refs.values())}, {}),
+        ({**preds, "x": "  "}, {**refs, "x": ["a"]}, {"on_empty": "keep"}),        # a blank prediction
+        (preds, {**refs, next(iter(refs)): ["ok", " "]}, {"on_empty": "keep"}),    # a blank reference
+        ({**preds, 7: "a"}, {**refs, 7: "just one"}, {}),                          # a string, not a list
+        ({**preds, 1: "a", "1": "b"}, {**refs, 1: ["a"], "1": ["b"]}, {"on_duplicate": "first"}),  # str(id) twice
+        ({**preds, "y": ["one", "two"]}, {**refs, "y": ["r"]}, {"on_duplicate": "first"}),
+    ]
+    for p, r, options in cases:
+        fast = io.load_captions(p, r, **options)
+        with monkeypatch.context() as m:
+            m.setattr(io, "_plain_items", lambda data, kind: None)
+            slow = io.load_captions(p, r, **options)
+        assert (fast.ids, fast.predictions, fast.references, fast.report) == \
+            (slow.ids, slow.predictions, slow.references, slow.report)
+    for bad in ({"a": ["\ud800"]}, {"a": [3]}, {"a": []}):
+        for reader in ("fast", "slow"):
+            with monkeypatch.context() as m:
+                if reader == "slow":
+                    m.setattr(io, "_plain_items", lambda data, kind: None)
+                try:
+                    io.load_captions({"a": "x"}, bad)
+                except Exception as e:  # noqa: BLE001
+                    message = str(e)
+                else:
+                    message = None
+            if reader == "fast":
+                fast_message = message
+        assert message is not None and message == fast_message

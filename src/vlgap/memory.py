@@ -16,8 +16,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import os
 import platform
+from contextlib import contextmanager
+from typing import Iterator
 
 #: blocks below this come from the heap and are reused; the heap's top is trimmed only above it
 THRESHOLD_BYTES = 1 << 30
@@ -43,3 +46,20 @@ def reuse_freed_memory() -> bool:
     except (OSError, AttributeError):
         _done = False
     return _done
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused for a block of bulk work that builds many small
+    containers and keeps most of them (memos, per-caption lists): each automatic collection there
+    walks every tracked object of the process (the caller's data included) and finds nothing to
+    free, e.g. 30 to 100 ms of a 0.7 s caption evaluation. Nothing is freed later than it would be
+    by reference counting; cycles made inside are collected after the block. Nested blocks and a
+    collector the caller disabled are left as they are."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io as _io
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,6 +29,7 @@ from vlgap.captions.registry import (Scoring, ScoringSettings, caption_metrics, 
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
+from vlgap.memory import collector_paused
 
 TOKENIZER = "PTBTokenizer (stanford-corenlp 3.4.1, -lowerCase, coco-caption punctuation removed), pure Python"
 _parse_metrics = parse_metrics  # the name other modules used
@@ -92,7 +94,8 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
     for kind in ("text", "model"):
         group = [m for m in metrics if get_metric(m).kind == kind]
         if group:
-            with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS):
+            with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS), \
+                    (collector_paused() if kind == "text" else nullcontext()):
                 out.update((m, get_metric(m).compute(s)) for m in group)
     return {m: out[m] for m in metrics if m in out}
 

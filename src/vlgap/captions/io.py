@@ -24,6 +24,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -89,6 +90,30 @@ def _row_id(row: dict, where: str) -> Any:
         if key in row:
             return row[key]
     raise VlgapError(f"{where}: no id field; each row needs 'image_id' or 'id'")
+
+
+def _plain_items(data: Any, kind: type) -> tuple[dict[str, Any], list] | None:
+    """({str(id): id}, values) of an id-keyed dict whose values are all non-empty lists of non-blank
+    strings (kind list) or all non-blank strings (kind str), with distinct str(id)s and no unpaired
+    surrogate: the common input, checked with a few whole-input operations. None for anything else
+    (the row-by-row reading then checks it and reports what is wrong)."""
+    if not isinstance(data, dict) or "annotations" in data:
+        return None
+    values = list(data.values())
+    if kind is list:
+        if not all(v.__class__ is list and v for v in values):
+            return None
+        texts = list(chain.from_iterable(values))
+    else:
+        texts = values
+    if set(map(type, texts)) != {str} or not all(map(str.strip, texts)):
+        return None
+    try:
+        "".join(texts).encode("utf-8")  # (fails on a surrogate, as _check_text's search)
+    except UnicodeEncodeError:
+        return None
+    ids = dict(zip(map(str, data), data))
+    return (ids, values) if len(ids) == len(values) else None
 
 
 def _check_text(value: Any, item: Any, what: str) -> str:
@@ -203,7 +228,7 @@ def _aligned(obj: Any, what: str) -> Any:
     """A list-aligned input as the dict form, ids 0..n-1 (item i of predictions is item i of references)."""
     obj = _plain(obj)
     if isinstance(obj, dict):
-        return {k: _plain(v) for k, v in obj.items()}
+        return {k: v if v.__class__ is str or v.__class__ is list else _plain(v) for k, v in obj.items()}
     if positional_length(obj) is None:
         return obj
     if what.startswith("references"):
@@ -233,6 +258,14 @@ def _check_aligned_lengths(predictions: Any, references: Any) -> None:
 def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "error",
                   on_duplicate: Policy = "error", on_empty: Policy = "error") -> CaptionData:
     """Read, validate and align predictions with references (see the module docstring)."""
+    from vlgap.memory import collector_paused
+
+    with collector_paused():  # (many small containers, all kept: collections would find nothing)
+        return _load_captions(predictions, references, on_missing, on_duplicate, on_empty)
+
+
+def _load_captions(predictions: Any, references: Any, on_missing: Policy, on_duplicate: Policy,
+                   on_empty: Policy) -> CaptionData:
     for name, value, allowed in (("on_missing", on_missing, ("error", "drop")),
                                  ("on_duplicate", on_duplicate, ("error", "first")),
                                  ("on_empty", on_empty, ("error", "keep"))):
@@ -249,7 +282,10 @@ def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "er
     ref_id: dict[str, Any] = {}
     no_refs: list[Any] = []
     empty_refs: list[Any] = []
-    for item, cap in reference_rows(ref_data, ref_src):
+    plain = _plain_items(ref_data, list)
+    if plain is not None:  # every item a list of non-blank strings: what the loop below would make
+        ref_id, refs = plain[0], dict(zip(plain[0], map(list, plain[1])))
+    for item, cap in (() if plain is not None else reference_rows(ref_data, ref_src)):
         key = str(item)
         ref_id.setdefault(key, item)
         lst = refs.setdefault(key, [])
@@ -271,7 +307,10 @@ def load_captions(predictions: Any, references: Any, *, on_missing: Policy = "er
     pred_id: dict[str, Any] = {}
     dupes: dict[str, int] = {}
     empty_preds: list[Any] = []
-    for item, cap in _prediction_rows(pred_data, pred_src):
+    plain = _plain_items(pred_data, str)
+    if plain is not None:  # every item one non-blank string: what the loop below would make
+        pred_id, preds = plain[0], dict(zip(plain[0], plain[1]))
+    for item, cap in (() if plain is not None else _prediction_rows(pred_data, pred_src)):
         key = str(item)
         cap = _check_text(cap, item, "the prediction")
         if key in preds:

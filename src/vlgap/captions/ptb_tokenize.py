@@ -9,6 +9,8 @@ feeds its scorers, without starting a JVM. The rules themselves are in _ptb_rule
 scanner: fast paths for common text that give what the full rule-by-rule scan gives, and a memo of
 each distinct space-separated chunk's output, so a corpus is scanned about once per distinct word
 (see "one blank-separated chunk at a time" below; the tests hold both to the full scan and the jar).
+_ptb_lines assembles the lines of a whole list from those memos at once; Python's cyclic garbage
+collector is paused meanwhile (vlgap.memory.collector_paused).
 
 Faithful details worth knowing (they are what the jar does, not choices made here):
   - parentheses become "-lrb-"/"-rrb-" after lower-casing, so they survive the punctuation filter
@@ -25,13 +27,14 @@ and every later caption is paired with the wrong tokens; matching that would be 
 from __future__ import annotations
 
 import re
-from bisect import bisect_right
 from functools import lru_cache
-from itertools import accumulate, filterfalse
+from itertools import filterfalse
 from typing import Sequence
 
 
 from vlgap.captions import _ptb_classes, _ptb_rules as _spec
+from vlgap.captions._ptb_regex import _compile_parsed
+from vlgap.memory import collector_paused
 from vlgap.captions._ptb_text import _LONE_SURROGATE, _from_utf16_units, _java_lower, _to_utf16_units
 
 #: the tokens pycocoevalcap's PTBTokenizer wrapper removes after tokenising (its PUNCTUATIONS list)
@@ -66,6 +69,13 @@ _ASCII_WORD = re.compile(r"[A-Za-z][A-Za-z0-9]*")
 _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+def _compile(source: str) -> re.Pattern:
+    """re.compile(source) (the same code; no .pattern), each large character class parsed and built
+    once (see _ptb_rules._parse and _ptb_regex._compile_parsed): these patterns hold the jar's
+    digit and letter classes."""
+    return _compile_parsed(_spec._parse(source))
+
+
 @lru_cache(maxsize=None)
 def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
     """Common punctuation whose token is fixed unless the next characters could start a longer
@@ -74,10 +84,10 @@ def _punctuation_shortcuts() -> dict[str, tuple[re.Pattern, str | None]]:
     digit = f"(?:[{_spec.classes()['DIGIT_CLASS']}]|[\\u07c0-\\u07c9])"
     smiley_second = r"[\-o*'()DPdpO\\{@|\[\]]"
     return {
-        ",": (re.compile(f",(?!{digit})"), ","),                           # NUMBER ",5"
-        ".": (re.compile(f"\\.(?!\\.|[ \\xa0]\\.|{digit})"), "."),            # LDOTS, NUMBER ".5"
+        ",": (_compile(f",(?!{digit})"), ","),                             # NUMBER ",5"
+        ".": (_compile(f"\\.(?!\\.|[ \\xa0]\\.|{digit})"), "."),              # LDOTS, NUMBER ".5"
         ";": (re.compile(f";(?!{smiley_second})"), ";"),                   # SMILEY ";)"
-        ":": (re.compile(f":(?!{smiley_second}|{digit})"), ":"),           # SMILEY ":)", NUMBER ":30"
+        ":": (_compile(f":(?!{smiley_second}|{digit})"), ":"),             # SMILEY ":)", NUMBER ":30"
         "!": (re.compile(r"[?!]+"), None),
         "?": (re.compile(r"[?!]+"), None),
         "(": (re.compile(r"\((?![0-9\-^x=~<>'])"), "-LRB-"),              # PHONE "(555)", ASIANSMILEY "(^_^)"
@@ -95,7 +105,7 @@ def _digits_word() -> re.Pattern:
     not followed by a digit (of any script: "5 \u0663/\u0664" is a fraction) or another space:
     NUMBER/THING; no fraction or phone number can continue it."""
     digit = f"[{_spec.classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
-    return re.compile(f"[0-9][A-Za-z0-9]*(?=[ \\t](?![\\xa0 \\t]|{digit})|\\n|\\Z)")
+    return _compile(f"[0-9][A-Za-z0-9]*(?=[ \\t](?![\\xa0 \\t]|{digit})|\\n|\\Z)")
 
 
 _abbreviation_cache: dict[str, bool] = {}
@@ -104,7 +114,7 @@ _abbreviation_cache: dict[str, bool] = {}
 @lru_cache(maxsize=None)
 def _abbreviation_pattern() -> re.Pattern:
     m = _spec.macros()
-    return re.compile(f"(?:{m['ABBREV1']}|{m['ABBREV2']}|{m['ABBREV3']}|{m['ACRONYM1']})")
+    return _compile(f"(?:{m['ABBREV1']}|{m['ABBREV2']}|{m['ABBREV3']}|{m['ACRONYM1']})")
 
 
 def _is_abbreviation(word_with_period: str) -> bool:
@@ -283,29 +293,17 @@ def _following(lines: Sequence[str], i: int) -> str:
     return tail[:blank + _CONTEXT_CHARS]
 
 
-def _clean_all(captions: Sequence[str]) -> list[str]:
-    """`_clean` of every caption (one search of the joined captions finds the few that need it)."""
-    lines = list(captions)
-    joined = "\x00".join(lines)  # (U+0000 needs no cleaning: a hit lies inside one caption)
-    hits = [m.start() for m in _NEEDS_CLEANING.finditer(joined)]
-    if hits:
-        starts = list(accumulate((len(c) + 1 for c in lines), initial=0))
-        for k in {bisect_right(starts, h) - 1 for h in hits}:
-            lines[k] = _clean(lines[k])
-    return lines
-
-
 def ptb_tokenize(captions: Sequence[str]) -> list[str]:
     """Tokenise captions exactly as pycocoevalcap's PTBTokenizer does for the same list, in order.
 
     Each caption is read as one line followed by the next caption (the jar reads them from one
     file), lower-cased, and stripped of pycocoevalcap's punctuation tokens; the result is the
     space-joined token string pycocoevalcap passes to its scorers."""
-    lines = _clean_all(captions)
-    if sum(map(len, _memos.values())) + len(_pair_memo) > _MEMO_SIZE:
-        _clear_memos()
-    last = len(lines) - 1
-    return [_tokenize_line(line, "\n" if i < last else "", lines, i) for i, line in enumerate(lines)]
+    with collector_paused():
+        lines = _ptb_lines.clean_lines(captions)
+        if sum(map(len, _memos.values())) + len(_pair_memo) + len(_joint_memo) > _MEMO_SIZE:
+            _clear_memos()
+        return _ptb_lines.tokenize_lines(lines)
 
 
 def _tokenize_line_plain(line: str, context: str) -> str:
@@ -343,6 +341,8 @@ _memos: dict[str, dict] = {" ": {"": ""}, "\n": {"": ""}, "": {"": ""}}
 # chunk + blanks + next chunk + following character -> (output of the first chunk scanned in
 # place, how far the scan went past it: 0 or to the end of the next chunk)
 _pair_memo: dict[str, tuple[str, int]] = {}
+# chunk + what follows it -> its output there, for all lines at once (see _ptb_lines)
+_joint_memo: dict[str, str] = {}
 # characters of a blank run other than " " and "\t"
 _RUN_BLANK_CHARS = "\xa0\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a\u3000"
 _RUN_BLANKS = frozenset(_RUN_BLANK_CHARS)
@@ -358,6 +358,7 @@ def _clear_memos() -> None:
         memo.clear()
         memo[""] = ""
     _pair_memo.clear()
+    _joint_memo.clear()
 
 
 @lru_cache(maxsize=None)
@@ -375,7 +376,7 @@ def _crosses_before_digit() -> re.Pattern:
     """Chunk suffixes that a phone number ("(555) 123", "555 1234") or a fraction ("3 1/2")
     continues after a blank when a digit comes next."""
     digit = f"[{_spec.classes()['DIGIT_CLASS']}\\u07c0-\\u07c9]"
-    return re.compile(f"[0-9()+\\-\\xa0]*[0-9)]|{digit}{{1,4}}")
+    return _compile(f"[0-9()+\\-\\xa0]*[0-9)]|{digit}{{1,4}}")
 
 
 def _finish(tokens: list[str]) -> str | None:
@@ -524,8 +525,11 @@ def _resolve_followers(outs: list, parts: list[str], last: str, tail: str, lines
 def _can_pair(chunk: str, nxt: str) -> bool:
     """Whether the in-place scan of `chunk` is determined by itself, the blanks, the next chunk `nxt`
     and the character after it: no match starting in `chunk` can reach past them (see above). Only
-    phone numbers and spaced ellipses cross more than one blank."""
+    phone numbers and spaced ellipses cross more than one blank; and an abbreviation's trailing
+    context reads on through a next chunk of line-break characters only ("A. \\x85 It")."""
     if "<" in chunk or "<" in nxt or chunk[-1] in _RUN_BLANKS or nxt[0] in _RUN_BLANKS or nxt[-1] in _RUN_BLANKS:
+        return False
+    if not nxt.strip(_SPACENL_CHARS):
         return False
     last = chunk[-1]
     if (last == ")" or (last != "." and last in _digits_and_period())) and _crosses_before_digit().fullmatch(nxt):
@@ -586,3 +590,6 @@ def _tokenize_chunks(line: str, context: str) -> str:
                 frags.append(frag)
         start = end + 1
     return " ".join(frags)
+
+
+from vlgap.captions import _ptb_lines  # noqa: E402 (it reads this module's memos and scanner)

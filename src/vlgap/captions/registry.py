@@ -281,14 +281,16 @@ class Scoring:
 def tokenize_data(data) -> tuple[list[str], list[list[str]]]:
     """coco-caption tokenisation: references in one pass, predictions in another (as pycocoevalcap)."""
     from vlgap.captions.ptb_tokenize import ptb_tokenize
+    from vlgap.memory import collector_paused
 
-    flat = [r for rs in data.references for r in rs]
-    tok_refs = ptb_tokenize(flat)
-    refs, i = [], 0
-    for rs in data.references:
-        refs.append(tok_refs[i:i + len(rs)])
-        i += len(rs)
-    return ptb_tokenize(data.predictions), refs
+    with collector_paused():  # (see there: a list per item, all kept)
+        flat = [r for rs in data.references for r in rs]
+        tok_refs = ptb_tokenize(flat)
+        refs, i = [], 0
+        for rs in data.references:
+            refs.append(tok_refs[i:i + len(rs)])
+            i += len(rs)
+        return ptb_tokenize(data.predictions), refs
 
 
 def mean_table(key: str, per_item: Sequence[float] | np.ndarray, extra: dict[str, Any] | None = None) -> MetricTable:
