@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from vlgap.captions import _ptb_regex, _ptb_rules, ptb_tokenize as ptb
+from vlgap.captions import _ptb_core as ptb, _ptb_regex, _ptb_rules
 from vlgap.captions.ptb_tokenize import lex, ptb_tokenize
 
 FIXTURES = Path(__file__).parent / "fixtures" / "captions"

@@ -9,7 +9,7 @@ import random
 import sys
 from pathlib import Path
 
-from vlgap.captions import _ptb_lines, ptb_tokenize as ptb
+from vlgap.captions import _ptb_core as ptb, _ptb_lines
 from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.memory import collector_paused
 

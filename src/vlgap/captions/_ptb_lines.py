@@ -1,10 +1,10 @@
 """The PTB tokenizer twin's line assembly for a whole list of captions at once, in a few C-level calls.
 
-ptb_tokenize's `_tokenize_line` assembles a line from the memoised outputs of its blank-separated
+_ptb_core's `_tokenize_line` assembles a line from the memoised outputs of its blank-separated
 chunks; for most chunks the output depends only on the chunk and on whether a blank or the line end
 follows it. Here that is done for all lines together: the lines (all but the last) are joined with
 "\\n " after each, tabs read as spaces (as `_tokenize_line` reads them), the text is split once on
-spaces, and each chunk is looked up in one memo (`_joint_memo` in ptb_tokenize) whose keys also say
+spaces, and each chunk is looked up in one memo (`_joint_memo` in _ptb_core) whose keys also say
 what follows the chunk:
 
     "chunk"        a blank follows, then anything but a digit or a period;
@@ -30,7 +30,7 @@ from itertools import accumulate, repeat
 from operator import add
 from typing import Sequence
 
-from vlgap.captions import ptb_tokenize as _ptb
+from vlgap.captions import _ptb_core as _ptb
 
 #: stands for an output this memo cannot settle; never a character of a settled output (every output
 #: holding it is made again line by line, so one that genuinely held it would only cost time)

@@ -1,7 +1,7 @@
 """The lexer specification of Stanford PTBTokenizer 3.4.1 (the jar coco-caption runs), as regexes.
 
 JFlex macros (`macros()`) and the rules in specification order with their Java actions
-(`rules()`), each with what the scanner in ptb_tokenize needs to try it cheaply: which characters
+(`rules()`), each with what the scanner in _ptb_core needs to try it cheaply: which characters
 it can start with (`candidates(ch)`), its longest possible match, a character every match holds,
 and whether a backtracking match is already the longest one (else POSIX leftmost-longest matching
 is used, as the jar's DFA does). Character classes come from the jar's frozen tables
