@@ -280,3 +280,28 @@ def test_chunk_frames_only_joins_framewise_uint8_frames_of_one_size():
     assert chunk_frames(enc, [a, np.zeros((2, 8, 6, 3), np.uint8)]) is None  # two sizes
     assert chunk_frames(enc, [a, b.astype(np.float32)]) is None  # pixels preprocessed elsewhere
     assert chunk_frames(ToyVision(), [a, b]) is None  # no frame-wise preprocessor declared
+
+
+def test_chunk_mean_pooling_equals_each_items_own_mean_bit_for_bit(one_thread):
+    """Mean pooling of a whole chunk at once ([items, n_f, D].mean(1)) gives each item exactly its own
+    f[rows].mean(0): positions repeated and out of order, two n_f, items of different frame counts."""
+    import torch
+
+    from vlgap.features.chunk_steps import Decoded, VisionSteps
+
+    enc, rng = ToyVision(), np.random.default_rng(0)
+    steps = VisionSteps([3, 5], 1, False)
+    payload = []
+    for n in (4, 7, 5, 6):
+        frames = rng.integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
+        pos = {3: rng.integers(0, n, 3), 5: rng.permutation(np.r_[np.arange(n), 0, 0][:5])}
+        payload.append((frames, pos, pos))
+    ids = [f"i{k}" for k in range(len(payload))]
+    out, _ = steps.encode_chunk(enc, Decoded({3: ids, 5: ids}, {3: [], 5: []}, payload), batch_size=3)
+    with torch.inference_mode():
+        feats = steps._forward(enc, torch.cat([enc.preprocess(p[0]) for p in payload]), 3)
+    offsets = np.cumsum([0] + [len(p[0]) for p in payload])
+    for v in (3, 5):
+        for f, got in zip(feats, out[v]):
+            want = np.stack([f[torch.as_tensor(offsets[k] + p[1][v])].mean(0).numpy() for k, p in enumerate(payload)])
+            np.testing.assert_array_equal(got, want)
