@@ -238,3 +238,70 @@ def test_decoding_plans_give_the_same_features(tiny_dataset, tmp_path, monkeypat
     assert a.ids == b.ids and len(a.layers) == 19
     for x, y in zip(a.layers, b.layers):
         np.testing.assert_array_equal(x, y)
+
+
+def test_chunk_preprocessed_batch_by_batch_gives_the_same_features(tmp_path, monkeypatch, one_thread):
+    """Lock-step decoding of same-size videos preprocesses a chunk's frames batch by batch (batches that
+    straddle items, two n_f sharing frames); decoding ahead preprocesses item by item in the workers:
+    the same features bit for bit, and each path is the one taken."""
+    from vlgap.data.shapes import generate_shapes
+    from vlgap.encoders.registry import get_encoder
+    from vlgap.features import chunk_steps as cs
+    from vlgap.features import extract as ex
+
+    man = generate_shapes(tmp_path / "data", 5, seed=1, n_frames=12, size=48)
+    enc = get_encoder("mobilenet_v2", random_weights=True, image_size=64)
+    plans = {"lockstep": {"decode_threads": 1, "ahead": 0, "preprocess_in_workers": False},
+             "ahead": {"decode_threads": None, "ahead": 2, "preprocess_in_workers": True}}
+    real, joined, out = cs.chunk_frames, {}, {}
+    for name, plan in plans.items():
+        monkeypatch.setattr(ex, "decoding_plan", lambda *a, plan=plan, **k: plan)
+        monkeypatch.setattr(cs, "chunk_frames", lambda *a, name=name: joined.setdefault(name, real(*a)))
+        out[name] = extract(man, "mobilenet_v2", n_frames=[3, 4], cache_dir=tmp_path / name, loaded_encoder=enc,
+                            random_weights=True, image_size=64, batch_size=5, progress=False).features
+    union = len(np.union1d(frame_indices(12, 3), frame_indices(12, 4)))  # frames both n_f need, once
+    assert joined["lockstep"].dtype == np.uint8 and joined["lockstep"].shape == (5 * union, 48, 48, 3)
+    assert joined["ahead"] is None  # float pixels from the workers: joined as before
+    for v in (3, 4):
+        a, b = out["lockstep"][v], out["ahead"][v]
+        assert a.ids == b.ids and len(a.layers) == 19
+        for x, y in zip(a.layers, b.layers):
+            np.testing.assert_array_equal(x, y)
+
+
+def test_chunk_frames_only_joins_framewise_uint8_frames_of_one_size():
+    from vlgap.encoders.registry import get_encoder
+    from vlgap.features.chunk_steps import chunk_frames
+
+    enc = get_encoder("mobilenet_v2", random_weights=True, image_size=64)
+    a, b = np.zeros((2, 8, 8, 3), np.uint8), np.ones((3, 8, 8, 3), np.uint8)
+    joined = chunk_frames(enc, [a, b])
+    assert joined.shape == (5, 8, 8, 3) and (joined[2:] == 1).all() and (joined[:2] == 0).all()
+    assert chunk_frames(enc, [a, np.zeros((2, 8, 6, 3), np.uint8)]) is None  # two sizes
+    assert chunk_frames(enc, [a, b.astype(np.float32)]) is None  # pixels preprocessed elsewhere
+    assert chunk_frames(ToyVision(), [a, b]) is None  # no frame-wise preprocessor declared
+
+
+def test_chunk_mean_pooling_equals_each_items_own_mean_bit_for_bit(one_thread):
+    """Mean pooling of a whole chunk at once ([items, n_f, D].mean(1)) gives each item exactly its own
+    f[rows].mean(0): positions repeated and out of order, two n_f, items of different frame counts."""
+    import torch
+
+    from vlgap.features.chunk_steps import Decoded, VisionSteps
+
+    enc, rng = ToyVision(), np.random.default_rng(0)
+    steps = VisionSteps([3, 5], 1, False)
+    payload = []
+    for n in (4, 7, 5, 6):
+        frames = rng.integers(0, 256, (n, 8, 8, 3), dtype=np.uint8)
+        pos = {3: rng.integers(0, n, 3), 5: rng.permutation(np.r_[np.arange(n), 0, 0][:5])}
+        payload.append((frames, pos, pos))
+    ids = [f"i{k}" for k in range(len(payload))]
+    out, _ = steps.encode_chunk(enc, Decoded({3: ids, 5: ids}, {3: [], 5: []}, payload), batch_size=3)
+    with torch.inference_mode():
+        feats = steps._forward(enc, torch.cat([enc.preprocess(p[0]) for p in payload]), 3)
+    offsets = np.cumsum([0] + [len(p[0]) for p in payload])
+    for v in (3, 5):
+        for f, got in zip(feats, out[v]):
+            want = np.stack([f[torch.as_tensor(offsets[k] + p[1][v])].mean(0).numpy() for k, p in enumerate(payload)])
+            np.testing.assert_array_equal(got, want)

@@ -12,7 +12,7 @@ import math
 import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 import torch
@@ -37,6 +37,9 @@ class FramePreprocess:
     mean: tuple[float, float, float]
     std: tuple[float, float, float]
     interpolation: str = "bilinear"
+    #: every frame is resized, cropped and normalised on its own: its pixels do not depend on the frames
+    #: preprocessed with it (extraction preprocesses a chunk's frames in batches, features.chunk_steps)
+    framewise: ClassVar[bool] = True
 
     @classmethod
     def make(cls, image_size: int, mean=IMAGENET_MEAN, std=IMAGENET_STD, crop_pct: float = DEFAULT_CROP_PCT,
