@@ -66,6 +66,11 @@ def test_identification_rules():
     ident = identification(dict(ranges, alpha=1e-3))
     assert not ident["S_inf"]["identified"] and not ident["C_f"]["identified"]
     assert "only S_inf - C_f" in ident["C_f"]["why"]
+    # the exponent only in part of the refits at its lower bound: S_inf and its C both confounded
+    ident = identification(dict(ranges, alpha=1.2, beta=0.5), {"alpha": [1e-3, 10.0], "C_f": [0.001, 2.6]})
+    assert not ident["S_inf"]["identified"] and "confounded with C_f" in ident["S_inf"]["why"]
+    assert not ident["C_f"]["identified"] and "confounded with S_inf" in ident["C_f"]["why"]
+    assert ident["C_c"]["identified"] and ident["beta"]["identified"]
     # 1 % of a bound is "at" it; 2 % is not
     assert identification(dict(ranges, beta=9.91))["beta"]["at_bound"] == "upper"
     assert identification(dict(ranges, beta=9.79))["beta"]["identified"]

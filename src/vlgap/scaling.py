@@ -42,8 +42,7 @@ BOUND_RTOL = 0.01
 HELDOUT_TOO_FEW = "too few cells below the largest n_f, n_c to hold out"
 MIN_DISTINCT = 3
 MIN_CELLS = 6
-_START_GRID = np.geomspace(0.05, 5.0, 12)
-_N_STARTS = 4
+_START_GRID, _N_STARTS = np.geomspace(0.05, 5.0, 12), 4
 #: evaluations per bootstrap refit; one that spends them (a flat valley) goes on by scaling_batch.polish
 BOOTSTRAP_MAX_NFEV = 200
 
@@ -301,8 +300,8 @@ def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]
        term may be absent);
     3. it has no effect: an exponent whose coefficient C is at 0 (n^-alpha multiplies nothing); or
        it is confounded: when an exponent sits at its lower bound the term is ~C (1 - alpha log n),
-       so S_inf and that C trade off and only their difference is determined (S_inf also when only
-       the exponent's interval reaches its lower bound: then it does so in part of the refits).
+       so S_inf and that C trade off and only their difference is determined (both also when only
+       the exponent's interval reaches its lower bound: then they do so in part of the refits).
 
     Returns {name: {"identified", "at_bound" ("lower" | "upper" | None), "bounds" ([lo, hi], None
     for no bound), "why" (None when identified)}}.
@@ -338,9 +337,10 @@ def identification(params: dict[str, float], param_ci: dict[str, Sequence[float]
                 if out[name]["identified"]:
                     out[name].update(identified=False,
                                      why=f"confounded: with {ex} at its lower bound only S_inf - {coef} is determined")
-        if ex_ci and _near(min(ex_ci), EXPONENT_BOUNDS[0], atol) and out["S_inf"]["identified"]:
-            out["S_inf"].update(identified=False, why=f"confounded with {coef} in part of the bootstrap refits "
-                                                      f"({ex}'s interval reaches its lower bound)")
+        for name, other in (("S_inf", coef), (coef, "S_inf")) if ex_ci and _near(min(ex_ci), EXPONENT_BOUNDS[0], atol) else ():
+            if out[name]["identified"]:
+                out[name].update(identified=False, why=f"confounded with {other} in part of the bootstrap refits "
+                                                       f"({ex}'s interval reaches its lower bound)")
     return out
 
 
