@@ -102,18 +102,18 @@ def test_a_failing_lane_stops_the_run_and_the_rerun_resumes_the_others(lm_folder
 
 
 def test_lane_workers_reads_vlgap_workers_and_the_free_cores(monkeypatch):
-    from vlgap.cape.lanes import LANES, lane_workers
+    from vlgap.cape.lanes import PARTS, lane_workers
 
     monkeypatch.delenv("VLGAP_WORKERS", raising=False)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(2)), raising=False)
     assert lane_workers("cpu", threads=1) == 2 and lane_workers("cpu", threads=2) == 1
     assert lane_workers("cuda", threads=1) == 1
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert lane_workers("cpu", threads=1) == len(LANES)
+    assert lane_workers("cpu", threads=1) == len(PARTS)
     monkeypatch.setenv("VLGAP_WORKERS", "1")
     assert lane_workers("cpu", threads=1) == 1
     monkeypatch.setenv("VLGAP_WORKERS", "8")
-    assert lane_workers("cpu", threads=4) == len(LANES)
+    assert lane_workers("cpu", threads=4) == len(PARTS)
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv("VLGAP_WORKERS", bad)
         with pytest.raises(VlgapError, match=r"VLGAP_WORKERS=.*whole number >= 1") as err:
