@@ -126,3 +126,26 @@ def _restore_threads():
     n = torch.get_num_threads()
     yield
     torch.set_num_threads(n)
+
+
+def test_keep_freed_memory_reuses_freed_blocks():
+    """A 64 MB block freed and asked for again: a fresh mmap (its pages faulted in again) by default, the
+    heap's own pages after keep_freed_memory (in a subprocess: the setting lasts for the process)."""
+    import subprocess
+    import sys
+
+    probe = ("import resource, sys\n"
+             "from vlgap.cape.lanes import keep_freed_memory\n"
+             "applied = keep_freed_memory() if sys.argv[1] == '1' else True\n"
+             "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); del b\n"
+             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+             "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])\n"
+             "print(int(applied), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)\n")
+    faults = {}
+    for mode in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", probe, mode], capture_output=True, text=True, check=True)
+        applied, n = map(int, out.stdout.split())
+        if not applied:
+            pytest.skip("no glibc malloc here")
+        faults[mode] = n
+    assert faults["0"] > 10_000 and faults["1"] < 1_000, faults  # 16384 pages of 4 KiB in 64 MB
