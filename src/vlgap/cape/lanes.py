@@ -37,7 +37,7 @@ LANES = ("pe", "rewriter", "third")
 #: a cell the question does not need)
 LANE_SPLITS = {"pe": ("test", "train"), "rewriter": ("test", "train"), "third": ("train",)}
 #: the parts workers take, in this order: each lane's SFT with its rewrites, the rewriter split in two (on
-#: two workers: pe, then rewriter test ~ 73 + 33 s; third, then rewriter train ~ 62 + 34 s)
+#: two workers, CPU s of the demo: pe, then rewriter test ~ 74 + 30; third, then rewriter train ~ 64 + 40)
 PARTS = (("pe", ("test", "train")), ("third", ("train",)), ("rewriter", ("train",)), ("rewriter", ("test",)))
 #: the stage timings' order, as the serial run always recorded them
 TIMING_ORDER = ("sft_pe", "sft_third", "rewrite_pe", "rewrite_third", "rewrite_rewriter")
