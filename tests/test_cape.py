@@ -202,6 +202,41 @@ def test_operator_cache_resumes_and_refuses_other_model_hash(tmp_path):
         rewrite(_Counting(hash_="other"), texts, cache_dir=tmp_path)
 
 
+def test_rewrite_cache_keeps_what_another_writer_saved(tmp_path):
+    """Two caches of one operator opened side by side (the CAPE lanes rewrite the rewriter's two splits in
+    two processes): each save keeps the other's entries, and the file is the same bytes in either order."""
+    import threading
+    import time
+
+    from vlgap.cape.operators import RewriteCache, TemplateOperator, _folder_lock
+
+    test, train = ["a red cube spins", "a blue ball rolls"], ["a green cone falls slowly"]
+    res = dict(zip(test + train, TemplateOperator().rewrite_batch(test + train)))
+    files = []
+    for order in ((test, train), (train, test)):
+        folder = tmp_path / f"run{len(files)}"
+        caches = [RewriteCache(folder, "rewriter", "h"), RewriteCache(folder, "rewriter", "h")]  # both empty
+        for cache, texts in zip(caches, order):
+            for t in texts:
+                cache.put(t, res[t])
+            cache.save()
+        again = RewriteCache(folder, "rewriter", "h")
+        assert {t: again.get(t)["text"] for t in test + train} == {t: res[t]["text"] for t in test + train}
+        files.append((folder / "rewriter.json").read_bytes())
+    assert files[0] == files[1]
+    # a save waits for the folder's lock
+    cache = RewriteCache(tmp_path / "run0", "rewriter", "h")
+    cache.put("a yellow star waits", res[test[0]])
+    saved = threading.Event()
+    with _folder_lock(tmp_path / "run0"):
+        worker = threading.Thread(target=lambda: (cache.save(), saved.set()))
+        worker.start()
+        time.sleep(0.3)
+        assert not saved.is_set()
+    worker.join(10)
+    assert saved.is_set() and RewriteCache(tmp_path / "run0", "rewriter", "h").get("a yellow star waits")
+
+
 def test_rewrite_bad_input_and_template_contract(tmp_path):
     from vlgap.cape.operators import TemplateOperator, get_operator, rewrite
 

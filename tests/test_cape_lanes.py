@@ -102,18 +102,18 @@ def test_a_failing_lane_stops_the_run_and_the_rerun_resumes_the_others(lm_folder
 
 
 def test_lane_workers_reads_vlgap_workers_and_the_free_cores(monkeypatch):
-    from vlgap.cape.lanes import LANES, lane_workers
+    from vlgap.cape.lanes import PARTS, lane_workers
 
     monkeypatch.delenv("VLGAP_WORKERS", raising=False)
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(2)), raising=False)
     assert lane_workers("cpu", threads=1) == 2 and lane_workers("cpu", threads=2) == 1
     assert lane_workers("cuda", threads=1) == 1
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: set(range(16)), raising=False)
-    assert lane_workers("cpu", threads=1) == len(LANES)
+    assert lane_workers("cpu", threads=1) == len(PARTS)
     monkeypatch.setenv("VLGAP_WORKERS", "1")
     assert lane_workers("cpu", threads=1) == 1
     monkeypatch.setenv("VLGAP_WORKERS", "8")
-    assert lane_workers("cpu", threads=4) == len(LANES)
+    assert lane_workers("cpu", threads=4) == len(PARTS)
     for bad in ("0", "two", "-1"):
         monkeypatch.setenv("VLGAP_WORKERS", bad)
         with pytest.raises(VlgapError, match=r"VLGAP_WORKERS=.*whole number >= 1") as err:
@@ -126,3 +126,26 @@ def _restore_threads():
     n = torch.get_num_threads()
     yield
     torch.set_num_threads(n)
+
+
+def test_keep_freed_memory_reuses_freed_blocks():
+    """A 64 MB block freed and asked for again: a fresh mmap (its pages faulted in again) by default, the
+    heap's own pages after keep_freed_memory (in a subprocess: the setting lasts for the process)."""
+    import subprocess
+    import sys
+
+    probe = ("import resource, sys\n"
+             "from vlgap.cape.lanes import keep_freed_memory\n"
+             "applied = keep_freed_memory() if sys.argv[1] == '1' else True\n"
+             "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); del b\n"
+             "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
+             "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])\n"
+             "print(int(applied), resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0)\n")
+    faults = {}
+    for mode in ("0", "1"):
+        out = subprocess.run([sys.executable, "-c", probe, mode], capture_output=True, text=True, check=True)
+        applied, n = map(int, out.stdout.split())
+        if not applied:
+            pytest.skip("no glibc malloc here")
+        faults[mode] = n
+    assert faults["0"] > 10_000 and faults["1"] < 1_000, faults  # 16384 pages of 4 KiB in 64 MB

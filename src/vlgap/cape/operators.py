@@ -19,8 +19,9 @@ import json
 import os
 import re
 import sys
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from vlgap.cape import world as W
 from vlgap.cape.schema import PARTS, SixPart
@@ -419,25 +420,31 @@ class RewriteCache:
 
     def __init__(self, folder: str | os.PathLike, operator: str, model_hash: str,
                  settings: dict[str, Any] | None = None):
-        from vlgap.reuse import check_artefact, read_verified
-
         self.path = Path(folder) / f"{operator}.json"
         self.operator, self.model_hash = operator, model_hash
         self.key = {"format": CACHE_FORMAT, "operator": operator, "model_hash": model_hash, **(settings or {})}
         self.entries: dict[str, dict[str, Any]] = {}
+        with _folder_lock(self.path.parent):
+            self.entries = self._read()
+
+    def _read(self) -> dict[str, dict[str, Any]]:
+        """The entries the file holds now (call under `_folder_lock`)."""
+        from vlgap.reuse import check_artefact, read_verified
+
         verdict = check_artefact(self.path, self.key, verify_bytes=False)
         if verdict.status == "stale" and "format" not in " ".join(verdict.differences):
             shown = "; ".join(d if "model_hash" not in d else "model hash differs" for d in verdict.differences[:4])
             raise VlgapError(f"rewrite cache {str(self.path)!r} holds another operator's results ({shown}); "
                              "use another cache folder or delete the file")
         raw = read_verified(self.path, self.key, what="rewrite cache")
-        if raw is not None:
-            try:
-                data = json.loads(raw)
-            except ValueError as err:  # sealed, yet not JSON: written by a broken writer; redo
-                print(f"vlgap: rewrite cache {self.path} is not valid JSON ({err}); recomputing", file=sys.stderr)
-                data = {}
-            self.entries = data.get("entries", {}) if isinstance(data, dict) else {}
+        if raw is None:
+            return {}
+        try:
+            data = json.loads(raw)
+        except ValueError as err:  # sealed, yet not JSON: written by a broken writer; redo
+            print(f"vlgap: rewrite cache {self.path} is not valid JSON ({err}); recomputing", file=sys.stderr)
+            data = {}
+        return data.get("entries", {}) if isinstance(data, dict) else {}
 
     def get(self, text: str) -> dict[str, Any] | None:
         return self.entries.get(_key(text))
@@ -449,8 +456,33 @@ class RewriteCache:
         from vlgap.io_utils import to_json
         from vlgap.reuse import write_artefact
 
-        doc = {"operator": self.operator, "model_hash": self.model_hash, "entries": self.entries}
-        write_artefact(self.path, (to_json(doc) + "\n").encode(), self.key)
+        # another process may write this operator's results too (the CAPE lanes rewrite the prompted
+        # rewriter's two splits side by side): under the folder's lock, what the file holds now is kept
+        # beside this cache's entries, and the entries are written in key order, so the file is the same
+        # bytes whichever process saved last
+        with _folder_lock(self.path.parent):
+            self.entries = {**self._read(), **self.entries}
+            doc = {"operator": self.operator, "model_hash": self.model_hash,
+                   "entries": dict(sorted(self.entries.items()))}
+            write_artefact(self.path, (to_json(doc) + "\n").encode(), self.key)
+
+
+@contextmanager
+def _folder_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on `folder` (flock on the folder itself: no lock file is left) while a rewrite cache
+    in it is read or written; where the platform has no flock, none."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def check_prompts(texts: Sequence[str], op: Operator, max_input_tokens: int = MAX_INPUT_TOKENS,
