@@ -128,15 +128,16 @@ def _restore_threads():
     torch.set_num_threads(n)
 
 
-def test_keep_freed_memory_reuses_freed_blocks():
+def test_lane_workers_reuse_freed_blocks():
     """A 64 MB block freed and asked for again: a fresh mmap (its pages faulted in again) by default, the
-    heap's own pages after keep_freed_memory (in a subprocess: the setting lasts for the process)."""
+    heap's own pages after reuse_freed_memory, which every lane worker calls (in a subprocess: the
+    setting lasts for the process)."""
     import subprocess
     import sys
 
     probe = ("import resource, sys\n"
-             "from vlgap.cape.lanes import keep_freed_memory\n"
-             "applied = keep_freed_memory() if sys.argv[1] == '1' else True\n"
+             "from vlgap.memory import reuse_freed_memory\n"
+             "applied = reuse_freed_memory() if sys.argv[1] == '1' else True\n"
              "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096]); del b\n"
              "f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt\n"
              "b = bytearray(64 << 20); b[::4096] = b'x' * len(b[::4096])\n"
