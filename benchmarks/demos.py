@@ -72,7 +72,9 @@ def git_commit() -> str:
     try:
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
                               check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        # the table this script writes does not count as a change (a second --demos run follows a first)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                                ":(exclude)results/demo-timings"], cwd=ROOT,
                                capture_output=True, text=True, check=True).stdout.strip()
         return head + ("+changes" if dirty else "")
     except (OSError, subprocess.CalledProcessError):
