@@ -30,6 +30,22 @@ def write_video(path: Path, n_frames: int, size: int = 32, fps: int = 10) -> Pat
     return path
 
 
+def write_toy_manifest(root: Path, n: int, *, seed: int = 0, min_frames: int = 4, length_mod: int = 7,
+                       vocab: int = 40, n_words: int = 8, n_captions: int = 3, caption_words: int = 3) -> Path:
+    """`root/man.jsonl` over n tiny videos `root/m/v{i}.mp4` (min_frames + i % length_mod frames, 16 px),
+    each with n_captions overlapping windows of caption_words random words "w0".."w{vocab-1}" (seeded)."""
+    rows = []
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        write_video(root / "m" / f"v{i}.mp4", min_frames + i % length_mod, size=16)
+        words = [f"w{x}" for x in rng.integers(0, vocab, n_words)]
+        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4",
+                     "captions": [" ".join(words[j:j + caption_words]) for j in range(n_captions)]})
+    man = root / "man.jsonl"
+    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return man
+
+
 @pytest.fixture
 def tiny_dataset(tmp_path):
     """Six videos of different lengths, one image, one frame folder; 3 captions each."""

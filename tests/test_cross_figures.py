@@ -253,17 +253,9 @@ def test_cross_model_figures_cli_writes_sections_and_the_report_includes_them(tm
 
 
 def _toy_manifest(tmp_path: Path, n: int = 24) -> Path:
-    from conftest import write_video
+    from conftest import write_toy_manifest
 
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(n):
-        write_video(tmp_path / "m" / f"v{i}.mp4", 6 + i % 5, size=16)
-        words = [f"w{x}" for x in rng.integers(0, 40, 8)]
-        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4", "captions": [" ".join(words[j:j + 3]) for j in range(2)]})
-    man = tmp_path / "man.jsonl"
-    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return man
+    return write_toy_manifest(tmp_path, n, min_frames=6, length_mod=5, n_captions=2)
 
 
 def test_encoder_matrix_takes_per_encoder_n_f_and_text_rows(tmp_path):

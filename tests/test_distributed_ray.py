@@ -292,19 +292,12 @@ def test_layer_search_on_ray_equals_single_process(ray_cluster, tmp_path, monkey
 
 
 def test_sweep_cells_on_ray_equal_serial_sweep(ray_cluster, tmp_path, one_thread):
-    from conftest import write_video
+    from conftest import write_toy_manifest
 
     from toy_encoders import ToyText, ToyVision
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
-    rows = []
-    rng = np.random.default_rng(0)
-    for i in range(24):
-        write_video(tmp_path / "m" / f"v{i}.mp4", 4 + i % 7, size=16)
-        words = [f"w{x}" for x in rng.integers(0, 40, 8)]
-        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4", "captions": [" ".join(words[j:j + 3]) for j in range(3)]})
-    man = tmp_path / "man.jsonl"
-    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    man = write_toy_manifest(tmp_path, 24)
     cfg = SweepConfig(str(man), ["tv"], ["tt"], [1, 2], [1, 3], k=3, n_bootstrap=15, n_permutations=15,
                       cache_dir=str(tmp_path / "cache"), fit=False)
     serial = run_sweep(cfg, tmp_path / "serial", progress=False, encoders={"tv": ToyVision(), "tt": ToyText()})

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from toy_encoders import ToyText, ToyVision
@@ -13,18 +12,9 @@ from vlgap.probe.sweep import SweepConfig, run_sweep
 
 @pytest.fixture
 def toy_manifest(tmp_path):
-    from conftest import write_video
+    from conftest import write_toy_manifest
 
-    rows = []
-    rng = np.random.default_rng(0)
-    for i in range(30):
-        write_video(tmp_path / "m" / f"v{i}.mp4", 4 + i % 7, size=16)
-        words = [f"w{x}" for x in rng.integers(0, 50, 8)]
-        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4",
-                     "captions": [" ".join(words[j:j + 3]) for j in range(4)]})
-    man = tmp_path / "man.jsonl"
-    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return man
+    return write_toy_manifest(tmp_path, 30, vocab=50, n_captions=4)
 
 
 def test_sweep_rows_match_direct_layer_search_and_resume(toy_manifest, tmp_path):

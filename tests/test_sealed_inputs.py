@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import shutil
 
-import numpy as np
 import pytest
 
 from in_process_cli import refused, run_cli
@@ -23,19 +22,12 @@ from vlgap.errors import VlgapError
 
 @pytest.fixture(scope="module")
 def sweep_run(tmp_path_factory):
-    from conftest import write_video
+    from conftest import write_toy_manifest
 
     from vlgap.probe.sweep import SweepConfig, run_sweep
 
     base = tmp_path_factory.mktemp("sealed")
-    rows = []
-    rng = np.random.default_rng(0)
-    for i in range(14):
-        write_video(base / "m" / f"v{i}.mp4", 4 + i % 7, size=16)
-        words = [f"w{x}" for x in rng.integers(0, 40, 6)]
-        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4", "captions": [" ".join(words[j:j + 3]) for j in range(3)]})
-    man = base / "man.jsonl"
-    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    man = write_toy_manifest(base, 14, n_words=6)
     cfg = SweepConfig(str(man), ["tv"], ["tt"], [2, 3, 4], [1, 2, 3], k=3, n_bootstrap=0, n_permutations=0,
                       cache_dir=str(base / "cache"))
     run_sweep(cfg, base / "run", progress=False, encoders={"tv": ToyVision(), "tt": ToyText()})

@@ -16,18 +16,9 @@ from vlgap.probe.sweep import SweepConfig, run_sweep
 
 @pytest.fixture
 def toy_manifest(tmp_path):
-    from conftest import write_video
+    from conftest import write_toy_manifest
 
-    rows = []
-    rng = np.random.default_rng(1)
-    for i in range(26):
-        write_video(tmp_path / "m" / f"v{i}.mp4", 4 + i % 5, size=16)
-        words = [f"w{x}" for x in rng.integers(0, 40, 8)]
-        rows.append({"id": f"v{i}", "video": f"m/v{i}.mp4",
-                     "captions": [" ".join(words[j:j + 3]) for j in range(4)]})
-    man = tmp_path / "man.jsonl"
-    man.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return man
+    return write_toy_manifest(tmp_path, 26, seed=1, length_mod=5, n_captions=4)
 
 
 def _rows(res):
