@@ -204,15 +204,14 @@ class MutualKnn(KnnMetric):
         memo = active_memo()
         if memo is None:
             return self._fresh_resample_lists(state, get_feats, w)
-        digest = memo.digest(w, self.k)
-        kept = memo.get(state, digest)
-        if kept is None:
+
+        def narrow():  # stored narrow (ids < N, copies taken <= k), widened again below: the same values
             ids, taken = self._fresh_resample_lists(state, get_feats, w)
-            # stored narrow (ids < N, copies taken <= k), returned as computed
-            narrow = torch.int32 if ids.shape[-2] < 2**31 else ids.dtype
-            memo.put(state, digest, (ids.to(narrow), taken.to(torch.uint8 if self.k < 256 else torch.int32)))
-            return ids, taken
-        return kept[0].to(state.ids.dtype), kept[1].to(torch.int32)
+            return (ids.to(torch.int32 if ids.shape[-2] < 2**31 else ids.dtype),
+                    taken.to(torch.uint8 if self.k < 256 else torch.int32))
+
+        ids, taken = memo.get_or_build(state, memo.digest(w, self.k), narrow)
+        return ids.to(state.ids.dtype), taken.to(torch.int32)
 
     def _fresh_resample_lists(self, state: Neighbours, get_feats: Callable[[], torch.Tensor], w: torch.Tensor):
         ids, taken, short = weighted_neighbours(state.ids, w, self.k)
