@@ -33,7 +33,7 @@ from typing import Sequence
 
 
 from vlgap.captions import _ptb_classes, _ptb_rules as _spec
-from vlgap.captions._ptb_regex import _compile_parsed
+from vlgap.captions._ptb_store import STORE
 from vlgap.captions._ptb_text import _LONE_SURROGATE, _from_utf16_units, _java_lower, _to_utf16_units
 
 #: the tokens pycocoevalcap's PTBTokenizer wrapper removes after tokenising (its PUNCTUATIONS list)
@@ -71,8 +71,8 @@ _ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 def _compile(source: str) -> re.Pattern:
     """re.compile(source) (the same code; no .pattern), each large character class parsed and built
     once (see _ptb_rules._parse and _ptb_regex._compile_parsed): these patterns hold the jar's
-    digit and letter classes."""
-    return _compile_parsed(_spec._parse(source))
+    digit and letter classes. Kept between processes by _ptb_store."""
+    return STORE.compiled(source, lambda: _spec._parse(source))
 
 
 @lru_cache(maxsize=None)

@@ -63,7 +63,7 @@ def _voiding_chars() -> tuple[str, re.Pattern]:
     chars = sorted(_ptb._digits_and_period())
     ascii_chars = "".join(c for c in chars if c.isascii())
     every = "".join(re.escape(c) for c in chars)
-    return ascii_chars, re.compile(f" (?<!\\n )(?=[{every}])")
+    return ascii_chars, _ptb._compile(f" (?<!\\n )(?=[{every}])")
 
 
 def _mark_blanks_before_digits(text: str) -> str:

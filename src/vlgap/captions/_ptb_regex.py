@@ -87,13 +87,30 @@ def _memo_optimize_charset(charset, iscased=None, fixup=None, fixes=None):
 
 def _compile_parsed(parsed) -> re.Pattern:
     """sre_compile.compile(parsed), each distinct character class's charset built once."""
+    return _with_charset_memo(sre_compile.compile, parsed)
+
+
+def program(parsed) -> tuple:
+    """What `sre_compile.compile(parsed)` hands `_sre.compile` after the pattern text (None for a
+    parsed pattern), as plain values (flags, code, groups, groupindex, indexgroup): `_sre.compile(None,
+    *program(parsed))` is `_compile_parsed(parsed)` (Python 3.11 to 3.13 compile this way; the tests
+    compare both). Kept by _ptb_store between processes."""
+    code = _with_charset_memo(sre_compile._code, parsed, 0)
+    state = parsed.state
+    indexgroup: list = [None] * state.groups
+    for name, i in state.groupdict.items():
+        indexgroup[i] = name
+    return state.flags, [int(c) for c in code], state.groups - 1, dict(state.groupdict), tuple(indexgroup)
+
+
+def _with_charset_memo(fn, *args):
     plain = _plain_optimize_charset
     if plain is None or getattr(sre_compile, "_optimize_charset", None) is not plain:  # pragma: no cover
         # (a Python whose compiler has no such step, or a compile already under way in another thread)
-        return sre_compile.compile(parsed)
+        return fn(*args)
     sre_compile._optimize_charset = _memo_optimize_charset
     try:
-        return sre_compile.compile(parsed)
+        return fn(*args)
     finally:
         sre_compile._optimize_charset = plain
 

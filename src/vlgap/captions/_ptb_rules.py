@@ -17,8 +17,8 @@ from typing import Callable
 import regex
 
 from vlgap.captions import _ptb_classes
-from vlgap.captions._ptb_regex import (SCAN_SPAN, _compile_parsed, _first_chars, _FirstChars, _possible_chars,
-                                       _required_chars)
+from vlgap.captions._ptb_regex import SCAN_SPAN, _first_chars, _FirstChars, _possible_chars, _required_chars
+from vlgap.captions._ptb_store import STORE
 
 
 # Character classes: JFlex's [:letter:], [:digit:], [:uppercase:] as frozen in the jar's tables
@@ -453,41 +453,44 @@ GREEDY_IS_LONGEST = frozenset(["WORD", "THING", "NUMBER", "WORD/REDAUX", "SWORD/
 
 class Rule:
     __slots__ = ("name", "index", "source", "_parsed", "_prefilter", "_posix", "first", "action", "max_len",
-                 "fixed", "required", "greedy_is_longest", "_run", "_run_items", "scans")
+                 "fixed", "required", "greedy_is_longest", "_run", "scans")
 
     def __init__(self, index: int, name: str, body: str, context: str | None, action: Action):
         self.name = name
         self.index = index
-        src = f"(?P<b>{body})" + (f"(?:{context})" if context is not None else "")
         # a cheap backtracking match decides whether the rule applies at all; POSIX mode then
         # gives the leftmost-longest match, like the scanner's DFA
-        self.source = src
-        self._prefilter = self._posix = None  # compiled on first use: many rules never run
-        self._parsed = parsed = _parse(src)
-        self.first = _FirstChars(_first_chars(parsed))
-        lo, hi = parsed.getwidth()
-        self.max_len = hi  # a later rule no longer than the best match so far cannot win
-        self.fixed = lo == hi  # one possible length: the backtracking match is the longest one
+        self.source = src = f"(?P<b>{body})" + (f"(?:{context})" if context is not None else "")
+        self._parsed = self._prefilter = self._posix = self._run = None  # made on first use: many rules never run
+        # (the analysis and the compiled patterns are kept between processes by _ptb_store)
+        self.first, self.max_len, self.fixed, self.required, fixed_context = STORE.analysis(
+            src, lambda: _analyse(self.parsed, context is not None))
         # patterns where every character forces the next step, so the backtracking match is the
         # longest too (checked against POSIX matching in the tests)
         self.greedy_is_longest = self.fixed or name in GREEDY_IS_LONGEST
-        # a character every match contains ("." for abbreviations): a cheap test before the regex
-        required = _required_chars(parsed)
-        self.required = min(required) if required else None
-        self.action = action
         # the longest match without POSIX mode (see `longest`): where the trailing context, if any,
         # has one width, so the body ends a fixed distance before the match does
-        lo_c, hi_c = sre_parse.SubPattern(parsed.state, parsed.data[1:]).getwidth() if context is not None else (0, 0)
-        self.scans = not self.greedy_is_longest and lo_c == hi_c
-        self._run_items = _possible_chars(parsed) if self.scans else None
-        self._run = None
+        self.scans = not self.greedy_is_longest and fixed_context
+        self.action = action
+
+    @property
+    def parsed(self) -> sre_parse.SubPattern:
+        if self._parsed is None:
+            self._parsed = _parse(self.source)
+        return self._parsed
 
     @property
     def prefilter(self) -> re.Pattern:
         if self._prefilter is None:
-            # (from the parse made above: parsing is a third of compiling these large classes)
-            self._prefilter = _compile_parsed(self._parsed)
+            # (from the parse: parsing is a third of compiling these large classes)
+            self._prefilter = STORE.compiled(self.source, lambda: self.parsed)
         return self._prefilter
+
+    def _run_pattern(self) -> sre_parse.SubPattern:
+        """Runs of the characters a match may hold (`_possible_chars`)."""
+        state = self.parsed.state
+        return sre_parse.SubPattern(state, [(sre_c.MAX_REPEAT, (0, sre_c.MAXREPEAT, sre_parse.SubPattern(
+            state, [_possible_chars(self.parsed)])))])
 
     def longest(self, text: str, pos: int, greedy: re.Match):
         """The leftmost-longest match at `pos` (as `pattern.match`), given the backtracking match
@@ -499,9 +502,7 @@ class Rule:
             return self.pattern.match(text, pos)
         run = self._run
         if run is None:
-            run = self._run = _compile_parsed(sre_parse.SubPattern(
-                self._parsed.state, [(sre_c.MAX_REPEAT, (0, sre_c.MAXREPEAT, sre_parse.SubPattern(
-                    self._parsed.state, [self._run_items])))]))
+            run = self._run = STORE.compiled(self.source, self._run_pattern, kind="run")
         g = greedy.end()
         bound = min(run.match(text, pos).end(), pos + self.max_len)
         if bound - g > SCAN_SPAN:
@@ -516,8 +517,20 @@ class Rule:
     @property
     def pattern(self) -> regex.Pattern:
         if self._posix is None:
-            self._posix = regex.compile("(?p)" + self.source)
+            self._posix = STORE.posix(self.source)
         return self._posix
+
+
+def _analyse(parsed: sre_parse.SubPattern, has_context: bool) -> tuple:
+    """What the scanner needs to know of a rule's parsed source: the characters a match can start
+    with, its longest possible match (a later rule no longer than the best match so far cannot win),
+    whether it has one possible length (then the backtracking match is the longest one), a character
+    every match contains ("." for abbreviations: a cheap test before the regex, or None), and whether
+    its trailing context (the parse's second part), if any, has one width."""
+    lo, hi = parsed.getwidth()
+    required = _required_chars(parsed)
+    lo_c, hi_c = sre_parse.SubPattern(parsed.state, parsed.data[1:]).getwidth() if has_context else (0, 0)
+    return _FirstChars(_first_chars(parsed)), hi, lo == hi, (min(required) if required else None), lo_c == hi_c
 
 
 @lru_cache(maxsize=None)

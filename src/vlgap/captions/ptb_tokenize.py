@@ -12,6 +12,7 @@ from typing import Sequence
 
 from vlgap.captions import _ptb_core as _core, _ptb_lines
 from vlgap.captions._ptb_core import PUNCTUATIONS, lex
+from vlgap.captions._ptb_store import STORE
 from vlgap.memory import collector_paused
 
 __all__ = ["PUNCTUATIONS", "lex", "ptb_tokenize"]
@@ -28,4 +29,6 @@ def ptb_tokenize(captions: Sequence[str]) -> list[str]:
         lines = _ptb_lines.clean_lines(captions)
         if sum(map(len, _core._memos.values())) + len(_core._pair_memo) + len(_core._joint_memo) > _core._MEMO_SIZE:
             _core._clear_memos()
-        return _ptb_lines.tokenize_lines(lines)
+        out = _ptb_lines.tokenize_lines(lines)
+    STORE.save()  # (patterns compiled for the first time on this machine: kept for the next process)
+    return out
