@@ -189,14 +189,16 @@ def test_sort_based_distinct_and_group_max_equal_numpy_references():
 
 def test_reference_maxima_against_plain_counting():
     """The largest count of each gram in any one reference of an item, keyed gram * n_items + item:
-    read off the index's order (references in item order) or sorted (in any order)."""
+    read off the index's order (references in item order) or sorted (in any order); and where each
+    reference and hypothesis row finds its key (reference_join, shared by BLEU and CIDEr)."""
     from collections import Counter
 
     from vlgap.captions import ngrams
 
     rng = random.Random(6)
     refs = [" ".join(rng.choice("a b c".split()) for _ in range(rng.randint(0, 8))) for _ in range(40)]
-    index = ngrams.index_ngrams(refs + ["a b"], 2)
+    hyps = [" ".join(rng.choice("a b d".split()) for _ in range(rng.randint(0, 5))) for _ in range(10)]
+    index = ngrams.index_ngrams(refs + hyps, 2)
     for item_of_ref in (np.repeat(np.arange(10), 4), np.array([i % 10 for i in range(40)])):
         for k in (1, 2):
             keys, maxima = ngrams.reference_maxima(index, k, 40, item_of_ref)
@@ -209,6 +211,17 @@ def test_reference_maxima_against_plain_counting():
                     key = (gram, int(item_of_ref[r]))
                     want[key] = max(want.get(key, 0), n)
             assert got == want and np.all(np.diff(keys) > 0)
+            # where each row finds its key: every reference row its own, a hypothesis row its
+            # (gram, item) key when a reference of the item holds the gram
+            join = ngrams.reference_join(index, k, 40, item_of_ref)
+            c = index.orders[k - 1]
+            is_ref = c.doc < 40
+            assert np.array_equal(join.is_ref, is_ref)
+            assert np.array_equal(keys[join.ref_slot], c.gram[is_ref] * 10 + item_of_ref[c.doc[is_ref]])
+            hyp_keys = c.gram[~is_ref] * 10 + (c.doc[~is_ref] - 40)
+            assert np.array_equal(join.hyp_item, c.doc[~is_ref] - 40)
+            assert join.hyp_hit.tolist() == [int(q) in set(keys.tolist()) for q in hyp_keys]
+            assert np.array_equal(keys[join.hyp_slot][join.hyp_hit], hyp_keys[join.hyp_hit])
 
 
 def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):

@@ -231,13 +231,27 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return k[last], v[last]
 
 
-def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class ReferenceJoin:
+    """One order's rows met with the references' per-item maxima (BLEU and CIDEr share it): see
+    `reference_join`."""
+
+    keys: np.ndarray      # distinct gram * n_items + item of the reference rows, sorted
+    maxima: np.ndarray    # for each key: the largest count of the gram in one reference of the item
+    is_ref: np.ndarray    # per row of the order: a reference's row (document < n_refs)
+    ref_slot: np.ndarray  # per reference row, in row order: the index of its key in `keys`
+    hyp_item: np.ndarray  # per hypothesis row, in row order: its item (document - n_refs)
+    hyp_slot: np.ndarray  # per hypothesis row: the index of its key in `keys` (clipped where absent) ...
+    hyp_hit: np.ndarray   # ... and whether a reference of its item holds the gram
+
+
+def reference_join(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray) -> ReferenceJoin:
     """For the references (documents 0..n_refs-1 of `index`, reference r belonging to item
-    item_of_ref[r], non-decreasing): the distinct keys gram * n_items + item of `order` (sorted;
-    n_items = item_of_ref[-1] + 1) and the largest count of that gram in any one reference of the
-    item. BLEU clips with the counts, CIDEr's document frequencies count the keys; computed once
-    for both."""
+    item_of_ref[r]) and the hypotheses (documents n_refs + item): the distinct keys
+    gram * n_items + item of `order` (sorted; n_items = item_of_ref[-1] + 1) with the largest count of
+    that gram in any one reference of the item, and where every row of the order finds its key. BLEU
+    clips the hypotheses' counts with the maxima, CIDEr's document frequencies count the keys and its
+    reference rows find the hypothesis' count of their gram through the slots; computed once for both."""
     key = (order, n_refs, item_of_ref.tobytes())
     hit = index.cache.get(key)
     if hit is None:
@@ -246,7 +260,8 @@ def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np
         is_ref = counts.doc < n_refs
         gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
         if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
-            hit = group_max(gram * n_items + item, count)  # (references out of item order)
+            keys, maxima = group_max(gram * n_items + item, count)  # (references out of item order)
+            ref_slot = np.searchsorted(keys, gram * n_items + item)
         else:
             # rows are in (gram, document) order and an item's references are consecutive
             # documents: (gram, item) runs are consecutive, no sort needed
@@ -255,21 +270,27 @@ def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np
             np.not_equal(gram[1:], gram[:-1], out=new[1:])
             new[1:] |= item[1:] != item[:-1]
             starts = np.flatnonzero(new)
-            hit = (gram[starts] * n_items + item[starts],
-                   np.maximum.reduceat(count, starts) if starts.size else count)
+            keys = gram[starts] * n_items + item[starts]
+            maxima = np.maximum.reduceat(count, starts) if starts.size else count
+            ref_slot = np.cumsum(new) - 1
+        is_hyp = ~is_ref
+        hyp_item = counts.doc[is_hyp] - n_refs
+        query = counts.gram[is_hyp] * n_items + hyp_item  # sorted: rows sorted by gram, document
+        if keys.size:
+            hyp_slot = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+            hyp_hit = keys[hyp_slot] == query
+        else:
+            hyp_slot, hyp_hit = np.zeros(query.size, np.int64), np.zeros(query.size, bool)
+        hit = ReferenceJoin(keys, maxima, is_ref, ref_slot, hyp_item, hyp_slot, hyp_hit)
         index.cache[key] = hit
     return hit
 
 
-def lookup(sorted_keys: np.ndarray, sorted_values: np.ndarray, query: np.ndarray, default=0):
-    """Values for `query` keys from a sorted key table, `default` where a key is absent."""
-    if sorted_keys.size == 0:
-        return np.full(query.shape, default, dtype=sorted_values.dtype if sorted_values.size else np.int64)
-    pos = np.searchsorted(sorted_keys, query)
-    pos_c = np.minimum(pos, sorted_keys.size - 1)
-    hit = sorted_keys[pos_c] == query
-    out = np.where(hit, sorted_values[pos_c], default)
-    return out
+def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """`reference_join`'s distinct keys gram * n_items + item (sorted) and largest counts."""
+    join = reference_join(index, order, n_refs, item_of_ref)
+    return join.keys, join.maxima
 
 
 def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[str]], n: int,
