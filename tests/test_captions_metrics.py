@@ -251,6 +251,36 @@ def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
         assert got == want
 
 
+@pytest.mark.parametrize("docs", [[], [""], ["a"], ["a b c d e"], ["", "b a b", "", "a"], ["x y", "z", "x y z x y"],
+                                  ["a b"] * 3])
+def test_ngram_index_edge_cases_against_plain_counting(docs):
+    """No document, empty ones, documents shorter than the order (no gram of it), one document: the
+    counts, the number of grams, their order and the first occurrence of each gram as plain counting
+    finds them."""
+    from vlgap.captions import ngrams
+
+    index = ngrams.index_ngrams(docs, 4)
+    assert index.lengths.tolist() == [len(d.split()) for d in docs]
+    for k in range(1, 5):
+        c = index.orders[k - 1]
+        names = index.gram_tuples(k)
+        want: dict = {}
+        first: dict = {}
+        for d, doc in enumerate(docs):
+            toks = doc.split()
+            for i in range(len(toks) - k + 1):
+                gram = tuple(toks[i:i + k])
+                want[(d, gram)] = want.get((d, gram), 0) + 1
+                first.setdefault(gram, (d, i))
+        # gram ids follow the order of the token-id tuples, tokens numbered by first appearance
+        ids = {t: i for i, t in enumerate(dict.fromkeys(t for doc in docs for t in doc.split()))}
+        as_ids = [tuple(ids[t] for t in g) for g in names]
+        assert c.n_grams == len(names) == len(first) and sorted(as_ids) == as_ids
+        assert {(int(d), names[int(g)]): int(n) for d, g, n in zip(c.doc, c.gram, c.count)} == want
+        assert list(zip(*(a.tolist() for a in index.first_position[k - 1]))) == [first[g] for g in names]
+        assert all(a.dtype == np.int64 for a in (c.doc, c.gram, c.count))
+
+
 def test_bleu_by_hand():
     # hypothesis 4 tokens; references of 3 and 5 tokens: both 1 away, the shorter (3) is chosen
     stats = bleu_statistics(["the cat sat down"], [["the cat sat", "a cat sat on mat"]])
