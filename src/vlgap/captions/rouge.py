@@ -236,7 +236,7 @@ class Rouge:
         return "Rouge"
 
 
-@caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30,
+@caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30, concurrent=True,
                 summary="ROUGE-L F (beta 1.2) as coco-caption, mean over items")
 def score_rouge(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()
