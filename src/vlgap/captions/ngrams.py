@@ -190,10 +190,17 @@ def _dense_ids(keys: np.ndarray, count: int) -> tuple[int, np.ndarray, np.ndarra
     new = np.empty(sorted_keys.size, dtype=bool)
     new[0] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
-    dense_sorted = new.astype(np.int64)  # (a cumulative sum of int64s: twice as fast as of the bools)
-    np.cumsum(dense_sorted, out=dense_sorted)
-    dense_sorted -= 1
+    dense_sorted = _run_ids(new)
     return int(dense_sorted[-1]) + 1, order, dense_sorted, np.compress(new, order)
+
+
+def _run_ids(new: np.ndarray) -> np.ndarray:
+    """np.cumsum(new) - 1 of a bool array that starts a run at each True (int64; a cumulative sum of
+    int64s is about twice as fast as one of the bools)."""
+    ids = new.astype(np.int64)
+    np.cumsum(ids, out=ids)
+    ids -= 1
+    return ids
 
 
 def distinct(keys: np.ndarray, counts: bool = False):
@@ -269,7 +276,7 @@ def reference_join(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.n
             starts = np.flatnonzero(new)
             keys = gram[starts] * n_items + item[starts]
             maxima = np.maximum.reduceat(count, starts) if starts.size else count
-            ref_slot = np.cumsum(new) - 1
+            ref_slot = _run_ids(new)
         is_hyp = ~is_ref
         hyp_item = counts.doc[is_hyp] - n_refs
         query = counts.gram[is_hyp] * n_items + hyp_item  # sorted: rows sorted by gram, document
