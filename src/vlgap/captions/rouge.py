@@ -112,16 +112,19 @@ def _space_tokens(docs: list[str], split: SplitCorpus | None) -> tuple[np.ndarra
         redo[np.searchsorted(np.cumsum(size), odd, side="right")] = True
     starts = np.cumsum(split.lengths) - split.lengths
     ids, n_ids = split.ids, split.n_ids
-    again = np.flatnonzero(redo).tolist()
-    if again:
-        extra: list[int] = []
+    again = np.flatnonzero(redo)
+    if again.size:
+        # the documents split apart both ways: their str.split(" ") tokens appended to the ids, a token
+        # no document's str.split() has (one holding a tab, say) numbered next by first appearance
+        words = " ".join([docs[d] for d in again.tolist()]).split(" ")
+        starts[again] = ids.size + np.cumsum(lengths[again]) - lengths[again]
+        extra = np.fromiter(map(split.vocab.get, words, repeat(-1)), dtype=np.int64, count=len(words))
+        if split.separator is not None:  # (no document holds the separator: no token is it)
+            extra -= extra > split.separator
         new_ids: dict[str, int] = {}
-        for d in again:
-            starts[d] = ids.size + len(extra)
-            for w in docs[d].split(" "):
-                i = split.token_id(w)
-                extra.append(i if i is not None else new_ids.setdefault(w, n_ids + len(new_ids)))
-        ids = np.concatenate((ids, np.array(extra, dtype=np.int64)))
+        for at in np.flatnonzero(extra < 0).tolist():
+            extra[at] = new_ids.setdefault(words[at], n_ids + len(new_ids))
+        ids = np.concatenate((ids, extra))
         n_ids += len(new_ids)
     return ids, lengths, starts, n_ids
 
