@@ -36,8 +36,22 @@ class NgramIndex:
     orders: tuple[NgramCounts, ...]
     words: list[str]              # the tokens of all documents (kept to name grams, e.g. for frozen df) ...
     word_offsets: np.ndarray      # ... where each document's start in `words`
-    first_position: tuple[np.ndarray, ...]  # per order: (doc, start) of one occurrence per gram
-    cache: dict = field(default_factory=dict, repr=False, compare=False)  # reference_maxima's results
+    first_token: tuple[np.ndarray, ...]  # per order: where the first occurrence of each gram starts,
+    #                                      counted in the document tokens (no separators)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # reference_join's results
+
+    @property
+    def first_position(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Per order: (doc, start in the doc) of the first occurrence of each gram (made when asked)."""
+        hit = self.cache.get("first_position")
+        if hit is None:
+            ends = np.cumsum(self.lengths)
+            hit = []
+            for first in self.first_token:
+                docs = np.searchsorted(ends, first, side="right")
+                hit.append((docs, first - (ends[docs] - self.lengths[docs])))
+            hit = self.cache["first_position"] = tuple(hit)
+        return hit
 
     def gram_tuples(self, order: int) -> list[tuple[str, ...]]:
         """The token tuple of every dense gram id of `order` (1-based), in id order."""
@@ -118,8 +132,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     vocab_len = int(flat.max()) + 1 if size else 0
     n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    pos_in_doc = np.arange(size, dtype=np.int64) - (np.cumsum(lengths) - lengths)[doc_of]
-    remaining = lengths[doc_of] - pos_in_doc  # tokens from here to the document's end
+    remaining = np.cumsum(lengths)[doc_of] - np.arange(size, dtype=np.int64)  # tokens from here to the document's end
 
     orders = []
     firsts = []
@@ -143,7 +156,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
             prev = np.zeros(size, dtype=np.int64)
             np.put(prev, order, gram)
             n_prev = n_grams
-        firsts.append((np.take(doc_of, first), np.take(pos_in_doc, first)))
+        firsts.append(first)
         # count (gram, document) pairs: positions in (gram, position) order are in (gram, document)
         # order (a document's positions are consecutive): count the runs, no sort of the pairs needed
         d = np.take(doc_of, order)
@@ -154,7 +167,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
         starts = np.flatnonzero(new)
         orders.append(NgramCounts(doc=d[starts], gram=gram[starts], count=np.diff(np.append(starts, d.size)),
                                   n_grams=int(n_grams)))
-    return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_position=tuple(firsts))
+    return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_token=tuple(firsts))
 
 
 _RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
