@@ -275,24 +275,26 @@ def reference_join(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.n
         counts = index.orders[order - 1]
         n_items = int(item_of_ref[-1]) + 1 if item_of_ref.size else 1
         is_ref = counts.doc < n_refs
-        gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
+        # every row's key gram * n_items + item (a hypothesis' item: its document - n_refs)
+        item_of_doc = np.concatenate((item_of_ref, np.arange(index.lengths.size - n_refs, dtype=np.int64)))
+        row_key = counts.gram * n_items + np.take(item_of_doc, counts.doc)
+        ref_key, count = row_key[is_ref], counts.count[is_ref]
         if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
-            keys, maxima = group_max(gram * n_items + item, count)  # (references out of item order)
-            ref_slot = np.searchsorted(keys, gram * n_items + item)
+            keys, maxima = group_max(ref_key, count)  # (references out of item order)
+            ref_slot = np.searchsorted(keys, ref_key)
         else:
             # rows are in (gram, document) order and an item's references are consecutive
-            # documents: (gram, item) runs are consecutive, no sort needed
-            new = np.empty(gram.size, dtype=bool)
+            # documents: the reference rows' keys are sorted, no sort needed
+            new = np.empty(ref_key.size, dtype=bool)
             new[:1] = True
-            np.not_equal(gram[1:], gram[:-1], out=new[1:])
-            new[1:] |= item[1:] != item[:-1]
+            np.not_equal(ref_key[1:], ref_key[:-1], out=new[1:])
             starts = np.flatnonzero(new)
-            keys = gram[starts] * n_items + item[starts]
+            keys = ref_key[starts]
             maxima = np.maximum.reduceat(count, starts) if starts.size else count
             ref_slot = _run_ids(new)
         is_hyp = ~is_ref
         hyp_item = counts.doc[is_hyp] - n_refs
-        query = counts.gram[is_hyp] * n_items + hyp_item  # sorted: rows sorted by gram, document
+        query = row_key[is_hyp]  # sorted: rows sorted by gram, document
         if keys.size:
             hyp_slot = np.minimum(np.searchsorted(keys, query), keys.size - 1)
             hyp_hit = keys[hyp_slot] == query
