@@ -132,7 +132,9 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     vocab_len = int(flat.max()) + 1 if size else 0
     n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    remaining = np.cumsum(lengths)[doc_of] - np.arange(size, dtype=np.int64)  # tokens from here to the document's end
+    ends = np.cumsum(lengths)
+    positions = np.arange(size, dtype=np.int64)
+    tail = np.zeros(0, dtype=np.int64)  # the positions where no k-gram starts (the last k-1 of each document)
 
     orders = []
     firsts = []
@@ -150,8 +152,9 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
             # near their document's end get a key above all the others (sorted last, then dropped)
             keys = prev * width
             keys[:max(0, size - k + 1)] += flat[k - 1:]
-            np.putmask(keys, remaining < k, n_prev * width)
-            n_grams, order, gram, first = _dense_ids(keys, int(np.maximum(lengths - k + 1, 0).sum()))
+            tail = np.concatenate((tail, (ends - (k - 1))[lengths >= k - 1]))
+            keys[tail] = n_prev * width
+            n_grams, order, gram, first = _dense_ids(keys, size - tail.size, positions)
         if 1 < k < n:
             prev = np.zeros(size, dtype=np.int64)
             np.put(prev, order, gram)
@@ -179,9 +182,9 @@ def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
     return np.argsort(values.astype(np.uint16) if bound <= _RADIX else values, kind="stable")
 
 
-def _dense_ids(keys: np.ndarray, count: int) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+def _dense_ids(keys: np.ndarray, count: int, positions: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
     """For the `count` smallest of the non-negative `keys` (the others are larger than all of them;
-    `keys` is overwritten):
+    `keys` is overwritten; `positions`: np.arange(keys.size)):
     the number m of distinct values, their positions in (key, position) order, the dense id 0..m-1 of
     each (distinct values numbered in sorted order) in that order, and the first position of each."""
     if count == 0:
@@ -192,7 +195,7 @@ def _dense_ids(keys: np.ndarray, count: int) -> tuple[int, np.ndarray, np.ndarra
         # sort (key, position) packed into one int64 (in place: the keys are the caller's scratch):
         # about twice as fast as an argsort
         keys <<= bits
-        keys |= np.arange(keys.size, dtype=np.int64)
+        keys |= positions
         keys.sort()
         packed = keys[:count]
         order = packed & ((1 << bits) - 1)
