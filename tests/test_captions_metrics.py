@@ -158,6 +158,17 @@ def test_rouge_split_of_other_documents_is_refused():
         rouge.rouge_l_scores(["a"], [["a"]], split=ngrams.split_corpus(["a"]))
 
 
+def test_ngram_index_of_other_documents_is_refused():
+    from vlgap.captions import cider, ngrams
+    from vlgap.errors import VlgapError
+
+    index = ngrams.index_ngrams(["a", "b", "a"], 4)
+    with pytest.raises(VlgapError, match="n-gram index has 3 documents, not 2 .1 references and 1 hypotheses"):
+        bleu_statistics(["a"], [["a"]], index=index)
+    with pytest.raises(VlgapError, match="n-gram index has 3 documents, not 4"):
+        cider.cider_d_scores(["a", "b"], [["a"], ["b"]], index=index)
+
+
 def test_odd_space_class_is_str_isspace_but_the_space():
     from vlgap.captions import rouge
 

@@ -321,12 +321,15 @@ def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[st
     index references + hypotheses once. Returns (ref_counts, n_refs, item_of_ref, index); in the index,
     documents 0..n_refs-1 are the references in order and n_refs.. the hypotheses."""
     n_items = len(hypotheses)
-    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
+    ref_counts = np.fromiter(map(len, references), dtype=np.int64, count=n_items)
     if n_items and ref_counts.min() < 1:
         bad = int(np.flatnonzero(ref_counts < 1)[0])
         raise VlgapError(f"item {bad} has no reference: {metric} needs at least one reference per item")
-    flat_refs = [r for refs in references for r in refs]
+    n_refs = int(ref_counts.sum())
     if index is None:
-        index = index_ngrams(flat_refs + list(hypotheses), n)
+        index = index_ngrams([r for refs in references for r in refs] + list(hypotheses), n)
+    elif index.lengths.size != n_refs + n_items:
+        raise VlgapError(f"the n-gram index has {index.lengths.size} documents, not {n_refs + n_items} "
+                         f"({n_refs} references and {n_items} hypotheses)")
     item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
-    return ref_counts, len(flat_refs), item_of_ref, index
+    return ref_counts, n_refs, item_of_ref, index
