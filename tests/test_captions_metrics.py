@@ -242,13 +242,12 @@ def test_reference_maxima_against_plain_counting():
             assert np.array_equal(keys[join.hyp_slot][join.hyp_hit], hyp_keys[join.hyp_hit])
 
 
-def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
+def test_ngram_index_packed_and_fallback_paths_agree(monkeypatch):
     from vlgap.captions import ngrams
 
     rng = random.Random(4)
     docs = [" ".join(rng.choice("a b c d e f g h".split()) for _ in range(rng.randint(0, 12))) for _ in range(300)]
     fast = ngrams.index_ngrams(docs, 4)
-    monkeypatch.setattr(ngrams, "_RADIX", 4)  # more documents and words than a "16-bit" radix sort takes
     monkeypatch.setattr(ngrams, "_PACKED_BITS", 8)  # keys too large to pack with positions: the pairs sorted
     slow = ngrams.index_ngrams(docs, 4)
     for a, b in zip(fast.orders, slow.orders):
@@ -256,6 +255,8 @@ def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
         for name in ("doc", "gram", "count"):
             assert np.array_equal(getattr(a, name), getattr(b, name))
     assert [fast.gram_tuples(k) for k in range(1, 5)] == [slow.gram_tuples(k) for k in range(1, 5)]
+    for (d_fast, s_fast), (d_slow, s_slow) in zip(fast.first_position, slow.first_position):  # the first occurrences
+        assert np.array_equal(d_fast, d_slow) and np.array_equal(s_fast, s_slow)
     # against plain counting
     for k in range(1, 5):
         c = fast.orders[k - 1]

@@ -142,11 +142,8 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     prev, n_prev = flat, vocab_len  # dense (k-1)-gram id at every position (any value where none starts)
     for k in range(1, n + 1):
         if k == 1:
-            # token ids are already dense and numbered in sorted order; first uses = new maxima
-            n_grams = vocab_len
-            first = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) if size else flat
-            order = _stable_argsort(flat, vocab_len)
-            gram = np.take(flat, order)
+            # the token ids are dense already: the ids of their ranks are they
+            n_grams, order, gram, first = _dense_ids(flat.copy(), size, positions)
         else:
             # the k-gram at each position: its (k-1)-gram's id, then its last token; positions too
             # near their document's end get a key above all the others (sorted last, then dropped)
@@ -173,13 +170,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_token=tuple(firsts))
 
 
-_RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
 _PACKED_BITS = 62  # key and position packed into one non-negative int64 (see _dense_ids)
-
-
-def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
-    """Stable argsort of non-negative ints below `bound` (a radix sort when they fit 16 bits)."""
-    return np.argsort(values.astype(np.uint16) if bound <= _RADIX else values, kind="stable")
 
 
 def _dense_ids(keys: np.ndarray, count: int, positions: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
