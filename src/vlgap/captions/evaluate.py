@@ -126,6 +126,7 @@ def _cpus() -> int:
     affinity = getattr(os, "sched_getaffinity", None)
     return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
+
 #: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike
 COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",
               "ROUGE_L": "ROUGE-L", "CIDEr": "CIDEr"}

@@ -142,7 +142,7 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     prev, n_prev = flat, vocab_len  # dense (k-1)-gram id at every position (any value where none starts)
     for k in range(1, n + 1):
         if k == 1:
-            # the token ids are dense already: the ids of their ranks are they
+            # the token ids are dense (0..vocab_len-1, each used): the unigram ids are the token ids
             n_grams, order, gram, first = _dense_ids(flat.copy(), size, positions)
         else:
             # the k-gram at each position: its (k-1)-gram's id, then its last token; positions too
