@@ -120,24 +120,30 @@ def test_bit_parallel_lcs_equals_dynamic_programming():
 def test_rouge_all_pairs_at_once_equals_item_by_item(dense_cells, batch, monkeypatch):
     """rouge_l_scores (all pairs at once on uint64 words) gives rouge_l's floats exactly: captions
     around 64 tokens, beyond it on both sides, empty ones, tokens holding non-breaking spaces or
-    tabs (str.split() and str.split(" ") differ), with and without the shared split; both bit-mask
-    tables and the Python finish."""
+    tabs (str.split() and str.split(" ") differ), ASCII-only inputs, others up to U+FFFF, others with
+    characters beyond and lone surrogates, with and without the shared split; both bit-mask tables
+    and the Python finish."""
     from vlgap.captions import ngrams, rouge
 
     monkeypatch.setattr(rouge, "_DENSE_TABLE", dense_cells)
     monkeypatch.setattr(rouge, "_MIN_BATCH", batch)
     rng = random.Random(8)
 
-    def doc():
-        if rng.random() < 0.1:
-            return rng.choice(["", " ", " a", "a ", "\xa0", "a  b"])
-        n = rng.randint(0, rng.choice([1, 3, 10, 40, 63, 64, 65, 70, 130]))
-        return " ".join(rng.choice(["a", "b", "c", "d", "e", "", "e\xa0f", "g\th", "\x00"]) for _ in range(n))
+    # the characters: ASCII only, or up to U+FFFF, or beyond and lone surrogates (read as bytes,
+    # UTF-16 or UTF-32 units)
+    extras = [[], ["e\xa0f", "\u3000", "\u2029x"], ["e\xa0f", "\U0001f600", "i\ud83d"]]
 
-    for _ in range(40):
+    def doc(chars):
+        if rng.random() < 0.1:
+            return rng.choice(["", " ", " a", "a ", "a  b"] + (["\xa0"] if chars else []))
+        n = rng.randint(0, rng.choice([1, 3, 10, 40, 63, 64, 65, 70, 130]))
+        words = ["a", "b", "c", "d", "e", "", "g\th", "\x00"] + extras[chars]
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    for case in range(40):
         n = rng.randint(1, 40)
-        hyps = [doc() for _ in range(n)]
-        refs = [[doc() for _ in range(rng.randint(1, 6))] for _ in range(n)]
+        hyps = [doc(case % 3) for _ in range(n)]
+        refs = [[doc(case % 3) for _ in range(rng.randint(1, 6))] for _ in range(n)]
         want = np.array([rouge_l(h, r) for h, r in zip(hyps, refs)])
         split = ngrams.split_corpus([x for rs in refs for x in rs] + hyps)
         assert np.array_equal(rouge.rouge_l_scores(hyps, refs), want)
@@ -152,10 +158,22 @@ def test_rouge_split_of_other_documents_is_refused():
         rouge.rouge_l_scores(["a"], [["a"]], split=ngrams.split_corpus(["a"]))
 
 
+def test_ngram_index_of_other_documents_is_refused():
+    from vlgap.captions import cider, ngrams
+    from vlgap.errors import VlgapError
+
+    index = ngrams.index_ngrams(["a", "b", "a"], 4)
+    with pytest.raises(VlgapError, match="n-gram index has 3 documents, not 2 .1 references and 1 hypotheses"):
+        bleu_statistics(["a"], [["a"]], index=index)
+    with pytest.raises(VlgapError, match="n-gram index has 3 documents, not 4"):
+        cider.cider_d_scores(["a", "b"], [["a"], ["b"]], index=index)
+
+
 def test_odd_space_class_is_str_isspace_but_the_space():
     from vlgap.captions import rouge
 
-    odd = [chr(c) for c in range(0x110000) if rouge._ODD_SPACE.fullmatch(chr(c))]
+    table = rouge._ODD_SPACE  # by code point, its last entry for all beyond
+    odd = [chr(c) for c in range(0x110000) if table[min(c, table.size - 1)]]
     assert odd == [chr(c) for c in range(0x110000) if chr(c).isspace() and c != 32]
 
 
@@ -189,14 +207,16 @@ def test_sort_based_distinct_and_group_max_equal_numpy_references():
 
 def test_reference_maxima_against_plain_counting():
     """The largest count of each gram in any one reference of an item, keyed gram * n_items + item:
-    read off the index's order (references in item order) or sorted (in any order)."""
+    read off the index's order (references in item order) or sorted (in any order); and where each
+    reference and hypothesis row finds its key (reference_join, shared by BLEU and CIDEr)."""
     from collections import Counter
 
     from vlgap.captions import ngrams
 
     rng = random.Random(6)
     refs = [" ".join(rng.choice("a b c".split()) for _ in range(rng.randint(0, 8))) for _ in range(40)]
-    index = ngrams.index_ngrams(refs + ["a b"], 2)
+    hyps = [" ".join(rng.choice("a b d".split()) for _ in range(rng.randint(0, 5))) for _ in range(10)]
+    index = ngrams.index_ngrams(refs + hyps, 2)
     for item_of_ref in (np.repeat(np.arange(10), 4), np.array([i % 10 for i in range(40)])):
         for k in (1, 2):
             keys, maxima = ngrams.reference_maxima(index, k, 40, item_of_ref)
@@ -209,15 +229,25 @@ def test_reference_maxima_against_plain_counting():
                     key = (gram, int(item_of_ref[r]))
                     want[key] = max(want.get(key, 0), n)
             assert got == want and np.all(np.diff(keys) > 0)
+            # where each row finds its key: every reference row its own, a hypothesis row its
+            # (gram, item) key when a reference of the item holds the gram
+            join = ngrams.reference_join(index, k, 40, item_of_ref)
+            c = index.orders[k - 1]
+            is_ref = c.doc < 40
+            assert np.array_equal(join.is_ref, is_ref)
+            assert np.array_equal(keys[join.ref_slot], c.gram[is_ref] * 10 + item_of_ref[c.doc[is_ref]])
+            hyp_keys = c.gram[~is_ref] * 10 + (c.doc[~is_ref] - 40)
+            assert np.array_equal(join.hyp_item, c.doc[~is_ref] - 40)
+            assert join.hyp_hit.tolist() == [int(q) in set(keys.tolist()) for q in hyp_keys]
+            assert np.array_equal(keys[join.hyp_slot][join.hyp_hit], hyp_keys[join.hyp_hit])
 
 
-def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
+def test_ngram_index_packed_and_fallback_paths_agree(monkeypatch):
     from vlgap.captions import ngrams
 
     rng = random.Random(4)
     docs = [" ".join(rng.choice("a b c d e f g h".split()) for _ in range(rng.randint(0, 12))) for _ in range(300)]
     fast = ngrams.index_ngrams(docs, 4)
-    monkeypatch.setattr(ngrams, "_RADIX", 4)  # more documents and words than a "16-bit" radix sort takes
     monkeypatch.setattr(ngrams, "_PACKED_BITS", 8)  # keys too large to pack with positions: the pairs sorted
     slow = ngrams.index_ngrams(docs, 4)
     for a, b in zip(fast.orders, slow.orders):
@@ -225,6 +255,8 @@ def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
         for name in ("doc", "gram", "count"):
             assert np.array_equal(getattr(a, name), getattr(b, name))
     assert [fast.gram_tuples(k) for k in range(1, 5)] == [slow.gram_tuples(k) for k in range(1, 5)]
+    for (d_fast, s_fast), (d_slow, s_slow) in zip(fast.first_position, slow.first_position):  # the first occurrences
+        assert np.array_equal(d_fast, d_slow) and np.array_equal(s_fast, s_slow)
     # against plain counting
     for k in range(1, 5):
         c = fast.orders[k - 1]
@@ -236,6 +268,36 @@ def test_ngram_index_radix_and_fallback_paths_agree(monkeypatch):
             for i in range(len(toks) - k + 1):
                 want[(d, tuple(toks[i:i + k]))] = want.get((d, tuple(toks[i:i + k])), 0) + 1
         assert got == want
+
+
+@pytest.mark.parametrize("docs", [[], [""], ["a"], ["a b c d e"], ["", "b a b", "", "a"], ["x y", "z", "x y z x y"],
+                                  ["a b"] * 3])
+def test_ngram_index_edge_cases_against_plain_counting(docs):
+    """No document, empty ones, documents shorter than the order (no gram of it), one document: the
+    counts, the number of grams, their order and the first occurrence of each gram as plain counting
+    finds them."""
+    from vlgap.captions import ngrams
+
+    index = ngrams.index_ngrams(docs, 4)
+    assert index.lengths.tolist() == [len(d.split()) for d in docs]
+    for k in range(1, 5):
+        c = index.orders[k - 1]
+        names = index.gram_tuples(k)
+        want: dict = {}
+        first: dict = {}
+        for d, doc in enumerate(docs):
+            toks = doc.split()
+            for i in range(len(toks) - k + 1):
+                gram = tuple(toks[i:i + k])
+                want[(d, gram)] = want.get((d, gram), 0) + 1
+                first.setdefault(gram, (d, i))
+        # gram ids follow the order of the token-id tuples, tokens numbered by first appearance
+        ids = {t: i for i, t in enumerate(dict.fromkeys(t for doc in docs for t in doc.split()))}
+        as_ids = [tuple(ids[t] for t in g) for g in names]
+        assert c.n_grams == len(names) == len(first) and sorted(as_ids) == as_ids
+        assert {(int(d), names[int(g)]): int(n) for d, g, n in zip(c.doc, c.gram, c.count)} == want
+        assert list(zip(*(a.tolist() for a in index.first_position[k - 1]))) == [first[g] for g in names]
+        assert all(a.dtype == np.int64 for a in (c.doc, c.gram, c.count))
 
 
 def test_bleu_by_hand():

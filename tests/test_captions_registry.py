@@ -119,3 +119,51 @@ def test_without_references_only_reference_free_metrics_run(length_ratio):
     with pytest.raises(VlgapError, match=r"length_ratio compare with references: pass --refs \(only clipscore "
                                          r"and emscore need none\)"):
         caption_eval(PREDS, None, metrics="length_ratio")
+
+
+def test_concurrent_text_metric_runs_in_a_worker_thread_with_the_same_numbers(monkeypatch):
+    """ROUGE-L (registered `concurrent`) scores in a worker thread beside BLEU and CIDEr from
+    CONCURRENT_ITEMS items on more than one CPU: the tables equal the one-thread ones; an error there
+    reaches the caller."""
+    import threading
+
+    from vlgap.captions import evaluate
+    from vlgap.captions.io import load_captions
+
+    rng = np.random.default_rng(5)
+    words = "a dog cat runs on the red car mat two sleep".split()
+    preds = {str(i): " ".join(rng.choice(words, rng.integers(1, 9))) for i in range(60)}
+    refs = {str(i): [" ".join(rng.choice(words, rng.integers(1, 12))) for _ in range(rng.integers(1, 4))]
+            for i in range(60)}
+    data = load_captions(preds, refs)
+    names = ["bleu", "rouge", "cider"]
+    assert registry.get_metric("rouge").concurrent and not registry.get_metric("bleu").concurrent
+    one = evaluate.score_items(data, names)  # 60 items: below CONCURRENT_ITEMS, one thread
+    seen = []
+    rouge = registry.get_metric("rouge")
+
+    def spy(s):
+        # (in the worker, the split it reads was made before it started)
+        seen.append((threading.current_thread() is threading.main_thread(), "split" in s._shared))
+        return rouge.compute(s)
+
+    monkeypatch.setattr(evaluate, "CONCURRENT_ITEMS", 10)
+    monkeypatch.setattr(evaluate, "_cpus", lambda: 2)
+    monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=spy))
+    two = evaluate.score_items(data, names)
+    assert seen == [(False, True)]
+    assert list(two) == names
+    for m in names:
+        assert np.array_equal(one[m].stats, two[m].stats) and one[m].estimates == two[m].estimates
+
+    def fail(s):
+        raise VlgapError("rouge broke")
+
+    monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=fail))
+    with pytest.raises(VlgapError, match="rouge broke"):
+        evaluate.score_items(data, names)
+    monkeypatch.setattr(evaluate, "_cpus", lambda: 1)  # one CPU: in this thread
+    seen.clear()
+    monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=spy))
+    evaluate.score_items(data, names)
+    assert [main for main, _ in seen] == [True]

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, lookup, reference_layout, reference_maxima
+from vlgap.captions.ngrams import NgramIndex, reference_join, reference_layout
 from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric
 from vlgap.captions.tables import MetricTable
@@ -52,12 +52,10 @@ def bleu_statistics(hypotheses: Sequence[str], references: Sequence[Sequence[str
     for k in range(1, n + 1):
         stats[:, 1 + k] = np.maximum(0, testlen - k + 1)
         counts = index.orders[k - 1]
-        is_ref = counts.doc < n_refs
-        max_keys, max_counts = reference_maxima(index, k, n_refs, item_of_ref)  # keys gram * n_items + item
-        hyp_item = counts.doc[~is_ref] - n_refs
-        clip = lookup(max_keys, max_counts, counts.gram[~is_ref] * n_items + hyp_item, default=0)
-        correct = np.minimum(counts.count[~is_ref], clip)
-        stats[:, 1 + n + k] = np.bincount(hyp_item, weights=correct, minlength=n_items).astype(np.int64)
+        join = reference_join(index, k, n_refs, item_of_ref)  # the references' largest counts per (gram, item)
+        clip = np.where(join.hyp_hit, join.maxima[join.hyp_slot], 0) if join.maxima.size else 0
+        correct = np.minimum(counts.count[~join.is_ref], clip)
+        stats[:, 1 + n + k] = np.bincount(join.hyp_item, weights=correct, minlength=n_items).astype(np.int64)
     return stats
 
 

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, lookup, reference_layout, reference_maxima
+from vlgap.captions.ngrams import NgramIndex, distinct, index_ngrams, reference_join, reference_layout
 from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
@@ -84,21 +84,22 @@ def cider_d_scores(candidates: Sequence[str], references: Sequence[Sequence[str]
     sims = np.zeros((n_refs, n))
     for k in range(1, n + 1):
         c = index.orders[k - 1]
+        join = reference_join(index, k, n_refs, item_of_ref)  # (gram, item) keys of the references, shared with BLEU
         if df is None:
-            # items holding each gram = the distinct (item, gram) keys of the references (shared with BLEU)
-            item_grams = reference_maxima(index, k, n_refs, item_of_ref)[0]  # gram * n_items + item
-            dfk = np.bincount(item_grams // n_items, minlength=c.n_grams).astype(float)
+            # items holding each gram = the distinct (item, gram) keys of the references
+            dfk = np.bincount(join.keys // n_items, minlength=c.n_grams).astype(float)
         else:
             dfk = np.array([df.counts.get(t, 0) for t in index.gram_tuples(k)], dtype=float)
         idf = ref_len - np.log(np.maximum(1.0, dfk))
         weight = c.count * idf[c.gram]
         norm = np.sqrt(np.bincount(c.doc, weights=weight ** 2, minlength=n_docs))
-        is_ref = c.doc < n_refs
-        hyp_keys = c.gram[~is_ref] * n_items + (c.doc[~is_ref] - n_refs)  # sorted: rows sorted by gram, doc
-        hyp_w = weight[~is_ref]
-        ref_doc = c.doc[is_ref]
-        ref_w = weight[is_ref]
-        cand_w = lookup(hyp_keys, hyp_w, c.gram[is_ref] * n_items + item_of_ref[ref_doc], default=0.0)
+        ref_doc = c.doc[join.is_ref]
+        ref_w = weight[join.is_ref]
+        # the candidate's weight of each reference row's gram (0 where the candidate lacks it): the
+        # candidate rows' weights put on the keys they find, read back at the reference rows' keys
+        by_key = np.zeros(join.keys.size)
+        by_key[join.hyp_slot[join.hyp_hit]] = weight[~join.is_ref][join.hyp_hit]
+        cand_w = by_key[join.ref_slot]
         val = np.bincount(ref_doc, weights=np.minimum(cand_w, ref_w) * ref_w, minlength=n_refs)
         norm_h = norm[n_refs:][item_of_ref]
         norm_r = norm[:n_refs]

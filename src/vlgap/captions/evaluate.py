@@ -96,11 +96,36 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
         if group:
             with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS), \
                     (collector_paused() if kind == "text" else nullcontext()):
-                out.update((m, get_metric(m).compute(s)) for m in group)
+                out.update(_score_group(s, group) if kind == "text" else ((m, get_metric(m).compute(s)) for m in group))
     return {m: out[m] for m in metrics if m in out}
 
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
+CONCURRENT_ITEMS = 1000  # from this many items, `concurrent` text metrics run in a worker thread
+
+
+def _score_group(s: Scoring, group: list[str]) -> dict[str, MetricTable]:
+    """The text metrics of one system; those registered `concurrent` (ROUGE-L) in a worker thread
+    while the others (BLEU, CIDEr: numpy, which lets the worker run meanwhile) score in this one, where
+    there are both, enough items and more than one CPU. What the worker reads (tokens, split) is made
+    first; the values do not depend on it."""
+    aside = [m for m in group if get_metric(m).concurrent]
+    if not aside or len(aside) == len(group) or len(s.data) < CONCURRENT_ITEMS or _cpus() < 2:
+        return {m: get_metric(m).compute(s) for m in group}
+    from concurrent.futures import ThreadPoolExecutor
+
+    s.split()
+    with ThreadPoolExecutor(1, thread_name_prefix="vlgap-text-metric") as pool:
+        futures = {m: pool.submit(get_metric(m).compute, s) for m in aside}
+        out = {m: get_metric(m).compute(s) for m in group if m not in futures}
+        out.update((m, f.result()) for m, f in futures.items())
+    return out
+
+
+def _cpus() -> int:
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
+
 
 #: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike
 COCO_NAMES = {"Bleu_1": "BLEU-1", "Bleu_2": "BLEU-2", "Bleu_3": "BLEU-3", "Bleu_4": "BLEU-4", "METEOR": "METEOR",

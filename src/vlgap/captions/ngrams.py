@@ -36,8 +36,22 @@ class NgramIndex:
     orders: tuple[NgramCounts, ...]
     words: list[str]              # the tokens of all documents (kept to name grams, e.g. for frozen df) ...
     word_offsets: np.ndarray      # ... where each document's start in `words`
-    first_position: tuple[np.ndarray, ...]  # per order: (doc, start) of one occurrence per gram
-    cache: dict = field(default_factory=dict, repr=False, compare=False)  # reference_maxima's results
+    first_token: tuple[np.ndarray, ...]  # per order: where the first occurrence of each gram starts,
+    #                                      counted in the document tokens (no separators)
+    cache: dict = field(default_factory=dict, repr=False, compare=False)  # reference_join's results
+
+    @property
+    def first_position(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """Per order: (doc, start in the doc) of the first occurrence of each gram (made when asked)."""
+        hit = self.cache.get("first_position")
+        if hit is None:
+            ends = np.cumsum(self.lengths)
+            hit = []
+            for first in self.first_token:
+                docs = np.searchsorted(ends, first, side="right")
+                hit.append((docs, first - (ends[docs] - self.lengths[docs])))
+            hit = self.cache["first_position"] = tuple(hit)
+        return hit
 
     def gram_tuples(self, order: int) -> list[tuple[str, ...]]:
         """The token tuple of every dense gram id of `order` (1-based), in id order."""
@@ -114,89 +128,86 @@ def index_ngrams(documents: Sequence[str], n: int = 4, split: SplitCorpus | None
     if split is None:
         split = split_corpus(documents)
     words, flat, lengths, word_offsets = split.words, split.ids, split.lengths, split.offsets
-    vocab_len = int(flat.max()) + 1 if flat.size else 0
+    size = flat.size
+    vocab_len = int(flat.max()) + 1 if size else 0
     n_docs = len(lengths)
     doc_of = np.repeat(np.arange(n_docs, dtype=np.int64), lengths)
-    starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if n_docs else np.zeros(0, np.int64)
-    pos_in_doc = np.arange(flat.size, dtype=np.int64) - starts[doc_of] if flat.size else flat
-    remaining = lengths[doc_of] - pos_in_doc if flat.size else flat  # tokens from here to doc end
+    ends = np.cumsum(lengths)
+    positions = np.arange(size, dtype=np.int64)
+    tail = np.zeros(0, dtype=np.int64)  # the positions where no k-gram starts (the last k-1 of each document)
 
     orders = []
     firsts = []
-    prev_ids = None  # dense (k-1)-gram id at every position where one starts (-1 elsewhere)
-    vocab_size = max(1, vocab_len)
+    width = max(1, vocab_len)
+    prev, n_prev = flat, vocab_len  # dense (k-1)-gram id at every position (any value where none starts)
     for k in range(1, n + 1):
-        valid = np.flatnonzero(remaining >= k)
         if k == 1:
-            # token ids are already dense and numbered in sorted order; first uses = new maxima
-            dense = flat
-            n_uniq = vocab_len
-            first_idx = np.flatnonzero(flat > np.concatenate(([-1], np.maximum.accumulate(flat)[:-1]))) \
-                if flat.size else flat
-            by_gram = _stable_argsort(flat, n_uniq)
-            gram_sorted = flat[by_gram]
+            # the token ids are dense (0..vocab_len-1, each used): the unigram ids are the token ids
+            n_grams, order, gram, first = _dense_ids(flat.copy(), size, positions)
         else:
-            keys = prev_ids[valid] * vocab_size + flat[valid + k - 1]
-            n_uniq, dense, first_idx, by_gram, gram_sorted = _dense_ids(keys)
-        if k < n:
-            ids = np.full(flat.size, -1, dtype=np.int64)
-            ids[valid] = dense
-            prev_ids = ids
-        n_grams = n_uniq
-        firsts.append((doc_of[valid[first_idx]], pos_in_doc[valid[first_idx]]))
-        # count (gram, document) pairs
-        docs = doc_of[valid]
-        if by_gram is not None:
-            # positions in (gram, position) order are in (gram, document) order (a document's
-            # positions are consecutive): count the runs, no sort of the pairs needed
-            d, g = docs[by_gram], gram_sorted
-            new = np.empty(d.size, dtype=bool)
-            new[:1] = True
-            np.not_equal(d[1:], d[:-1], out=new[1:])
-            new[1:] |= g[1:] != g[:-1]
-            starts_ = np.flatnonzero(new)
-            orders.append(NgramCounts(doc=d[starts_], gram=g[starts_], count=np.diff(np.append(starts_, d.size)),
-                                      n_grams=int(n_grams)))
-        else:
-            pair_u, pair_c = distinct(dense * max(1, n_docs) + docs, counts=True)
-            orders.append(NgramCounts(doc=pair_u % max(1, n_docs), gram=pair_u // max(1, n_docs),
-                                      count=pair_c.astype(np.int64), n_grams=int(n_grams)))
-    return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_position=tuple(firsts))
+            # the k-gram at each position: its (k-1)-gram's id, then its last token; positions too
+            # near their document's end get a key above all the others (sorted last, then dropped)
+            keys = prev * width
+            keys[:max(0, size - k + 1)] += flat[k - 1:]
+            tail = np.concatenate((tail, (ends - (k - 1))[lengths >= k - 1]))
+            keys[tail] = n_prev * width
+            n_grams, order, gram, first = _dense_ids(keys, size - tail.size, positions)
+        if 1 < k < n:
+            prev = np.zeros(size, dtype=np.int64)
+            np.put(prev, order, gram)
+            n_prev = n_grams
+        firsts.append(first)
+        # count (gram, document) pairs: positions in (gram, position) order are in (gram, document)
+        # order (a document's positions are consecutive): count the runs, no sort of the pairs needed
+        d = np.take(doc_of, order)
+        new = np.empty(d.size, dtype=bool)
+        new[:1] = True
+        np.not_equal(d[1:], d[:-1], out=new[1:])
+        new[1:] |= gram[1:] != gram[:-1]
+        starts = np.flatnonzero(new)
+        orders.append(NgramCounts(doc=d[starts], gram=gram[starts], count=np.diff(np.append(starts, d.size)),
+                                  n_grams=int(n_grams)))
+    return NgramIndex(lengths=lengths, orders=tuple(orders), words=words, word_offsets=word_offsets, first_token=tuple(firsts))
 
 
-_RADIX = 1 << 16  # numpy sorts integers of up to 16 bits stably by radix sort
 _PACKED_BITS = 62  # key and position packed into one non-negative int64 (see _dense_ids)
 
 
-def _stable_argsort(values: np.ndarray, bound: int) -> np.ndarray:
-    """Stable argsort of non-negative ints below `bound` (a radix sort when they fit 16 bits)."""
-    return np.argsort(values.astype(np.uint16) if bound <= _RADIX else values, kind="stable")
-
-
-def _dense_ids(keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray | None, np.ndarray]:
-    """Dense ids 0..m-1 for the distinct values of `keys` (in sorted order), one position of each
-    distinct value (like np.unique's return_inverse / return_index), the positions in
-    (key, position) order when that came for free (else None), and the dense ids in key order."""
-    if keys.size == 0:
-        return 0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+def _dense_ids(keys: np.ndarray, count: int, positions: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """For the `count` smallest of the non-negative `keys` (the others are larger than all of them;
+    `keys` is overwritten; `positions`: np.arange(keys.size)):
+    the number m of distinct values, their positions in (key, position) order, the dense id 0..m-1 of
+    each (distinct values numbered in sorted order) in that order, and the first position of each."""
+    if count == 0:
+        empty = np.zeros(0, np.int64)
+        return 0, empty, empty, empty
     bits = max(1, (keys.size - 1).bit_length())
     if bits < _PACKED_BITS and int(keys.max()) < 1 << (_PACKED_BITS - bits):
-        # sort (key, position) packed into one int64: about twice as fast as an argsort
-        packed = np.sort((keys << bits) | np.arange(keys.size, dtype=np.int64))
+        # sort (key, position) packed into one int64 (in place: the keys are the caller's scratch):
+        # about twice as fast as an argsort
+        keys <<= bits
+        keys |= positions
+        keys.sort()
+        packed = keys[:count]
         order = packed & ((1 << bits) - 1)
         sorted_keys = packed >> bits
-        stable = order
     else:
-        order = np.argsort(keys, kind="quicksort")
+        order = np.argsort(keys, kind="stable")[:count]
         sorted_keys = keys[order]
-        stable = None
     new = np.empty(sorted_keys.size, dtype=bool)
     new[0] = True
     np.not_equal(sorted_keys[1:], sorted_keys[:-1], out=new[1:])
-    dense_sorted = np.cumsum(new) - 1
-    dense = np.empty(keys.size, dtype=np.int64)
-    dense[order] = dense_sorted
-    return int(dense_sorted[-1]) + 1, dense, order[new], stable, dense_sorted
+    dense_sorted = _run_ids(new)
+    return int(dense_sorted[-1]) + 1, order, dense_sorted, np.compress(new, order)
+
+
+def _run_ids(new: np.ndarray) -> np.ndarray:
+    """np.cumsum(new) - 1 of a bool array that starts a run at each True (int64; a cumulative sum of
+    int64s is about twice as fast as one of the bools)."""
+    ids = new.astype(np.int64)
+    np.cumsum(ids, out=ids)
+    ids -= 1
+    return ids
 
 
 def distinct(keys: np.ndarray, counts: bool = False):
@@ -231,45 +242,68 @@ def group_max(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return k[last], v[last]
 
 
-def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class ReferenceJoin:
+    """One order's rows met with the references' per-item maxima (BLEU and CIDEr share it): see
+    `reference_join`."""
+
+    keys: np.ndarray      # distinct gram * n_items + item of the reference rows, sorted
+    maxima: np.ndarray    # for each key: the largest count of the gram in one reference of the item
+    is_ref: np.ndarray    # per row of the order: a reference's row (document < n_refs)
+    ref_slot: np.ndarray  # per reference row, in row order: the index of its key in `keys`
+    hyp_item: np.ndarray  # per hypothesis row, in row order: its item (document - n_refs)
+    hyp_slot: np.ndarray  # per hypothesis row: the index of its key in `keys` (clipped where absent) ...
+    hyp_hit: np.ndarray   # ... and whether a reference of its item holds the gram
+
+
+def reference_join(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray) -> ReferenceJoin:
     """For the references (documents 0..n_refs-1 of `index`, reference r belonging to item
-    item_of_ref[r], non-decreasing): the distinct keys gram * n_items + item of `order` (sorted;
-    n_items = item_of_ref[-1] + 1) and the largest count of that gram in any one reference of the
-    item. BLEU clips with the counts, CIDEr's document frequencies count the keys; computed once
-    for both."""
+    item_of_ref[r]) and the hypotheses (documents n_refs + item): the distinct keys
+    gram * n_items + item of `order` (sorted; n_items = item_of_ref[-1] + 1) with the largest count of
+    that gram in any one reference of the item, and where every row of the order finds its key. BLEU
+    clips the hypotheses' counts with the maxima, CIDEr's document frequencies count the keys and its
+    reference rows find the hypothesis' count of their gram through the slots; computed once for both."""
     key = (order, n_refs, item_of_ref.tobytes())
     hit = index.cache.get(key)
     if hit is None:
         counts = index.orders[order - 1]
         n_items = int(item_of_ref[-1]) + 1 if item_of_ref.size else 1
         is_ref = counts.doc < n_refs
-        gram, item, count = counts.gram[is_ref], item_of_ref[counts.doc[is_ref]], counts.count[is_ref]
+        # every row's key gram * n_items + item (a hypothesis' item: its document - n_refs)
+        item_of_doc = np.concatenate((item_of_ref, np.arange(index.lengths.size - n_refs, dtype=np.int64)))
+        row_key = counts.gram * n_items + np.take(item_of_doc, counts.doc)
+        ref_key, count = row_key[is_ref], counts.count[is_ref]
         if item_of_ref.size > 1 and bool(np.any(item_of_ref[1:] < item_of_ref[:-1])):
-            hit = group_max(gram * n_items + item, count)  # (references out of item order)
+            keys, maxima = group_max(ref_key, count)  # (references out of item order)
+            ref_slot = np.searchsorted(keys, ref_key)
         else:
             # rows are in (gram, document) order and an item's references are consecutive
-            # documents: (gram, item) runs are consecutive, no sort needed
-            new = np.empty(gram.size, dtype=bool)
+            # documents: the reference rows' keys are sorted, no sort needed
+            new = np.empty(ref_key.size, dtype=bool)
             new[:1] = True
-            np.not_equal(gram[1:], gram[:-1], out=new[1:])
-            new[1:] |= item[1:] != item[:-1]
+            np.not_equal(ref_key[1:], ref_key[:-1], out=new[1:])
             starts = np.flatnonzero(new)
-            hit = (gram[starts] * n_items + item[starts],
-                   np.maximum.reduceat(count, starts) if starts.size else count)
+            keys = ref_key[starts]
+            maxima = np.maximum.reduceat(count, starts) if starts.size else count
+            ref_slot = _run_ids(new)
+        is_hyp = ~is_ref
+        hyp_item = counts.doc[is_hyp] - n_refs
+        query = row_key[is_hyp]  # sorted: rows sorted by gram, document
+        if keys.size:
+            hyp_slot = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+            hyp_hit = keys[hyp_slot] == query
+        else:
+            hyp_slot, hyp_hit = np.zeros(query.size, np.int64), np.zeros(query.size, bool)
+        hit = ReferenceJoin(keys, maxima, is_ref, ref_slot, hyp_item, hyp_slot, hyp_hit)
         index.cache[key] = hit
     return hit
 
 
-def lookup(sorted_keys: np.ndarray, sorted_values: np.ndarray, query: np.ndarray, default=0):
-    """Values for `query` keys from a sorted key table, `default` where a key is absent."""
-    if sorted_keys.size == 0:
-        return np.full(query.shape, default, dtype=sorted_values.dtype if sorted_values.size else np.int64)
-    pos = np.searchsorted(sorted_keys, query)
-    pos_c = np.minimum(pos, sorted_keys.size - 1)
-    hit = sorted_keys[pos_c] == query
-    out = np.where(hit, sorted_values[pos_c], default)
-    return out
+def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """`reference_join`'s distinct keys gram * n_items + item (sorted) and largest counts."""
+    join = reference_join(index, order, n_refs, item_of_ref)
+    return join.keys, join.maxima
 
 
 def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[str]], n: int,
@@ -278,12 +312,15 @@ def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[st
     index references + hypotheses once. Returns (ref_counts, n_refs, item_of_ref, index); in the index,
     documents 0..n_refs-1 are the references in order and n_refs.. the hypotheses."""
     n_items = len(hypotheses)
-    ref_counts = np.fromiter((len(r) for r in references), dtype=np.int64, count=n_items)
+    ref_counts = np.fromiter(map(len, references), dtype=np.int64, count=n_items)
     if n_items and ref_counts.min() < 1:
         bad = int(np.flatnonzero(ref_counts < 1)[0])
         raise VlgapError(f"item {bad} has no reference: {metric} needs at least one reference per item")
-    flat_refs = [r for refs in references for r in refs]
+    n_refs = int(ref_counts.sum())
     if index is None:
-        index = index_ngrams(flat_refs + list(hypotheses), n)
+        index = index_ngrams([r for refs in references for r in refs] + list(hypotheses), n)
+    elif index.lengths.size != n_refs + n_items:
+        raise VlgapError(f"the n-gram index has {index.lengths.size} documents, not {n_refs + n_items} "
+                         f"({n_refs} references and {n_items} hypotheses)")
     item_of_ref = np.repeat(np.arange(n_items, dtype=np.int64), ref_counts)
-    return ref_counts, len(flat_refs), item_of_ref, index
+    return ref_counts, n_refs, item_of_ref, index

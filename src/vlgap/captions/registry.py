@@ -61,6 +61,8 @@ class CaptionMetric:
     setup: Callable[["ScoringSettings"], Any] | None = None  # once per evaluation; raises VlgapError if unavailable
     manifest_references: bool = False      # without --refs, a --videos manifest's captions serve as references
     order: float = 1000.0                  # position in listings and default output
+    concurrent: bool = False               # a "text" metric that reads only s.tokens() and s.split(): it may
+    #                                        run in a worker thread beside the other text metrics
     summary: str = ""                      # one line for docs and listings
 
     @property

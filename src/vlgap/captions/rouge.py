@@ -12,7 +12,6 @@ references, in Python. The arithmetic after the LCS lengths is pycocoevalcap's, 
 """
 from __future__ import annotations
 
-import re
 from itertools import repeat
 from typing import Mapping, Sequence
 
@@ -82,8 +81,9 @@ def rouge_l(candidate: str, references: Sequence[str], beta: float = BETA) -> fl
 _WORD_BITS = 64        # a candidate (or reference) of up to this many tokens is one uint64 bit mask
 _MIN_BATCH = 32        # positions where fewer pairs are still running finish in Python
 _DENSE_TABLE = 1 << 23  # bit masks in a (mask document, token) table up to this many cells, else sorted keys
-# whitespace that str.split() splits on and str.split(" ") does not (str.isspace, but the space)
-_ODD_SPACE = re.compile("[\t\n\x0b\x0c\r\x1c-\x1f\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+# whitespace that str.split() splits on and str.split(" ") does not (str.isspace, but the space): a
+# table by code point, the last entry for all beyond U+3000 (none is whitespace)
+_ODD_SPACE = np.array([chr(c).isspace() and c != 32 for c in range(0x3001)] + [False])
 
 
 def _popcount(v: np.ndarray) -> np.ndarray:
@@ -98,30 +98,43 @@ def _space_tokens(docs: list[str], split: SplitCorpus | None) -> tuple[np.ndarra
     every document's str.split(" ") tokens: equal tokens, equal ids. Taken from `split` (the
     documents' str.split() tokens, shared with the n-gram index) where a document splits alike
     both ways: it then holds no whitespace but single spaces between tokens."""
-    lengths = np.fromiter(map(str.count, docs, repeat(" ")), dtype=np.int64, count=len(docs)) + 1
+    # the documents' characters as numbers (numpy, which lets another thread run meanwhile), each
+    # document followed by a space: the spaces in each (its tokens) and the documents holding other
+    # whitespace
+    joined = " ".join(docs) + " "
+    if joined.isascii():
+        chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    else:  # UTF-16 units are the characters unless some are surrogates (a pair, or a lone one)
+        chars = np.frombuffer(joined.encode("utf-16-le", "surrogatepass"), dtype=np.uint16)
+        if bool(np.any((chars & 0xF800) == 0xD800)):
+            chars = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    size = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs)) + 1  # (its space included)
+    ends = np.cumsum(size)
+    lengths = np.add.reduceat(chars == 32, ends - size, dtype=np.int64) if docs else size
+    maybe = np.flatnonzero((chars - 32) > 95)  # (unsigned) below 32 or above 127: whitespace but the space?
+    odd = maybe[_ODD_SPACE[np.minimum(chars[maybe].astype(np.int64), _ODD_SPACE.size - 1)]]
     if split is None:
         vocab = _numbering()
         words = " ".join(docs).split(" ")
         ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
         return ids, lengths, np.cumsum(lengths) - lengths, len(vocab)
     redo = lengths != split.lengths
-    joined = " ".join(docs)
-    odd = [m.start() for m in _ODD_SPACE.finditer(joined)]
-    if odd:
-        size = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs)) + 1
-        redo[np.searchsorted(np.cumsum(size), odd, side="right")] = True
+    redo[np.searchsorted(ends, odd, side="right")] = True
     starts = np.cumsum(split.lengths) - split.lengths
     ids, n_ids = split.ids, split.n_ids
-    again = np.flatnonzero(redo).tolist()
-    if again:
-        extra: list[int] = []
+    again = np.flatnonzero(redo)
+    if again.size:
+        # the documents split apart both ways: their str.split(" ") tokens appended to the ids, a token
+        # no document's str.split() has (one holding a tab, say) numbered next by first appearance
+        words = " ".join([docs[d] for d in again.tolist()]).split(" ")
+        starts[again] = ids.size + np.cumsum(lengths[again]) - lengths[again]
+        extra = np.fromiter(map(split.vocab.get, words, repeat(-1)), dtype=np.int64, count=len(words))
+        if split.separator is not None:  # (no document holds the separator: no token is it)
+            extra -= extra > split.separator
         new_ids: dict[str, int] = {}
-        for d in again:
-            starts[d] = ids.size + len(extra)
-            for w in docs[d].split(" "):
-                i = split.token_id(w)
-                extra.append(i if i is not None else new_ids.setdefault(w, n_ids + len(new_ids)))
-        ids = np.concatenate((ids, np.array(extra, dtype=np.int64)))
+        for at in np.flatnonzero(extra < 0).tolist():
+            extra[at] = new_ids.setdefault(words[at], n_ids + len(new_ids))
+        ids = np.concatenate((ids, extra))
         n_ids += len(new_ids)
     return ids, lengths, starts, n_ids
 
@@ -236,7 +249,7 @@ class Rouge:
         return "Rouge"
 
 
-@caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30,
+@caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30, concurrent=True,
                 summary="ROUGE-L F (beta 1.2) as coco-caption, mean over items")
 def score_rouge(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()
