@@ -61,3 +61,21 @@ def test_text_dtype_equal_to_dtype_is_no_setting_and_a_bad_one_is_refused():
 
     assert DemoConfig().check().text_dtype == "bfloat16"
     assert DemoConfig(text_dtype="f32").check().text_dtype == "float32"
+    # unset alike in both configurations ("" is how a TOML file leaves it), and a bad value names its flag
+    assert SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], text_dtype="").text_dtype is None
+    assert DemoConfig(text_dtype="").check().text_dtype is None
+    for make in (lambda: SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], text_dtype="int7"),
+                 lambda: DemoConfig(text_dtype="int7").check()):
+        with pytest.raises(VlgapError, match=r"dtype 'int7' \(--text-dtype\) is not valid here; valid: float32"):
+            make()
+    with pytest.raises(VlgapError, match=r"\(--dtype\)"):
+        SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], dtype="int7")
+
+
+def test_bad_text_dtype_on_the_command_line_names_its_flag(tmp_path, capsys):
+    from in_process_cli import refused
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"id": "a", "video": "x.mp4", "captions": ["c"]}\n')
+    line = refused(capsys, "sweep", manifest, "--vision", "mobilenet_v2", "--text", "minilm", "--text-dtype", "int7")
+    assert "(--text-dtype) is not valid here" in line and "(--dtype)" not in line

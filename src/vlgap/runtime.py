@@ -53,22 +53,34 @@ def _valid(what: str, spread: bool) -> str:
     return out + (", spread (a large model over every GPU)" if spread else "")
 
 
-def invalid(what: str, value: Any, reason: str | None = None, *, spread: bool = False) -> VlgapError:
+def invalid(what: str, value: Any, reason: str | None = None, *, spread: bool = False,
+            option: str | None = None) -> VlgapError:
     """The one error for a bad device or dtype: the value, why (when there is more to say than 'unknown'),
-    and what is valid. what: "device" or "dtype"."""
+    and what is valid. what: "device" or "dtype"; option: the flag that set it (default --device / --dtype)."""
     why = f" ({reason})" if reason else ""
-    return VlgapError(f"{what} {str(value)!r} (--{what}) is not valid here{why}; valid: {_valid(what, spread)}")
+    return VlgapError(f"{what} {str(value)!r} ({option or '--' + what}) is not valid here{why}; "
+                      f"valid: {_valid(what, spread)}")
 
 
-def parse_dtype(value: Any = None) -> str:
+def parse_dtype(value: Any = None, *, option: str = "--dtype") -> str:
     """The canonical name (float32 | bfloat16 | float16) of a dtype name, alias or torch dtype; None ->
-    float32."""
+    float32. option: the flag named by the error for a bad value."""
     if value is None:
         return "float32"
     key = str(value).strip().lower().removeprefix("torch.")
     if key not in DTYPE_ALIASES:
-        raise invalid("dtype", value)
+        raise invalid("dtype", value, option=option)
     return DTYPE_ALIASES[key]
+
+
+def parse_text_dtype(value: Any, dtype: Any = None) -> str | None:
+    """The text encoders' number format (`text_dtype`, `--text-dtype`), canonical, or None where it is
+    not set (None or "", as a TOML file leaves it) or, `dtype` given, where it equals `dtype` (the
+    vision encoders' format: then no setting of its own)."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    text = parse_dtype(value, option="--text-dtype")
+    return None if dtype is not None and text == parse_dtype(dtype) else text
 
 
 def torch_dtype(value: Any = None):

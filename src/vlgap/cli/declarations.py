@@ -125,6 +125,12 @@ def _dtype(value, label, values):
     parse_dtype(value)
 
 
+def _text_dtype(value, label, values):
+    from vlgap.runtime import parse_text_dtype
+
+    parse_text_dtype(value)
+
+
 def _temporal_pooling(value, label, values):
     from vlgap.features.temporal_pooling import parse_mode
 
@@ -310,7 +316,7 @@ SHARED: dict[str, Constraint] = {
     "ci_method": Parsed(_ci_method, bad=[("not a choice", "bogus-method")], good="percentile"),
     "device": Parsed(_device, bad=[("not a device", "gpu9"), ("wrong type", "cuda:x")], good="cpu"),
     "dtype": Parsed(_dtype, bad=[("not a dtype", "int7")], good="float32"),
-    "text_dtype": Parsed(_dtype, bad=[("not a dtype", "int7")], good="bfloat16"),
+    "text_dtype": Parsed(_text_dtype, bad=[("not a dtype", "int7")], good="bfloat16"),
     "threads": Count(1, 4096),
     "decode_threads": Count(1, 1024),
     "workers": Count(1, 1024),

@@ -72,10 +72,11 @@ class DemoConfig:
                                             flag="--n-videos" if name == "n_videos" else None))
         from vlgap.data.sampling import parse_frame_samplings
 
-        from vlgap.runtime import parse_dtype
+        from vlgap.runtime import parse_dtype, parse_text_dtype
 
         self.dtype = parse_dtype(self.dtype)
-        self.text_dtype = None if self.text_dtype in (None, "") else parse_dtype(self.text_dtype)
+        # (kept when equal to dtype: the demo's default is bfloat16 text, and "float32" says "not that")
+        self.text_dtype = parse_text_dtype(self.text_dtype)
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws")
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         if self.preset not in DEMO_PRESETS:

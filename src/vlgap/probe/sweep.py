@@ -94,12 +94,10 @@ class SweepConfig:
 
         from vlgap.data.sampling import parse_frame_samplings
 
-        from vlgap.runtime import parse_dtype
+        from vlgap.runtime import parse_dtype, parse_text_dtype
 
         self.dtype = parse_dtype(self.dtype)
-        self.text_dtype = None if self.text_dtype is None else parse_dtype(self.text_dtype)
-        if self.text_dtype == self.dtype:
-            self.text_dtype = None
+        self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype)
         self.temporal_pooling = parse_mode(self.temporal_pooling)
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws", example=5)
