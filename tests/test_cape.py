@@ -208,7 +208,8 @@ def test_rewrite_cache_keeps_what_another_writer_saved(tmp_path):
     import threading
     import time
 
-    from vlgap.cape.operators import RewriteCache, TemplateOperator, _folder_lock
+    from vlgap.cape.operators import RewriteCache, TemplateOperator
+    from vlgap.io_utils import folder_lock
 
     test, train = ["a red cube spins", "a blue ball rolls"], ["a green cone falls slowly"]
     res = dict(zip(test + train, TemplateOperator().rewrite_batch(test + train)))
@@ -228,7 +229,7 @@ def test_rewrite_cache_keeps_what_another_writer_saved(tmp_path):
     cache = RewriteCache(tmp_path / "run0", "rewriter", "h")
     cache.put("a yellow star waits", res[test[0]])
     saved = threading.Event()
-    with _folder_lock(tmp_path / "run0"):
+    with folder_lock(tmp_path / "run0"):
         worker = threading.Thread(target=lambda: (cache.save(), saved.set()))
         worker.start()
         time.sleep(0.3)

@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from re import _compiler as sre_compile, _parser as sre_parse
 
-import pytest
-
 from vlgap.captions import _ptb_core as ptb, _ptb_lines, _ptb_rules, _ptb_store
 from vlgap.captions._ptb_store import PatternStore
 
@@ -184,7 +182,7 @@ def test_cache_check_reads_the_store_as_a_sealed_artefact(tmp_path):
     store.save()
     check = check_cache(tmp_path)
     assert [f.status for f in check.findings if f.path.endswith(".pickle")] == ["ok"]
-    assert not check.problems  # (its lock file is not taken for a leftover)
+    assert not check.problems  # (nothing beside it is taken for a leftover)
 
 
 def test_scanner_uses_the_store():

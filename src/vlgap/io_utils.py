@@ -6,6 +6,7 @@ import json
 import os
 import secrets
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -56,6 +57,26 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+@contextmanager
+def folder_lock(folder: str | os.PathLike, *, shared: bool = False) -> Iterator[None]:
+    """An advisory lock on `folder` (flock on the folder itself, made if missing: no lock file is left)
+    while files in it that several processes read and write are read or written: exclusive, or shared
+    among readers; where the platform has no flock, none."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _open_temp_beside(path: Path) -> tuple[int, Path]:

@@ -19,14 +19,14 @@ import json
 import os
 import re
 import sys
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from vlgap.cape import world as W
 from vlgap.cape.schema import PARTS, SixPart
 from vlgap.data import shapes as S
 from vlgap.errors import VlgapError
+from vlgap.io_utils import folder_lock
 
 OPERATORS = ("template", "pe", "rewriter", "third", "precomputed", "openai-compatible")
 MAX_INPUT_TOKENS = 192
@@ -424,11 +424,11 @@ class RewriteCache:
         self.operator, self.model_hash = operator, model_hash
         self.key = {"format": CACHE_FORMAT, "operator": operator, "model_hash": model_hash, **(settings or {})}
         self.entries: dict[str, dict[str, Any]] = {}
-        with _folder_lock(self.path.parent):
+        with folder_lock(self.path.parent):
             self.entries = self._read()
 
     def _read(self) -> dict[str, dict[str, Any]]:
-        """The entries the file holds now (call under `_folder_lock`)."""
+        """The entries the file holds now (call under `io_utils.folder_lock`)."""
         from vlgap.reuse import check_artefact, read_verified
 
         verdict = check_artefact(self.path, self.key, verify_bytes=False)
@@ -460,29 +460,11 @@ class RewriteCache:
         # rewriter's two splits side by side): under the folder's lock, what the file holds now is kept
         # beside this cache's entries, and the entries are written in key order, so the file is the same
         # bytes whichever process saved last
-        with _folder_lock(self.path.parent):
+        with folder_lock(self.path.parent):
             self.entries = {**self._read(), **self.entries}
             doc = {"operator": self.operator, "model_hash": self.model_hash,
                    "entries": dict(sorted(self.entries.items()))}
             write_artefact(self.path, (to_json(doc) + "\n").encode(), self.key)
-
-
-@contextmanager
-def _folder_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on `folder` (flock on the folder itself: no lock file is left) while a rewrite cache
-    in it is read or written; where the platform has no flock, none."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX
-        yield
-        return
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def check_prompts(texts: Sequence[str], op: Operator, max_input_tokens: int = MAX_INPUT_TOKENS,

@@ -15,7 +15,7 @@ A changed rule has another source text, so it is a new entry, never a wrong one.
 the cache root (`lexer/`), one per Python version, `_sre` code format (`_sre.MAGIC`), `regex`
 version and version of the code that parses, analyses and compiles the rules (a digest of
 _ptb_rules, _ptb_regex and this module); it is written and read by the reuse rule (`vlgap.reuse`:
-sealed, checksum verified, a damaged file reported and rebuilt), under a file lock so that
+sealed, checksum verified, a damaged file reported and rebuilt), under the folder's lock so that
 concurrent processes merge their entries, after a tokenisation that compiled something new (`save`).
 Anything unexpected (a value that does not pickle, a stored program this Python refuses, an
 unreadable or unwritable cache) falls back to compiling as before, with the same results; the first
@@ -23,7 +23,6 @@ tokenisation on a machine pays the compiles once (the benchmark reports both).
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
 import pickle
@@ -33,7 +32,7 @@ import threading
 from array import array
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import _sre
 import regex
@@ -41,7 +40,7 @@ from re import _constants as sre_c
 
 from vlgap import reuse
 from vlgap.captions._ptb_regex import _compile_parsed, program
-from vlgap.io_utils import cache_root
+from vlgap.io_utils import cache_root, folder_lock
 
 FORMAT = 1
 FOLDER = "lexer"
@@ -108,14 +107,10 @@ class PatternStore:
     # -- reading --------------------------------------------------------------------------------
     def _read(self) -> dict:
         path = self.path()
-        if not path.parent.is_dir():
+        if not path.parent.is_dir():  # (reading makes no folder)
             return {}
-        with _file_lock(path, exclusive=False):
-            data = reuse.read_verified(path, self.key(), what="compiled tokenizer patterns")
-        if not data:
-            return {}
-        entries = pickle.loads(data)
-        return entries if isinstance(entries, dict) else {}
+        with folder_lock(path.parent, shared=True):
+            return self._read_unlocked(path)
 
     def entries(self) -> dict:
         if self._entries is None:
@@ -193,7 +188,7 @@ class PatternStore:
             path = self.path()
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                with _file_lock(path, exclusive=True):
+                with folder_lock(path.parent):
                     merged = self._read_unlocked(path)
                     merged.update(new)
                     reuse.write_artefact(path, _dumps(merged), self.key(), extra={
@@ -223,26 +218,6 @@ def _dumps(value: Any) -> bytes:
     p.dispatch_table = {type(sre_c.LITERAL): _reduce_constant}
     p.dump(value)
     return buf.getvalue()
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path, *, exclusive: bool) -> Iterator[None]:
-    """An advisory lock on `<path>.lock` (shared to read, exclusive to write) where the OS has flock:
-    a reader never sees a file and its seal from two different writers."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX: writes are atomic, a race costs a recompile
-        yield
-        return
-    lock = path.with_name(path.name + ".lock")
-    try:
-        f = open(lock, "a+b")
-    except OSError:  # a read-only cache folder: read without the lock
-        yield
-        return
-    with f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
 
 
 #: the store the scanner uses (tests point `folder` elsewhere or turn it off)
