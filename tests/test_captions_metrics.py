@@ -150,6 +150,23 @@ def test_rouge_all_pairs_at_once_equals_item_by_item(dense_cells, batch, monkeyp
         assert np.array_equal(rouge.rouge_l_scores(hyps, refs, split=split), want)
 
 
+def test_split_corpus_token_ids():
+    """SplitCorpus.token_ids: each word's id in `ids` (the id its first occurrence got there), -1 for a
+    word no document holds, with and without the separator between documents."""
+    from vlgap.captions import ngrams
+
+    for docs in (["b a", "c  a\tb", "", "d"], ["b a\x00", "c d"]):  # (the second: no separator)
+        split = ngrams.split_corpus(docs)
+        tokens = [w for d in docs for w in d.split()]
+        first = {}
+        for w, i in zip(tokens, split.ids.tolist()):
+            first.setdefault(w, i)
+        words = ["a", "zz", "d", "", "\x00", "b"]
+        want = [first.get(w, -1) for w in words]
+        assert split.token_ids(words).tolist() == want, docs
+    assert ngrams.split_corpus(["a"]).separator is None and ngrams.split_corpus(["a", "b"]).separator is not None
+
+
 def test_rouge_split_of_other_documents_is_refused():
     from vlgap.captions import ngrams, rouge
     from vlgap.errors import VlgapError
@@ -219,7 +236,8 @@ def test_reference_maxima_against_plain_counting():
     index = ngrams.index_ngrams(refs + hyps, 2)
     for item_of_ref in (np.repeat(np.arange(10), 4), np.array([i % 10 for i in range(40)])):
         for k in (1, 2):
-            keys, maxima = ngrams.reference_maxima(index, k, 40, item_of_ref)
+            join = ngrams.reference_join(index, k, 40, item_of_ref)
+            keys, maxima = join.keys, join.maxima
             names = index.gram_tuples(k)
             got = {(names[int(key) // 10], int(key) % 10): int(v) for key, v in zip(keys, maxima)}
             want: dict = {}
@@ -231,7 +249,6 @@ def test_reference_maxima_against_plain_counting():
             assert got == want and np.all(np.diff(keys) > 0)
             # where each row finds its key: every reference row its own, a hypothesis row its
             # (gram, item) key when a reference of the item holds the gram
-            join = ngrams.reference_join(index, k, 40, item_of_ref)
             c = index.orders[k - 1]
             is_ref = c.doc < 40
             assert np.array_equal(join.is_ref, is_ref)

@@ -148,7 +148,9 @@ def test_concurrent_text_metric_runs_in_a_worker_thread_with_the_same_numbers(mo
         return rouge.compute(s)
 
     monkeypatch.setattr(evaluate, "CONCURRENT_ITEMS", 10)
-    monkeypatch.setattr(evaluate, "_cpus", lambda: 2)
+    from vlgap.runs import claims
+
+    monkeypatch.setattr(claims, "available_cores", lambda: 2)
     monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=spy))
     two = evaluate.score_items(data, names)
     assert seen == [(False, True)]
@@ -162,7 +164,7 @@ def test_concurrent_text_metric_runs_in_a_worker_thread_with_the_same_numbers(mo
     monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=fail))
     with pytest.raises(VlgapError, match="rouge broke"):
         evaluate.score_items(data, names)
-    monkeypatch.setattr(evaluate, "_cpus", lambda: 1)  # one CPU: in this thread
+    monkeypatch.setattr(claims, "available_cores", lambda: 1)  # one CPU: in this thread
     seen.clear()
     monkeypatch.setitem(registry._REGISTRY, "rouge", registry._with(rouge, compute=spy))
     evaluate.score_items(data, names)

@@ -109,8 +109,10 @@ def _score_group(s: Scoring, group: list[str]) -> dict[str, MetricTable]:
     while the others (BLEU, CIDEr: numpy, which lets the worker run meanwhile) score in this one, where
     there are both, enough items and more than one CPU. What the worker reads (tokens, split) is made
     first; the values do not depend on it."""
+    from vlgap.runs.claims import available_cores
+
     aside = [m for m in group if get_metric(m).concurrent]
-    if not aside or len(aside) == len(group) or len(s.data) < CONCURRENT_ITEMS or _cpus() < 2:
+    if not aside or len(aside) == len(group) or len(s.data) < CONCURRENT_ITEMS or available_cores() < 2:
         return {m: get_metric(m).compute(s) for m in group}
     from concurrent.futures import ThreadPoolExecutor
 
@@ -120,11 +122,6 @@ def _score_group(s: Scoring, group: list[str]) -> dict[str, MetricTable]:
         out = {m: get_metric(m).compute(s) for m in group if m not in futures}
         out.update((m, f.result()) for m, f in futures.items())
     return out
-
-
-def _cpus() -> int:
-    affinity = getattr(os, "sched_getaffinity", None)
-    return len(affinity(0)) if affinity is not None else (os.cpu_count() or 1)
 
 
 #: pycocoevalcap's names (COCOEvalCap.eval) -> ours; METEOR and CIDEr are spelled alike

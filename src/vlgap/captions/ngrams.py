@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from typing import Sequence
 
 import numpy as np
@@ -77,12 +77,13 @@ class SplitCorpus:
     vocab: dict = field(repr=False, compare=False)  # token -> id, the separator's included
     separator: int | None = None  # the separator's id in `vocab` (in `ids`, ids above it are one lower)
 
-    def token_id(self, word: str) -> int | None:
-        """The id in `ids` of `word`, or None if no document holds it."""
-        raw = self.vocab.get(word)
-        if raw is None or self.separator is None:
-            return raw
-        return None if raw == self.separator else raw - (raw > self.separator)
+    def token_ids(self, words: Sequence[str]) -> np.ndarray:
+        """The id in `ids` of each word, -1 where no document holds it (int64)."""
+        raw = np.fromiter(map(self.vocab.get, words, repeat(-1)), dtype=np.int64, count=len(words))
+        if self.separator is not None:
+            raw[raw == self.separator] = -1  # (the separator is no document's token)
+            raw -= raw > self.separator
+        return raw
 
     @property
     def n_ids(self) -> int:
@@ -297,13 +298,6 @@ def reference_join(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.n
         hit = ReferenceJoin(keys, maxima, is_ref, ref_slot, hyp_item, hyp_slot, hyp_hit)
         index.cache[key] = hit
     return hit
-
-
-def reference_maxima(index: NgramIndex, order: int, n_refs: int, item_of_ref: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """`reference_join`'s distinct keys gram * n_items + item (sorted) and largest counts."""
-    join = reference_join(index, order, n_refs, item_of_ref)
-    return join.keys, join.maxima
 
 
 def reference_layout(hypotheses: Sequence[str], references: Sequence[Sequence[str]], n: int,

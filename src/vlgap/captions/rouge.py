@@ -12,7 +12,6 @@ references, in Python. The arithmetic after the LCS lengths is pycocoevalcap's, 
 """
 from __future__ import annotations
 
-from itertools import repeat
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -115,7 +114,7 @@ def _space_tokens(docs: list[str], split: SplitCorpus | None) -> tuple[np.ndarra
     odd = maybe[_ODD_SPACE[np.minimum(chars[maybe].astype(np.int64), _ODD_SPACE.size - 1)]]
     if split is None:
         vocab = _numbering()
-        words = " ".join(docs).split(" ")
+        words = joined[:-1].split(" ")
         ids = np.fromiter(map(vocab.__getitem__, words), dtype=np.int64, count=len(words))
         return ids, lengths, np.cumsum(lengths) - lengths, len(vocab)
     redo = lengths != split.lengths
@@ -128,9 +127,7 @@ def _space_tokens(docs: list[str], split: SplitCorpus | None) -> tuple[np.ndarra
         # no document's str.split() has (one holding a tab, say) numbered next by first appearance
         words = " ".join([docs[d] for d in again.tolist()]).split(" ")
         starts[again] = ids.size + np.cumsum(lengths[again]) - lengths[again]
-        extra = np.fromiter(map(split.vocab.get, words, repeat(-1)), dtype=np.int64, count=len(words))
-        if split.separator is not None:  # (no document holds the separator: no token is it)
-            extra -= extra > split.separator
+        extra = split.token_ids(words)
         new_ids: dict[str, int] = {}
         for at in np.flatnonzero(extra < 0).tolist():
             extra[at] = new_ids.setdefault(words[at], n_ids + len(new_ids))
