@@ -8,7 +8,7 @@ import pytest
 
 from vlgap.data.manifest import read_manifest
 from vlgap.data.sampling import check_n_f, frame_indices, join_captions, subclips
-from vlgap.data.video import count_frames, decode_threads, keyframe_info, read_frames
+from vlgap.data.video import count_frames, decode_threads, read_frames
 from vlgap.errors import BadItemError, VlgapError
 
 
@@ -90,51 +90,6 @@ def test_decode_returns_requested_frames_in_order(tiny_dataset):
     assert np.all(np.abs(red - np.minimum(255, 8 * idx)) <= 3), (red, idx)
 
 
-def _noise_video(path, n_frames=9, size=(48, 40)):
-    """An mp4 of random colour noise: every pixel and its chroma differ, so any change of colour
-    conversion (flags, range, chroma siting) shows."""
-    import av
-
-    rng = np.random.default_rng(1)
-    with av.open(str(path), "w") as c:
-        s = c.add_stream("mpeg4", rate=10)
-        s.width, s.height = size
-        s.pix_fmt = "yuv420p"
-        for _ in range(n_frames):
-            img = rng.integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
-    return path
-
-
-def _pyav_frames(path, **kwargs):
-    """PyAV's own conversion, frame by frame (`to_ndarray`, a new converter each time): the reference."""
-    import av
-
-    with av.open(str(path)) as c:
-        return np.stack([f.to_ndarray(format="rgb24", **kwargs) for f in c.decode(c.streams.video[0])])
-
-
-@pytest.mark.parametrize("threads", [None, 1, 2])
-def test_decoded_pixels_equal_pyav_conversion(tmp_path, threads):
-    """One converter reused over a video's frames, with any thread count, gives PyAV's per-frame
-    `to_ndarray(format="rgb24")` bit for bit, at full size and downscaled (`max_side`)."""
-    path = _noise_video(tmp_path / "noise.mp4")
-    item = read_manifest(_one_item_manifest(tmp_path, "noise.mp4")).items[0]
-    with decode_threads(threads):
-        full, total = read_frames(item, None)
-        some, _ = read_frames(item, np.array([7, 2, 2]))
-        small, _ = read_frames(item, None, max_side=20)
-        keys, _, n = keyframe_info(item, max_side=20)
-    ref = _pyav_frames(path)
-    assert total == n == 9 and full.shape == (9, 40, 48, 3) and np.array_equal(full, ref)
-    assert np.array_equal(some, ref[[7, 2, 2]])
-    assert small.shape == (9, 17, 20, 3) and np.array_equal(small, _pyav_frames(path, width=20, height=17))
-    assert keys[0] == 0
-
-
 def test_decode_threads_is_per_thread_and_checked():
     import threading
 
@@ -151,12 +106,6 @@ def test_decode_threads_is_per_thread_and_checked():
         with pytest.raises(ValueError, match="decode threads"):
             with decode_threads(bad):
                 pass
-
-
-def _one_item_manifest(tmp_path, name):
-    p = tmp_path / "one.jsonl"
-    p.write_text(json.dumps({"id": "x", "video": name, "captions": ["c"]}) + "\n")
-    return p
 
 
 def test_image_is_one_frame_video_and_folder_of_frames(tiny_dataset):

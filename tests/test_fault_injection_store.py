@@ -166,23 +166,71 @@ def test_damaged_features_file_is_reported_and_recomputed(videos, tmp_path, capf
     ).seal_key()).ok
 
 
-def test_entry_written_before_seals_is_adopted_or_recomputed(videos, tmp_path, capfd):
-    """Stores of earlier versions (a COMPLETE file with the features' sha256, no seal) stay readable."""
-    cache = tmp_path / "c"
-    first = _run(videos, cache, n_frames=[1, 3])
-    for v, fs in first.features.items():
+def _text_run(man, cache, n_captions=(1, 2)):
+    return extract(man, "toy_txt", n_captions=list(n_captions), cache_dir=cache, loaded_encoder=ToyText(),
+                   progress=False)
+
+
+def _unseal_as_before_seals(res) -> None:
+    """Turn each entry into what a store of an earlier version wrote: a COMPLETE file, no seal."""
+    for fs in res.features.values():
         f = fs.path / "features.safetensors"
         reuse.seal_path(f).unlink()
         (fs.path / "COMPLETE").write_text(json.dumps({"sha256": reuse.sha256_of_file(f)}) + "\n")
-    _flip(first.features[3].path / "features.safetensors", 0.9)  # this one's checksum no longer matches
+
+
+def test_entry_written_before_seals_is_adopted_or_recomputed(videos, tmp_path, capfd):
+    """Stores of earlier versions (a COMPLETE file with the features' sha256, no seal) stay readable:
+    text entries are adopted when the checksum matches; vision entries of that age are recomputed, their
+    frames having been decoded by an earlier video reader (phone videos sideways)."""
+    cache = tmp_path / "c"
+    text = _text_run(videos, cache)
+    vision = _run(videos, cache, n_frames=[1])
+    _unseal_as_before_seals(text)
+    _unseal_as_before_seals(vision)
+    _flip(text.features[2].path / "features.safetensors", 0.9)  # this one's checksum no longer matches
+    capfd.readouterr()
+    again = _text_run(videos, cache)
+    err = capfd.readouterr().err
+    assert again.computed == [2]  # n_c=1 adopted without recomputing, n_c=2 recomputed
+    assert "COMPLETE" in _one_line_reports(err, "corrupt")[0]
+    assert reuse.seal_path(text.features[1].path / "features.safetensors").is_file()
+    assert not (text.features[1].path / "COMPLETE").exists()
+    _assert_same(again, text)
+    seen = _run(videos, cache, n_frames=[1])
+    assert seen.computed == [1]
+    assert "earlier video reader" in _one_line_reports(capfd.readouterr().err, "stale")[0]
+    _assert_same(seen, vision)
+
+
+def test_vision_features_of_an_earlier_video_reader_are_recomputed(videos, tmp_path, monkeypatch, capfd):
+    """Vision entries and chunks sealed before the decoding joined the key (phone videos were decoded
+    sideways) are stale: said in one line naming `decoding`, recomputed in place; `vlgap cache --check`
+    calls them stale; text entries, which decode nothing, are reused."""
+    from vlgap import check_cache
+    from vlgap.data.frame_convert import DECODING
+
+    cache = tmp_path / "c"
+    text = _text_run(videos, cache, n_captions=[1])
+    vision = _run(videos, cache, n_frames=[1])
+    _interrupted_run(videos, cache, monkeypatch, after=2, n_frames=[3])
+    f = vision.features[1].path / "features.safetensors"
+    old_key = {k: v for k, v in reuse.read_seal(f)["key"].items() if k != "decoding"}
+    reuse.seal_file(f, old_key)  # as an earlier vlgap sealed it
+    chunk = _chunks(cache)[0]
+    chunk_key = {k: v for k, v in reuse.read_seal(chunk)["key"].items() if k != "decoding"}
+    reuse.seal_file(chunk, chunk_key)
+    found = {x.path: x for x in check_cache(cache).findings}
+    assert found[str(f)].status == "stale" and "decoding" in found[str(f)].reason
+    assert found[str(chunk)].status == "stale" and f"decoding: (absent) -> {DECODING}" in found[str(chunk)].reason
     capfd.readouterr()
     again = _run(videos, cache, n_frames=[1, 3])
-    err = capfd.readouterr().err
-    assert again.computed == [3]  # n_f=1 adopted without recomputing, n_f=3 recomputed
-    assert "COMPLETE" in _one_line_reports(err, "corrupt")[0]
-    assert reuse.seal_path(first.features[1].path / "features.safetensors").is_file()
-    assert not (first.features[1].path / "COMPLETE").exists()
-    _assert_same(again, first)
+    lines = _one_line_reports(capfd.readouterr().err, "stale")
+    assert any(f"decoding: (absent) -> {DECODING}" in line and "features.safetensors" in line for line in lines)
+    assert 1 in again.computed and reuse.read_seal(f)["key"]["decoding"] == DECODING
+    assert _text_run(videos, cache, n_captions=[1]).computed == []
+    _assert_same(again, _run(videos, tmp_path / "clean", n_frames=[1, 3]))
+    assert text.features[1].path.is_dir()
 
 
 @pytest.mark.parametrize("change", [

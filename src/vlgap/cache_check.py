@@ -5,9 +5,10 @@ Under the cache root (`--cache-dir`, else $VLGAP_CACHE, else ~/.cache/vlgap):
 - feature entries (`features/.../features.safetensors`): the seal is re-derived from the entry's key
   (a seal made under another key or an older store format is *stale*) and the bytes are checked
   against its sha256 and size (*corrupt* otherwise); an entry written before seals is *legacy* when
-  its COMPLETE checksum matches (sealed at its next use), else corrupt;
+  its COMPLETE checksum matches (sealed at its next use), else corrupt, and a vision (n_f) one of
+  that age is stale (decoded by an earlier video reader, vlgap.data.frame_convert.DECODING);
 - feature chunks (`chunks/*.npz`) of unfinished entries: sealed and intact ones are *resumable*;
-  others are corrupt or stale; chunks beside a finished entry, unsealed chunks and features files
+  others are corrupt or stale (a key that differs from today's in any setting); chunks beside a finished entry, unsealed chunks and features files
   (interrupted writes), and seals without their file are *orphaned*;
 - temporary files of killed writes (`.<name>.<12 hex>.tmp`) anywhere under the root: orphaned;
 - converted models (`models/gguf-*`): a folder without its finished-conversion marker, and
@@ -31,7 +32,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from vlgap import reuse
-from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_MARKER, LOCK_FILE, FeatureKey, entry_dir_name)
+from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_DECODED, LEGACY_MARKER, LOCK_FILE, FeatureKey,
+                                  entry_dir_name)
 from vlgap.io_utils import cache_root, sha256_of_file
 
 #: statuses that are fine to keep
@@ -149,7 +151,9 @@ def _check_entry(d: Path, out: list[Finding]) -> None:
                 expected = json.loads((d / LEGACY_MARKER).read_text())["sha256"]
             except (ValueError, KeyError, TypeError, UnicodeDecodeError):
                 expected = None
-            if expected is not None and sha256_of_file(features) == expected:
+            if d.name.startswith("n_f-"):  # a vision entry of that age: decoded by an earlier reader
+                out.append(Finding(str(features), "features", "stale", LEGACY_DECODED, _size(features)))
+            elif expected is not None and sha256_of_file(features) == expected:
                 out.append(Finding(str(features), "features", "legacy",
                                    "written before seals; COMPLETE checksum matches (sealed at its next use)",
                                    _size(features)))
@@ -190,8 +194,12 @@ def _check_entry(d: Path, out: list[Finding]) -> None:
                     out.append(Finding(str(p), "chunk", "corrupt", reuse.seal_damage(cseal), _size(p)))
                     continue
                 key, why = _expected_key(cseal, d)
-                if key is None or cseal.get("key", {}).get("format") != key["format"]:
-                    out.append(Finding(str(p), "chunk", "stale", why or "an older store format", _size(p)))
+                if key is not None:  # the chunk's key as today's code makes it (its own item range)
+                    key = dict(key, artefact="features-chunk", items=cseal.get("key", {}).get("items"))
+                    diffs = reuse.key_differences(cseal.get("key", {}), key)
+                    why = "made with other settings: " + "; ".join(diffs[:6]) if diffs else ""
+                if key is None or why:
+                    out.append(Finding(str(p), "chunk", "stale", why, _size(p)))
                     continue
                 v = reuse.check_artefact(p, None)
                 out.append(Finding(str(p), "chunk", "resumable" if v.ok else "corrupt", "" if v.ok else v.reason,

@@ -261,6 +261,7 @@ class EmbeddingContext:
         made them with the same checkpoint, video bytes and frame indices (vlgap.reuse), else computed."""
         import io
 
+        from vlgap.data.frame_convert import DECODING
         from vlgap.data.manifest import _media_digest
         from vlgap.data.video import count_frames, read_frames
         from vlgap.reuse import key_digest, read_verified, write_artefact
@@ -275,8 +276,10 @@ class EmbeddingContext:
         if self.options.frame_cache and (identity.get("weights_files") or identity.get("revision")):
             from vlgap.io_utils import cache_root
 
+            # "decoding": how the frames were decoded (vlgap.data.frame_convert): embeddings of frames an
+            # earlier reader decoded (phone videos sideways) are recomputed
             key = {"kind": "clip frame embeddings", "format": 2, "model": identity, "pixels": pixels,
-                   "media": _media_digest(item.media), "frame_indices": indices.tolist()}
+                   "media": _media_digest(item.media), "frame_indices": indices.tolist(), "decoding": DECODING}
             path = cache_root(self.options.cache_dir) / "caption_frames" / f"{key_digest(key)[:24]}.npy"
             cached = read_verified(path, key, what=f"frame embeddings of item {item_id!r}")
             if cached is not None:

@@ -1,10 +1,13 @@
 """Decoding media into uint8 RGB frames with PyAV (videos, GIFs), Pillow (images, frame folders).
 
-Each video is decoded with one colour converter (an swscale context) for all its frames, rather than a
-new one per frame: a third of the decoding time for small frames, the same pixels. How many threads the
-codec and the converter use is FFmpeg's choice (one per core) unless `decode_threads` says otherwise for
-the calling thread: extraction on the CPU decodes with one each in its decoding threads, whose cores
-the encoder needs.
+Frames come out as the ffmpeg command line shows them (`ffmpeg -i VIDEO -pix_fmt rgb24`): upright
+where the stream carries a display matrix (phone videos), converted to RGB at swscale's default
+flags (data.frame_convert); pictures are turned upright by their EXIF orientation, as viewers and
+OpenCV show them. Each video is converted through one filter graph for all its frames, rather than a
+new converter per frame: a third of the decoding time for small frames, the same pixels. How many
+threads the codec and the converter use is FFmpeg's choice (one per core) unless `decode_threads` says
+otherwise for the calling thread: extraction on the CPU decodes with one each in its decoding threads,
+whose cores the encoder needs.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vlgap.data.frame_convert import FrameConverter
 from vlgap.data.manifest import IMAGE_SUFFIXES, Item
 from vlgap.errors import BadItemError
 
@@ -45,10 +49,11 @@ def _frame_files(folder: Path) -> list[Path]:
 
 
 def _load_image(path: Path) -> np.ndarray:
-    from PIL import Image
+    """A picture upright (its EXIF orientation applied, as a phone photo is shown), as RGB."""
+    from PIL import Image, ImageOps
 
     with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
+        return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
 
 
 def count_frames(item: Item) -> int:
@@ -123,7 +128,7 @@ def _decode_video(path: Path, indices: np.ndarray | None, max_side: int | None) 
     import av
 
     threads = getattr(_local, "threads", None)
-    convert = _Converter(threads)
+    convert = FrameConverter(threads)
     with av.open(str(path)) as container:
         if not container.streams.video:
             raise ValueError("no video stream")
@@ -158,25 +163,6 @@ def _decode_video(path: Path, indices: np.ndarray | None, max_side: int | None) 
     return kept, total  # type: ignore[return-value]
 
 
-class _Converter:
-    """Decoded frames -> uint8 RGB arrays through one swscale context, reused frame after frame (it
-    is set up again only when a frame's size or format changes). Same flags as `frame.to_ndarray(
-    format="rgb24")`, which makes a new context for every frame."""
-
-    def __init__(self, threads: int | None = None):
-        from av.video.reformatter import VideoReformatter
-
-        self._reformatter = VideoReformatter()
-        self._threads = threads
-
-    def __call__(self, frame, max_side: int | None) -> np.ndarray:
-        size = {}
-        if max_side is not None and max(frame.width, frame.height) > max_side:
-            s = max_side / max(frame.width, frame.height)
-            size = {"width": max(2, round(frame.width * s)), "height": max(2, round(frame.height * s))}
-        return self._reformatter.reformat(frame, format="rgb24", threads=self._threads, **size).to_ndarray()
-
-
 def keyframe_info(item: Item, max_side: int = 32) -> tuple[np.ndarray, np.ndarray, int]:
     """(the container's key-frame positions, per-frame scene-change scores, frame count), in the decoded
     frame sequence, from one decoding pass at a small size (the scores only need coarse frames). Frame
@@ -193,7 +179,7 @@ def keyframe_info(item: Item, max_side: int = 32) -> tuple[np.ndarray, np.ndarra
     import av
 
     keys, small = [], []
-    convert = _Converter(getattr(_local, "threads", None))
+    convert = FrameConverter(getattr(_local, "threads", None))
     try:
         with av.open(str(path)) as container:
             if not container.streams.video:

@@ -21,7 +21,9 @@ line and recomputed. A process killed at any moment leaves at worst temporary fi
 chunks, removed by the next run (`Entry.remove_leftovers`); finished chunks are reused.
 
 Entries written before seals (a `COMPLETE` file holding the features' sha256) are adopted when that
-checksum matches: sealed with today's key at their first use; otherwise recomputed.
+checksum matches: sealed with today's key at their first use; otherwise recomputed. Vision entries
+(n_f) of that age are never adopted: their frames were decoded before `decoding` joined the key
+(vlgap.data.frame_convert.DECODING), so they are stale.
 
 What an entry holds does not depend on --skip-bad or --allow-repeated-frames: undecodable items are
 left out and listed (`bad_items`), videos with fewer frames than n_f are kept and listed
@@ -42,6 +44,7 @@ from typing import Any, Callable
 import numpy as np
 
 from vlgap import reuse
+from vlgap.data.frame_convert import DECODING
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json, cache_root, sha256_of_file  # noqa: F401
 
@@ -51,6 +54,8 @@ CHUNK_RE = re.compile(r"^(\d{7})-(\d{7})\.npz$")
 LEGACY_MARKER = "COMPLETE"
 FEATURES_FILE = "features.safetensors"
 LOCK_FILE = ".lock"  # held (flock) by the process computing the entry
+#: why a vision entry written before seals is not adopted: its frames were decoded by an earlier reader
+LEGACY_DECODED = f"written before seals, from frames decoded by an earlier video reader (decoding < {DECODING})"
 
 
 def _slug(text: str) -> str:
@@ -85,9 +90,15 @@ class FeatureKey:
         return root / "features" / _slug(str(self.encoder.get("name", "encoder"))) / self.dataset / name
 
     def seal_key(self) -> dict[str, Any]:
-        """The reuse key of the entry's features file (see vlgap.reuse)."""
-        return {"artefact": "features", "format": FEATURE_FORMAT, "encoder": self.encoder, "dataset": self.dataset,
-                "param": self.param, "value": self.value, "shard": list(self.shard)}
+        """The reuse key of the entry's features file (see vlgap.reuse). Vision entries (n_f) add how
+        the media were decoded (`vlgap.data.frame_convert.DECODING`): features of frames decoded by an
+        earlier reader (phone videos sideways, other colours at odd sizes) are recomputed, not reused;
+        the folder stays the same, so the entry is recomputed in place."""
+        key = {"artefact": "features", "format": FEATURE_FORMAT, "encoder": self.encoder, "dataset": self.dataset,
+               "param": self.param, "value": self.value, "shard": list(self.shard)}
+        if self.param == "n_f":
+            key["decoding"] = DECODING
+        return key
 
 
 @dataclass
@@ -164,6 +175,8 @@ class Entry:
         """Whether the features file may be reused (vlgap.reuse.check_artefact), adopting an entry
         written before seals whose COMPLETE checksum matches."""
         v = reuse.check_artefact(self.features_path, self.seal_key(), verify_bytes=verify_bytes)
+        if v.status == "unsealed" and self.legacy_marker.is_file() and "decoding" in self.seal_key():
+            return reuse.Verdict("stale", self.features_path, LEGACY_DECODED)
         if v.status == "unsealed" and self.legacy_marker.is_file():
             try:
                 expected = json.loads(self.legacy_marker.read_text())["sha256"]

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from vlgap.data.frame_convert import DECODING
 from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
@@ -277,12 +278,14 @@ def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tu
              weights: dict[str, str | None] | None = None) -> dict[str, Any]:
     """Everything that determines one cell's numbers (its row and its score matrix). `weights`: the
     identity of each model's weights (the features' `weights_id`, vlgap.encoders.identity) by row name;
-    models without one (bundled names, random weights) keep the keys they had."""
+    models without one (bundled names, random weights) keep the keys they had. "decoding": how the
+    media were decoded (vlgap.data.frame_convert.DECODING): cells scored on features of frames decoded
+    by an earlier reader are recomputed, as those features are."""
     v, t, nf, nc = cell
     settings = {k: v_ for k, v_ in cfg.to_dict().items()
                 if k not in (*RUN_IGNORE, "vision", "text", "n_frames", "n_captions", "seed", "fit")}
     key = {"format": SWEEP_FORMAT, "data": data, "items": items_digest, "vision": v, "text": t, "n_f": nf,
-           "n_c": nc, "seed": seed, **settings}
+           "n_c": nc, "seed": seed, "decoding": DECODING, **settings}
     for side, name in (("vision", v), ("text", t)):
         if (weights or {}).get(name):
             key[f"{side}_weights_id"] = weights[name]
