@@ -12,16 +12,17 @@
   hold comes out as ffmpeg shows it;
 - it converts with libavfilter's `scale` filter at swscale's default flags (bicubic): where the
   chroma must be interpolated (4:2:0 with an odd height, 4:2:2 with an odd width, a 4:2:0 MPEG-4 or
-  MPEG-2 stream, whose chroma sits left of the pixel centre), PyAV's own converter (bilinear, and
-  honouring the frame's chroma location, which the scale filter does not) differs by up to tens of
-  levels at sharp colour edges (a few on natural video). The colour matrix and range are the frame's
+  MPEG-2 stream, whose chroma is marked left-sited), PyAV's own converter (bilinear; in recent PyAV
+  also honouring the frame's chroma location, which the scale filter does not) differs by up to tens
+  of levels at sharp colour edges (a few on natural video). The colour matrix and range are the frame's
   own tags (BT.601 when untagged, limited range unless the stream says full), as ffmpeg takes them.
 
 So each video runs through one small filter graph built with PyAV from the same FFmpeg libraries:
 `buffer -> [orientation] -> scale -> format=rgb24 -> buffersink`, set up at the first frame and again
 only when a frame's size, pixel format, colour tags or display matrix change; turning happens on the
-YUV planes before the conversion, as in ffmpeg, so odd sizes turned sideways match too. With no
-display matrix and no resizing the graph costs about what a reused swscale context costs.
+YUV planes before the conversion, as in ffmpeg, so odd sizes turned sideways match too. Per frame the
+graph costs a little more than a reused swscale context (a push and a pull), little next to decoding,
+and only frames that are kept are converted.
 
 A frame downscaled while decoding (`max_side`, for callers that only need small frames) is turned
 first and then scaled to fit, bilinear as before; only full-size frames are promised to equal
