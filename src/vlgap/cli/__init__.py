@@ -23,6 +23,9 @@ def main() -> None:
     from vlgap.memory import reuse_freed_memory
 
     reuse_freed_memory()  # every command's model and k-NN work, see vlgap.memory
+    from vlgap.provenance import set_command
+
+    set_command()  # what reports and records name as the command that produced them
     try:
         import contextvars
 

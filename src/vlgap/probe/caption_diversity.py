@@ -151,7 +151,7 @@ def caption_diversity(manifest: str | Path, vision: Sequence[str], text: Sequenc
 
 def caption_diversity_figure(res: dict[str, Any]):
     """Per encoder pair: both groups' alignment over n_c with intervals (left), the paired difference (right)."""
-    from vlgap.probe.figures import pyplot
+    from vlgap.probe.figures import legend_outside, pyplot
 
     plt = pyplot()
     pairs = list(dict.fromkeys((r["vision"], r["text"]) for r in res["rows"]))
@@ -178,10 +178,10 @@ def caption_diversity_figure(res: dict[str, Any]):
     axes[0].set_ylabel("mutual k-NN alignment (95% CI)")
     axes[1].set_ylabel("diverse - paraphrase (paired bootstrap 95% CI)")
     axes[1].axhline(0, color="grey", lw=1)
-    axes[0].legend(fontsize=6)
-    axes[1].legend(fontsize=6)
     fig.suptitle(f"Caption diversity vs quantity: N={res['n']} videos, n_f={res['n_f']}, k={res['k']}", fontsize=10)
     fig.tight_layout()
+    legend_outside(axes[0], "below", fontsize=6)
+    legend_outside(axes[1], fontsize=6)
     return fig
 
 

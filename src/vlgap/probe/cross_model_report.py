@@ -31,7 +31,7 @@ from vlgap.probe.report import Num, Raw, fmt_ci, html_table, save_figure, write_
 
 def caption_gain_figure(res: dict[str, Any]):
     """Fig 7: points with their intervals (both axes), the fitted line with its bootstrap band, y = x."""
-    from vlgap.probe.figures import pyplot
+    from vlgap.probe.figures import legend_outside, pyplot
 
     plt = pyplot()
     fit, pts = res["fit"], res["points"]
@@ -61,7 +61,7 @@ def caption_gain_figure(res: dict[str, Any]):
     ax.set_xlabel(f"alignment with n_c = {res['n_c_low']} caption(s)")
     ax.set_ylabel(f"alignment with n_c = {res['n_c_high']} captions")
     ax.set_title(f"1 vs {res['n_c_high']} captions across models (N = {res['n_points']} pairs)", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
+    legend_outside(ax)
     return fig
 
 

@@ -17,6 +17,7 @@ from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_fields
 from vlgap.probe.sweep import SweepConfig, run_sweep
 from vlgap.progress import counter, say
+from vlgap.provenance import api_call
 
 
 #: demo config keys that were renamed (TOML files and DemoConfig(...) keywords)
@@ -141,6 +142,7 @@ def run_fields(cfg: DemoConfig) -> dict[str, Any]:
     return out
 
 
+@api_call("vlgap.demo")
 def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> Path:
     """The demo into cfg.out: a folder holding another demo configuration is refused with the
     differences (`force` takes it over; every cell is keyed, so nothing is mixed either way)."""

@@ -347,10 +347,9 @@ def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path 
 
 
 def downstream_figure(res: DownstreamResult):
-    import matplotlib
+    from vlgap.probe.figures import figure_legend, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     t = len(res.tasks)
     cols = min(3, t)
@@ -373,11 +372,10 @@ def downstream_figure(res: DownstreamResult):
                      + f", Holm p={pe.get('p_holm', float('nan')):.3g}, n={task['n']}", fontsize=8)
         ax.set_xlabel("alignment")
         ax.set_ylabel("downstream score")
-        if any(fams):
-            ax.legend(fontsize=6)
     for ax in axes.ravel()[t:]:
         ax.set_axis_off()
     fig.tight_layout()
+    figure_legend(fig, axes.ravel()[:t], fontsize=6)  # the model families, shared by every panel
     return fig
 
 

@@ -102,10 +102,9 @@ def alpha_vs_dimension(fits: dict[str, dict], rows: list[dict], dims: dict[tuple
 
 
 def _figure(dims: dict[tuple[str, int], list[dict]]):
-    import matplotlib
+    from vlgap.probe.figures import legend_outside, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for (vision, n_f), rows in dims.items():
@@ -117,8 +116,8 @@ def _figure(dims: dict[tuple[str, int], list[dict]]):
         ax.fill_between(x, lo, hi, alpha=0.25)
     ax.set_xlabel("layer")
     ax.set_ylabel("intrinsic dimension")
-    ax.legend(fontsize=7)
     fig.tight_layout()
+    legend_outside(ax)
     return fig
 
 

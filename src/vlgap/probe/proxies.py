@@ -249,10 +249,9 @@ def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str 
 # ---- report ---------------------------------------------------------------------------------------
 
 def proxies_figure(res: ProxyResult):
-    import matplotlib
+    from vlgap.probe.figures import figure_legend, pyplot, within_range
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     tasks = [t for t in dict.fromkeys(r["task"] for r in res.layers) if t != "retrieval"]
     if not tasks:
@@ -270,8 +269,9 @@ def proxies_figure(res: ProxyResult):
         ax.set_xlabel("layer alignment (best text layer, mutual k-NN)")
         ax.set_ylabel("cross-validated accuracy")
         ax.set_title(tn, fontsize=9)
-        ax.legend(fontsize=6)
+        within_range(ax, y + [chance], (0.0, 1.0))
     fig.tight_layout()
+    figure_legend(fig, axes[0])
     return fig
 
 

@@ -95,7 +95,10 @@ def write_reorder_section(res: dict[str, Any], run_dir: str | Path) -> Path:
                          "yes" if r["ci"] and (r["ci"][0] > 0 or r["ci"][1] < 0) else "no", r["chance"],
                          Raw(html.escape(f"{r['x_layer_name']} / {r['y_layer_name']}"))] for r in rows])
     ex = res["example"]
-    body = (f"<p>VideoComp-style temporal reorder probe on {html.escape(res['source'])}: {res['n_triples']} "
+    from vlgap.provenance import display_path
+
+    source = display_path(res["source"], run_dir)  # a manifest or reorder file: never the machine's absolute path
+    body = (f"<p>VideoComp-style temporal reorder probe on {html.escape(source)}: {res['n_triples']} "
             f"(video, positive, negative) triples, {res['n_negatives']} negatives, n_f = {res['n_f']}, k = {res['k']} "
             "(the paper's k for 512 triples). Each negative describes the same events in another order; it replaces "
             "its positive and its text neighbours are searched among the positives of the other videos. "

@@ -16,6 +16,7 @@ import numpy as np
 from vlgap.errors import VlgapError
 from vlgap.formatting import interval, is_missing, not_available, number
 from vlgap.io_utils import atomic_write_bytes, atomic_write_json, atomic_write_text
+from vlgap.probe.figures import legend_outside, within_range
 
 
 def _pairs(rows: list[dict]) -> list[tuple[str, str]]:
@@ -81,18 +82,17 @@ def heatmap_figure(matrix: np.ndarray, best: tuple[int, int], title: str, chance
 
     fig, ax = plt.subplots(figsize=(7, 5))
     im = ax.imshow(matrix, aspect="auto", origin="lower", cmap="viridis")
-    ax.scatter([best[1]], [best[0]], marker="*", s=220, c="red", edgecolors="white", label=f"best {matrix[best]:.3f}")
+    ax.scatter([best[1]], [best[0]], marker="*", s=220, c="red", edgecolors="white")
     from matplotlib.ticker import MaxNLocator
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("text layer")
     ax.set_ylabel("vision layer")
-    ax.set_title(title, fontsize=10)
+    ax.set_title(f"{title}\n(red star: best pair, {matrix[best]:.3f})", fontsize=10)
     cb = fig.colorbar(im, ax=ax)
     cb.set_label(f"alignment (chance {chance:.3f})")
     cb.ax.axhline(chance, color="white", lw=1)
-    ax.legend(loc="upper left", fontsize=8)
     return fig
 
 
@@ -109,7 +109,8 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     cmap = plt.get_cmap("viridis")
     for i, lv in enumerate(levels):
         sub = sorted((r for r in rows if r[other] == lv), key=lambda r: r[axis])
-        x = np.array([r[axis] for r in sub], float)
+        # dodged a little along the (log) axis so the lines' points and intervals do not hide each other
+        x = np.array([r[axis] for r in sub], float) * (1 + 0.025 * (i - (len(levels) - 1) / 2))
         y = np.array([r["score"] for r in sub], float)
         color = cmap(i / max(1, len(levels) - 1))
         lo = np.array([r.get("ci_lo", np.nan) for r in sub], float)
@@ -121,7 +122,7 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
         ax.vlines(x[ok], lo[ok], hi[ok], color=color, lw=1.5, alpha=0.8)
         if fit and fit.get("params"):
             p = fit["params"]
-            grid = np.geomspace(x.min(), x.max(), 50)
+            grid = np.geomspace(min(r[axis] for r in sub), max(r[axis] for r in sub), 50)
             nf, nc = (grid, np.full_like(grid, lv)) if axis == "n_f" else (np.full_like(grid, lv), grid)
             pred = p["S_inf"] - (p["C_f"] * nf ** -p["alpha"] + p["C_c"] * nc ** -p["beta"])
             ax.plot(grid, pred, "--", color=color, lw=1)
@@ -131,8 +132,23 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     ax.set_xlabel("frames n_f" if axis == "n_f" else "captions n_c")
     ax.set_ylabel(f"{rows[0]['metric']} (best layer pair)")
     ax.set_title(title + ("  (dashed: fitted law)" if fit and fit.get("params") else ""), fontsize=10)
-    ax.legend(fontsize=7, ncol=2)
+    _score_axis(ax, rows)
+    legend_outside(ax)
     return fig
+
+
+def score_bounds(metric: str) -> tuple[float | None, float | None]:
+    """The range a score of `metric` can take (None: unbounded on that side): figure axes stop there."""
+    from vlgap.metrics.alignment import metric_bounds
+
+    return metric_bounds(metric)
+
+
+def _score_axis(ax, rows: list[dict]) -> None:
+    """The y axis over the rows' scores, interval ends and chance level, within the metric's range."""
+    values = [v for r in rows for v in (r.get("score"), r.get("ci_lo"), r.get("ci_hi"), r.get("chance"))
+              if v is not None]
+    within_range(ax, values, score_bounds(rows[0]["metric"]))
 
 
 def frame_sampling_figure(rows: list[dict], title: str):
@@ -161,7 +177,8 @@ def frame_sampling_figure(rows: list[dict], title: str):
     ax.set_xlabel("frames n_f")
     ax.set_ylabel(f"{rows[0]['metric']} (best layer pair)")
     ax.set_title(f"{title}, n_c={n_c}: n_f curve per frame-sampling strategy", fontsize=10)
-    ax.legend(fontsize=7)
+    _score_axis(ax, rows)
+    legend_outside(ax)
     return fig
 
 
@@ -209,6 +226,8 @@ def fmt_or_na(v: Any, reason: str, nd: int = 3) -> Raw:
 
 
 def _img(data: bytes, alt: str) -> str:
+    """An embedded PNG, shown at its drawn size (the page's width at most): figures that fit side by side
+    sit in one row, a wide one (panels side by side) gets a row of its own instead of being shrunk."""
     return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{base64.b64encode(data).decode()}"/>'
 
 
@@ -224,6 +243,20 @@ def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
     body = "".join("<tr>" + "".join(_td(c, nd) for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
+
+
+def provenance_block(rec: dict | None) -> str:
+    """The run's provenance (vlgap version, date, command or API call, machine) and this report's own
+    version and date, as a small table under the title."""
+    from vlgap import __version__
+    from vlgap.provenance import describe, utc_now
+
+    lines = [(f"run: {label}", text) for label, text in describe(rec)]
+    if not lines:
+        lines = [("run", "provenance not recorded (a run folder written before vlgap recorded it)")]
+    lines.append(("report", f"written by vlgap {__version__}, {utc_now()}"))
+    rows = "".join(f"<tr><td>{html.escape(a)}</td><td>{html.escape(b)}</td></tr>" for a, b in lines)
+    return f"<table class='provenance'>{rows}</table>"
 
 
 def _fit_section(fit: dict) -> str:
@@ -410,7 +443,8 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
     rows = sweep["rows"]
     fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
     figs = run / "figures"
-    parts = [f"<h1>vlgap alignment report</h1><p>{html.escape(sweep.get('description', ''))}</p>"]
+    parts = [f"<h1>vlgap alignment report</h1><p>{html.escape(sweep.get('description', ''))}</p>",
+             provenance_block(sweep.get("provenance"))]
     cfg = sweep.get("config", {})
     parts.append("<p>" + html.escape(
         f"N = {rows[0]['n']} items, k = {rows[0]['k']}, metric = {rows[0]['metric']}, chance level k/(N-1) = "
@@ -474,9 +508,10 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             p = run / png
             if p.is_file():
                 parts.append(_img(p.read_bytes(), p.stem))
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto;padding:1em}table{border-collapse:collapse;"
-             "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:49%;"
-             "vertical-align:top}.warn{color:#a40}td.n{text-align:right;white-space:nowrap}")
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}table{border-collapse:collapse;"
+             "margin:.5em 0}td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}img{max-width:100%;"
+             "vertical-align:top}.warn{color:#a40}td.n{text-align:right;white-space:nowrap}"
+             "table.provenance td{border:none;padding:0 8px 0 0;font-size:12px;color:#444}")
     page = f"<!doctype html><html><head><meta charset='utf-8'><title>vlgap report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
     out = run / "report.html"
     atomic_write_text(out, page)

@@ -93,7 +93,7 @@ def split_caption_scaling(manifest: str | Path, split_manifest: str | Path, visi
 
 
 def split_scaling_figure(res: dict[str, Any]):
-    from vlgap.probe.figures import pyplot
+    from vlgap.probe.figures import legend_outside, pyplot
 
     plt = pyplot()
     pairs = list(dict.fromkeys((r["vision"], r["text"]) for r in res["rows"]))
@@ -119,8 +119,8 @@ def split_scaling_figure(res: dict[str, Any]):
     ax.set_ylabel("mutual k-NN alignment (95% CI)")
     ax.set_title(f"Split vs independent captions: N={res['n']}, n_f={res['n_f']}, k={res['k']}, "
                  f"{res['n_parts']} parts", fontsize=10)
-    ax.legend(fontsize=6)
     fig.tight_layout()
+    legend_outside(ax, fontsize=6)
     return fig
 
 

@@ -549,7 +549,11 @@ def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, 
     if cfg.n_bootstrap and cfg.caption_draws > 1:
         interval += (f"; score = mean over {cfg.caption_draws} random caption draws, interval widened by the "
                      "between-draw variance (vlgap.metrics.draws)")
-    doc = {"rows": rows, "config": dict(cfg.to_dict(), interval=interval), "description": f"manifest {cfg.manifest}"}
+    from vlgap.provenance import display_path, record
+
+    doc = {"rows": rows, "config": dict(cfg.to_dict(), interval=interval),
+           "description": f"manifest {display_path(cfg.manifest, run, cfg.cache_dir)}",
+           "provenance": record("vlgap.sweep")}  # beside the key, not in it: another day or machine is the same run
     if isinstance(key.get("data"), dict):
         doc["data"] = key["data"]
     write_artefact(run / "sweep.json", (to_json(doc) + "\n").encode(), key)

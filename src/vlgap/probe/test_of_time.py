@@ -19,7 +19,7 @@ from vlgap.errors import VlgapError
 from vlgap.features.source import FeatureOptions, FeatureSource, feature_options_moved, layer_names
 from vlgap.io_utils import atomic_write_json
 from vlgap.metrics.ties import cosine_similarities, group_fraction_ci, nearest_related, tot_alignment_from_sims
-from vlgap.probe.figures import pyplot
+from vlgap.probe.figures import legend_outside, pyplot
 from vlgap.probe.report import Raw, fmt, fmt_ci, html_table, save_figure, write_section
 
 RELATION_LABELS = {"equivalent": "equivalent (same meaning, other words)",
@@ -162,7 +162,7 @@ def write_test_of_time_section(res: dict[str, Any], run_dir: str | Path) -> Path
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("tie-aware mutual k-NN (best layer pair)")
         ax.set_title(f"Test of Time, {view} (N={rows[0]['n']})", fontsize=10)
-        ax.legend(fontsize=7)
+        legend_outside(ax, "below")
     figs.append(save_figure(fig, run_dir, "figures/test_of_time_alignment.png"))
     by_layer = res["nearest_related_by_layer"]
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.2))
@@ -185,7 +185,7 @@ def write_test_of_time_section(res: dict[str, Any], run_dir: str | Path) -> Path
             axes[1].plot(depth, fr[:, rel_i], color=colours[rel], ls=styles[e_i % len(styles)],
                          label=name if rel_i == 1 else None)
     axes[1].set_xlabel("relative layer depth (0 = embeddings, 1 = last layer)")
-    axes[1].legend(fontsize=7, title="text encoder (line style)", title_fontsize=7)
+    legend_outside(axes[1], title="text encoder (line style)", title_fontsize=7)
     axes[1].set_ylabel("fraction nearest")
     axes[1].set_title("text spaces: nearest related caption by layer (colour = relation)", fontsize=10)
     figs.append(save_figure(fig, run_dir, "figures/test_of_time_nearest.png"))
