@@ -389,7 +389,7 @@ def _tree_files() -> list[str] | None:
     return [f for f in proc.stdout.split("\0") if f and (ROOT / f).is_file()] if proc.returncode == 0 else None
 
 
-@pytest.mark.slow  # a new environment with the docs extra (downloads about 30 MB) and a strict build: ~1 min
+@pytest.mark.slow  # a new environment with the docs extra (a few tens of MB of packages) and a strict build: ~1-2 min
 def test_make_docs_needs_only_the_docs_extra(tmp_path):
     files = _tree_files()
     if files is None or shutil.which("make") is None:
