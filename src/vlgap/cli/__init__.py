@@ -17,6 +17,7 @@ from vlgap.cli import wsv as _wsv  # noqa: F401,E402
 from vlgap.cli import cape as _cape  # noqa: F401,E402
 from vlgap.cli import caption_studies as _caption_studies  # noqa: F401,E402
 from vlgap.cli import intrinsic as _intrinsic  # noqa: F401,E402
+from vlgap.cli import models as _models  # noqa: F401,E402
 
 
 def main() -> None:
@@ -31,5 +32,8 @@ def main() -> None:
 
         contextvars.copy_context().run(app)  # a command's settings (--trust-remote-code) end with it
     except VlgapError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        from rich.markup import escape
+
+        # the message is text, not markup: `pip install "vlgap[meteor]"` keeps its brackets
+        Console(stderr=True).print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         sys.exit(2)

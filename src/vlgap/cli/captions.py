@@ -185,7 +185,7 @@ def caption_eval_command(
             break
     _print_agreement(console, result, confidence)
     for note in result.get("notes", []):
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False)  # text: `vlgap[meteor]` keeps its brackets
     for key, value in result.get("input", {}).items():
         console.print(f"input policy {key}: {value}", highlight=False)
     if per_item is not None:

