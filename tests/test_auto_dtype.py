@@ -97,6 +97,15 @@ def test_auto_per_device_cuda_mps_and_spread(probe, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     gpu = R.resolve_dtype("auto", "cuda:1")
     assert (gpu.dtype, gpu.device, gpu.why) == ("bfloat16", "cuda:1", "this GPU (GPU1) computes bfloat16 natively")
+    # the defaults follow the run's device: the demo's text encoders, the CAPE demo's LMs, WSV's LM rows
+    from vlgap.cape.experiment import preset
+    from vlgap.probe.demo import DemoConfig, resolve_formats
+    from vlgap.wsv.experiment import ExperimentConfig
+
+    for device, dtype in (("cuda", "bfloat16"), ("cpu", "float32")):
+        assert resolve_formats(DemoConfig(device=device), log=lambda line: None)[0].text_dtype == dtype
+        assert preset("demo").resolved(device)[0].dtype == dtype
+        assert ExperimentConfig(systems=("wsv+smollm2",), n_val=2).resolved(device)[0].lm_dtype == dtype
     assert R.resolve_dtype("auto", "spread").dtype == "bfloat16"  # a spread model: its first GPU answers
     assert R.runtime("auto", "auto") == R.Runtime("cuda:0", "bfloat16")  # the device first, then its format
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
