@@ -198,12 +198,13 @@ def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", "-o", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
     device: str = device_option("cpu", spread=True),
-    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default bfloat16 (the demo preset)."),
+    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default auto (the demo preset): bfloat16 where "
+                                        "the device computes it natively, else float32."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16, one torch thread
-    unless OMP_NUM_THREADS is set)."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16 where the device
+    computes it natively and float32 elsewhere, one torch thread unless OMP_NUM_THREADS is set)."""
     _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 

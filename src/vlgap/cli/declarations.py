@@ -120,15 +120,15 @@ def _device(value, label, values):
 
 
 def _dtype(value, label, values):
-    from vlgap.runtime import parse_dtype
+    from vlgap.runtime import dtype_setting
 
-    parse_dtype(value)
+    dtype_setting(value)  # auto is valid: the command resolves it against its device
 
 
 def _text_dtype(value, label, values):
     from vlgap.runtime import parse_text_dtype
 
-    parse_text_dtype(value)
+    parse_text_dtype(value, keep_auto=True)
 
 
 def _temporal_pooling(value, label, values):

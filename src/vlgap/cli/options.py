@@ -313,12 +313,14 @@ def device_option(default: str | None = "cpu", *, spread: bool = False, what: st
                                                                                 else DEVICE_HELP))
 
 
-def text_dtype_option():
-    """The one `--text-dtype` declaration: the text encoders' format when it differs from --dtype."""
+def text_dtype_option(default_help: str = ""):
+    """The one `--text-dtype` declaration: the text encoders' format when it differs from --dtype.
+    default_help: what leaving it out means, where that is not --dtype's format."""
     from vlgap.runtime import DTYPE_HELP
 
     return typer.Option(None, "--text-dtype", help="the text encoders' number format when it differs from --dtype "
-                        "(bfloat16 text beside float32 vision: `vlgap demo`'s setting): " + DTYPE_HELP)
+                        "(e.g. auto text beside float32 vision: `vlgap demo`'s default): " + DTYPE_HELP
+                        + (f". {default_help}" if default_help else ""))
 
 
 def dtype_option(default: str | None = "float32", *, what: str = ""):

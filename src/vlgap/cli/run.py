@@ -129,6 +129,7 @@ def demo_cmd(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="folder: the run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
     device: Optional[str] = device_option(None, spread=True),
+    text_dtype: Optional[str] = text_dtype_option("Default auto (float32 vision beside it)."),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     frame_sampling: Optional[str] = typer.Option(None, "--frame-sampling", help=FRAME_SAMPLING_HELP + "; a comma "
                                                  "list runs them side by side (default uniform)"),
@@ -147,7 +148,7 @@ def demo_cmd(
     from vlgap.probe.demo import load_config, run_demo
 
     t0 = time.perf_counter()
-    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
+    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device, "text_dtype": text_dtype,
                                "temporal_pooling": temporal_pooling, "frame_sampling": frame_sampling,
                                "caption_draws": caption_draws,
                                "random_weights": True if random_weights else None, "preset": preset})

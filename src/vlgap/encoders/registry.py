@@ -259,9 +259,12 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
-    from vlgap.runtime import parse_device, parse_dtype
+    from vlgap.runtime import parse_device, resolve_dtype, warn_slow_bfloat16
 
-    device, dtype = parse_device(device, spread=True), parse_dtype(dtype)  # fail fast, before any weights load
+    device = parse_device(device, spread=True)  # fail fast, before any weights load
+    choice = resolve_dtype(dtype, device)  # auto: bfloat16 where the device computes it natively, else float32
+    dtype = choice.dtype
+    warn_slow_bfloat16(choice)  # an explicit bfloat16 the device emulates: one line per process
     if pooling is not None and pooling not in ("auto", "mean", "cls", "last"):
         raise VlgapError(f"pooling {pooling!r} is not known; use 'auto' (the paper's rule), 'mean', 'cls' "
                          "(ViT / CLS-token models) or 'last' (text: last real token)")

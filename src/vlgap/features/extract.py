@@ -394,8 +394,8 @@ def extract(
     image_size = check_count("image_size", image_size, example=160, allow_none=True)
     from vlgap.runtime import parse_device, parse_dtype
 
-    asked_dtype, dtype = dtype, parse_dtype(dtype)
     # a Ray driver may have no GPU of its own: its workers check the device where they run
+    asked_dtype, dtype = dtype, parse_dtype(dtype, device=device)  # auto: resolved against the device
     device = parse_device(device, spread=True, check=not ray)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)

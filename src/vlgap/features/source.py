@@ -42,6 +42,13 @@ class FeatureOptions:
 
         # a bad mode fails here, before any model loads; the canonical spelling is what gets recorded
         object.__setattr__(self, "temporal_pooling", parse_mode(self.temporal_pooling))
+        if "auto" in (str(self.dtype).strip().lower(), str(self.text_dtype).strip().lower()):
+            from vlgap.runtime import parse_dtype, parse_text_dtype
+
+            # resolved once, against the device: cache keys hold bfloat16 or float32, never auto
+            dtype = parse_dtype(self.dtype, device=self.device)
+            object.__setattr__(self, "text_dtype", parse_text_dtype(self.text_dtype, dtype, device=self.device))
+            object.__setattr__(self, "dtype", dtype)
 
 
 #: FeatureOptions field names: old probe keywords with these names now go into the options object

@@ -97,8 +97,9 @@ class SweepConfig:
 
         from vlgap.runtime import parse_dtype, parse_text_dtype
 
-        self.dtype = parse_dtype(self.dtype)
-        self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype)
+        # auto resolved now, against the sweep's device: keys and records hold bfloat16 or float32
+        self.dtype = parse_dtype(self.dtype, device=self.device)
+        self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype, device=self.device)
         self.temporal_pooling = parse_mode(self.temporal_pooling)
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws", example=5)
@@ -303,9 +304,11 @@ def legacy_run_folder(run: Path) -> bool:
 
 
 def claim_sweep_folder(run: Path, kind: str, record: dict[str, Any], *, force: bool = False,
-                       ignore: tuple[str, ...] = ()) -> bool:
-    """The sweep's run folder (`vlgap.runs.open_run_folder`), also taking over one of an older vlgap."""
-    return open_run_folder(run, kind, record, force=force, ignore=ignore, legacy=LEGACY_FILES, log=_report)
+                       ignore: tuple[str, ...] = (), formats: dict[str, Any] | None = None) -> bool:
+    """The sweep's run folder (`vlgap.runs.open_run_folder`, with the run's number formats), also taking
+    over one of an older vlgap."""
+    return open_run_folder(run, kind, record, force=force, ignore=ignore, legacy=LEGACY_FILES, log=_report,
+                           formats=formats)
 
 
 def _report(line: str) -> None:

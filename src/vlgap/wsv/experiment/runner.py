@@ -27,11 +27,16 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     it over; every result is keyed by the configuration, so nothing of the old run is reused). `ray` /
     `ray_workers`: a diffusers generator's latents are made on Ray actors (the same bits; not part of
     the configuration)."""
-    cfg = cfg or ExperimentConfig()
+    from vlgap.runtime import announce_formats, parse_device
+
+    device = parse_device(device)
+    cfg, formats = (cfg or ExperimentConfig()).resolved(device)  # auto -> bfloat16 | float32 on this device
+    if not summary_only:
+        announce_formats(list(formats.values()), log)
     out = Path(out_dir)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     open_run_folder(out, "wsv-experiment", cfg.record(), force=force, legacy=("experiment_config.json",), log=log,
-                    temporaries_older_than=time.time() - 120)
+                    temporaries_older_than=time.time() - 120, formats=formats)
     atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
     prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)
