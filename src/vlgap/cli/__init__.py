@@ -24,16 +24,20 @@ def main() -> None:
     from vlgap.memory import reuse_freed_memory
 
     reuse_freed_memory()  # every command's model and k-NN work, see vlgap.memory
-    from vlgap.provenance import set_command
-
-    set_command()  # what reports and records name as the command that produced them
     try:
         import contextvars
 
-        contextvars.copy_context().run(app)  # a command's settings (--trust-remote-code) end with it
+        contextvars.copy_context().run(_run)  # a command's settings (--trust-remote-code) end with it
     except VlgapError as err:
         from rich.markup import escape
 
         # the message is text, not markup: `pip install "vlgap[meteor]"` keeps its brackets
         Console(stderr=True).print(f"[bold red]error:[/] {escape(str(err))}", highlight=False, soft_wrap=True)
         sys.exit(2)
+
+
+def _run() -> None:
+    from vlgap.provenance import set_command
+
+    set_command()  # what reports and records name as the command that produced them (this context only)
+    app()
