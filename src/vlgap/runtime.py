@@ -244,14 +244,10 @@ def forced_native_bfloat16() -> bool | None:
 
 
 def _cpu_capability() -> dict | None:
-    """torch's report of this CPU's features (a private API: None where this torch has none)."""
-    try:
-        import torch
+    """torch's report of this CPU's features (vlgap.platform_info; None where this torch has none)."""
+    from vlgap.platform_info import cpu_capabilities
 
-        cap = torch._C._cpu._get_cpu_capability()
-    except Exception:  # noqa: BLE001 (any failure of a private API means: unknown)
-        return None
-    return cap if isinstance(cap, dict) else None
+    return cpu_capabilities() or None
 
 
 def cpu_native_bfloat16() -> tuple[bool, str]:
