@@ -247,7 +247,7 @@ def _cpu_capability() -> dict | None:
     """torch's report of this CPU's features (vlgap.platform_info; None where this torch has none)."""
     from vlgap.platform_info import cpu_capabilities
 
-    return cpu_capabilities() or None
+    return cpu_capabilities()
 
 
 def cpu_native_bfloat16() -> tuple[bool, str]:
