@@ -191,7 +191,14 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "ci_lo": float(ci[0]) if ci else nan, "ci_hi": float(ci[1]) if ci else nan,
             "p_value": float(res.p_value) if res.p_value is not None else nan,
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
+            **interval_fields(res.ci_reason, res.ci_note, res.small_sample),
             **({"notes": list(res.notes)} if res.notes else {})}
+
+
+def interval_fields(reason: str | None, note: str | None, small: str | None) -> dict[str, str]:
+    """A cell's words about its interval, each only when there is one: ci_reason (why n/a), ci_note (clipped to
+    the metric's range) and small_sample (the warning of vlgap.stats.bounds)."""
+    return {key: value for key, value in (("ci_reason", reason), ("ci_note", note), ("small_sample", small)) if value}
 
 
 def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: int, n_permutations: int, seed: int,
@@ -225,8 +232,19 @@ def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: in
            "null_mean": nan, "caption_draws": len(runs), "draw_scores": scores,
            "draw_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0}
     if n_bootstrap:
-        iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence)
-        out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high)
+        from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL
+
+        if first.n < MIN_ITEMS_FOR_INTERVAL:  # the small-n rule of every draw's own interval
+            out["ci_reason"] = first.ci_reason
+        else:
+            from vlgap.metrics.alignment import metric_range
+
+            iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence,
+                               metric_range(metric, k), metric)
+            out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high,
+                       **interval_fields(None if np.isfinite(iv.low) else iv.note,
+                                         iv.note if np.isfinite(iv.low) else None, None))
+    out.update(interval_fields(None, None, first.small_sample))
     if n_permutations:
         out["p_value"], out["null_mean"] = draws_p_value(scores, [r.permutation.samples for r in runs])
     notes = [n for r in runs for n in r.notes]
