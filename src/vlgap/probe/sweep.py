@@ -177,12 +177,15 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     except ZeroVarianceError as err:
         n_x, n_y = (len(s.states) if hasattr(s, "states") else len(s) for s in (xs, ys))
         n = xs.n if hasattr(xs, "n") else len(xs[0])
+        from vlgap.metrics.alignment import make_metric
         from vlgap.metrics.base import chance_level
+        from vlgap.stats.bounds import small_sample_warning
 
         chance = chance_level(metric, n, k)
         return {"matrix": np.full((n_x, n_y), nan), "score": nan, "x_layer": -1, "y_layer": -1,
                 "chance": chance if chance is not None else nan, "n": int(n), "k": int(k or 0), "ci_lo": nan,
-                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err)}
+                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err),
+                **interval_fields(None, None, small_sample_warning(int(n), k if make_metric(metric, k).uses_k else None))}
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
             "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
