@@ -52,9 +52,9 @@ def print_interval_warnings(rows: list[dict]) -> None:
     notes = range_notes(rows, "ci_note")
     if notes:
         clipped = sum(1 for r in rows if r.get("ci_note"))
-        console.print(f"{CLIPPED_MARK} {clipped} interval(s) clipped to the metric's range (coverage unchanged; too few "
-                      f"items for that interval): {notes[0]}" + (f" (and {len(notes) - 1} more)" if len(notes) > 1
-                                                                  else ""), style="yellow", highlight=False)
+        console.print(f"{CLIPPED_MARK} {clipped} interval(s) widened or kept inside the metric's range (JSON: ci_note), "
+                      f"e.g. {notes[0]}" + (f" (and {len(notes) - 1} other notes)" if len(notes) > 1 else ""),
+                      style="yellow", highlight=False)
 
 
 def _print_fits(fits: dict[str, dict]) -> None:

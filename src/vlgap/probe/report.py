@@ -398,8 +398,9 @@ def interval_warnings(rows: list[dict]) -> str:
     lines = [f"warning: {w}" for w in range_notes(rows, "small_sample")]
     clipped = [r for r in rows if r.get("ci_note")]
     if clipped:
-        lines.append(f"{CLIPPED_MARK} {len(clipped)} of {len(rows)} intervals were clipped to the metric's range "
-                     "(the truth lies inside it, so coverage is unchanged; such intervals rest on too few items): "
+        lines.append(f"{CLIPPED_MARK} {len(clipped)} of {len(rows)} intervals were widened (basic reflected against a "
+                     "bound undercovers) or clipped to the metric's range (the truth lies inside it, so coverage is "
+                     "unchanged): "
                      + "; ".join(f"n_f={r['n_f']}, n_c={r['n_c']} ({r['vision']} × {r['text']}): {r['ci_note']}"
                                  for r in clipped[:6]) + ("; ..." if len(clipped) > 6 else ""))
     return "".join(f"<p class='warn'>{html.escape(line)}</p>" for line in lines)
