@@ -59,16 +59,16 @@ def _unknown_encoder(tmp_path, capsys, monkeypatch):
 
 
 def _hub(tmp_path, capsys, monkeypatch):
-    # the wrapper every hub loader goes through, given the OSError transformers raises offline
+    # the check every hub loader makes first (vlgap.encoders._common.model_source), offline with an empty cache
     # (test_faq_hub_offline_for_real below loads a hub id offline for real: slow)
-    from vlgap.encoders._common import loading_from_the_hub
+    from huggingface_hub import constants
 
-    def load():
-        with loading_from_the_hub("language model 'hf:meta-llama/Llama-3.2-1B'"):
-            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find "
-                          "them in the cached files.\nCheck your internet connection or see how to run the library "
-                          "in offline mode.")
-    return api_error(load)
+    from vlgap.encoders._common import model_source
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return api_error(lambda: model_source("meta-llama/Llama-3.2-1B", "no such folder",
+                                          what="language model 'hf:meta-llama/Llama-3.2-1B'"))
 
 
 def _java(tmp_path, capsys, monkeypatch):

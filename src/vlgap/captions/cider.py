@@ -24,6 +24,7 @@ from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ CIDER_VARIANT = "CIDEr-D"
 
 
 @caption_metric("cider", keys=("CIDEr",), aliases=("cider-d",), default=True, order=40,
+                score_range=ScoreRange(0.0, why="10 x a mean of clipped tf-idf cosines: never negative; reported "
+                                           "without an upper bound"),
                 summary="CIDEr-D as coco-caption; document frequencies of the references, or frozen (cider_df)")
 def score_cider(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()

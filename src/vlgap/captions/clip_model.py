@@ -227,12 +227,14 @@ def load_clip(spec: str, device: str = "cpu") -> ClipModel:
 
 
 def _load_hf(where: str, revision: str | None, spec: str):
-    from transformers import AutoModel, AutoProcessor
-
     from vlgap.encoders._common import loading_from_the_hub, model_source
 
+    # before transformers is imported (seconds): a hub id that can come from nowhere is refused at once
     src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
-                                      "a hub id (e.g. hf:openai/clip-vit-base-patch32)")
+                                      "a hub id (e.g. hf:openai/clip-vit-base-patch32)", revision=revision,
+                               what=f"CLIP checkpoint {spec!r}", local_form="--clip hf:FOLDER")
+    from transformers import AutoModel, AutoProcessor
+
     is_local = folder is not None
     with loading_from_the_hub(f"CLIP checkpoint {spec!r}"):
         model = AutoModel.from_pretrained(src, revision=revision)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 from vlgap.captions.cider import CIDER_VARIANT, DocumentFrequencies  # noqa: F401 (CIDER_VARIANT: re-export)
 from vlgap.captions.intervals import PAIRED_DISAGREEMENT_WHY, paired_difference, sum_statistic_intervals
+from vlgap.stats.bounds import keep_in_range
 from vlgap.stats.resampling import disagreement_note
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ptb_tokenize import ptb_tokenize
@@ -247,6 +248,18 @@ def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str
     return data
 
 
+def _ranged(iv, bounds, method: str, name: str) -> dict[str, Any]:
+    """{"ci", "ci_reason"?, "ci_note"?} of one score's interval, kept inside its metric's declared range. Percentile
+    and BCa intervals of a corpus statistic are quantiles of the statistic recomputed on resamples, so they lie
+    inside by construction; the guard says so if one ever would not (vlgap.stats.bounds)."""
+    if iv.ci is None:  # below the small-n rule's minimum, or degenerate: the reason says which
+        return {"ci": None, "ci_reason": iv.reason}
+    kept = keep_in_range(iv.low, iv.high, bounds, method=method, label=name)
+    if kept.withheld:
+        return {"ci": None, "ci_reason": kept.note}
+    return {"ci": kept.ci, **({"ci_note": kept.note} if kept.note else {})}
+
+
 @renamed_keywords(bootstrap="n_bootstrap", method="ci_method")
 def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
                  seed: int | None = 0, confidence: float = 0.95, ci_method: str = "bca",
@@ -300,7 +313,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
                          meteor_jar=meteor_jar, meteor_timeout=meteor_timeout)
     tables = score_items(data, wanted, settings=settings) if pred is not None else {}
     result = CaptionScores(n=len(data))
-    for table in tables.values():
+    for metric, table in tables.items():
         intervals = None
         if n_bootstrap:
             intervals = sum_statistic_intervals(table.stats, table.statistic, n_bootstrap=n_bootstrap,
@@ -308,9 +321,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
             if intervals is not None:
-                entry["ci"] = intervals[j].ci  # None below the small-n rule's minimum, with the reason
-                if intervals[j].reason is not None:
-                    entry["ci_reason"] = intervals[j].reason
+                entry.update(_ranged(intervals[j], get_metric(metric).score_range, f"{ci_method} bootstrap", name))
             entry.update(table.extra)
             result[name] = entry
     if n_bootstrap:

@@ -33,6 +33,7 @@ from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, ScoringSettings, caption_metric
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 #: Meteor 1.5, language "en", task "default"
 ALPHA, BETA, GAMMA, DELTA = 0.85, 0.20, 0.60, 0.75
@@ -297,6 +298,7 @@ def _setup(settings: ScoringSettings) -> MeteorJar:
 
 
 @caption_metric("meteor", keys=("METEOR",), needs=("java",), setup=_setup, default=True, order=20,
+                score_range=ScoreRange(0.0, 1.0, "an F-mean times one minus a fragmentation penalty"),
                 summary="METEOR 1.5 through pycocoevalcap's jar (Java)")
 def score_meteor(s: Scoring) -> MetricTable:
     meteor = s.resource("meteor")

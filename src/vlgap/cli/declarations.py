@@ -385,7 +385,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                                fold=str.lower),
                "annotations": TEXT_FILE, "video_dir": InputFolder(), "out": FILE_OUT,
                "limit": Count(1, 1_000_000_000), "split": Text(), "mapping": TEXT_FILE, "language": Text(),
-               "label_map": JSON},
+               "label_map": JSON, "id_column": Text()},
     "extract": {"encoder": _encoder_option(None, False), "pooling": Choice(("auto", "cls", "mean", "last")),
                 "frame_sampling": Parsed(_frame_sampling, bad=[("not a strategy", "sideways"),
                                                                ("a list", "uniform,random")], good="uniform"),

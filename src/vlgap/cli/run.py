@@ -15,6 +15,7 @@ from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, F
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, frame_counts,
                                int_list)
 from vlgap.cli.tables import print_table
+from vlgap.stats.bounds import CLIPPED_MARK
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -34,10 +35,26 @@ def _print_rows(rows: list[dict]) -> None:
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
+        ci = interval([r.get("ci_lo"), r.get("ci_hi")], reason=r.get("ci_reason"))
         table.add_row(row_label(r, "vision"), row_label(r, "text"), str(r["n_f"]), str(r["n_c"]), number(r["score"]),
-                      interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
+                      ci + (CLIPPED_MARK if r.get("ci_note") else ""), number(r.get("p_value"), 4),
                       f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
     print_table(console, table)
+    print_interval_warnings(rows)
+
+
+def print_interval_warnings(rows: list[dict]) -> None:
+    """Under a table of cells: the small-sample warning, and which intervals were clipped to the metric's range."""
+    from vlgap.stats.bounds import range_notes
+
+    for warning in range_notes(rows, "small_sample"):
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
+    notes = range_notes(rows, "ci_note")
+    if notes:
+        clipped = sum(1 for r in rows if r.get("ci_note"))
+        console.print(f"{CLIPPED_MARK} {clipped} interval(s) widened or kept inside the metric's range (JSON: ci_note), "
+                      f"e.g. {notes[0]}" + (f" (and {len(notes) - 1} other notes)" if len(notes) > 1 else ""),
+                      style="yellow", highlight=False)
 
 
 def _print_fits(fits: dict[str, dict]) -> None:

@@ -127,13 +127,19 @@ def weights_unavailable(spec: str, looked_in: str, reason: str, *, local_form: s
                       f"with {also}--random-weights (random_weights=True)")
 
 
-def model_source(src: str, missing: str) -> tuple[str, Path | None]:
+def model_source(src: str, missing: str, *, revision: str | None = None, what: str | None = None,
+                 local_form: str = "hf:FOLDER") -> tuple[str, Path | None]:
     """Where transformers should load `src` from: (the resolved folder, the folder) for a local folder,
     (src, None) for a hub id. A string that looks like a path (./, /, ~, or more than one '/') but names
-    no folder is never sent to the hub: it raises VlgapError(`missing`), the caller's one-line message."""
+    no folder is never sent to the hub: it raises VlgapError(`missing`), the caller's one-line message.
+    A hub id is checked first (vlgap.encoders.hub): neither cached nor reachable, it is refused at once with
+    the way to get it (`what` names it there, `local_form` shows the folder spelling)."""
     folder = Path(src).expanduser()
     if folder.is_dir():
         return str(folder.resolve()), folder.resolve()
     if src.startswith((".", "/", "~")) or src.count("/") > 1:
         raise VlgapError(missing)
+    from vlgap.encoders.hub import check_hub_model
+
+    check_hub_model(src, revision=revision, what=what or f"model {src!r}", offline=offline(), local_form=local_form)
     return src, None

@@ -18,6 +18,7 @@ import torch
 from vlgap.errors import VlgapError
 from vlgap.metrics.knn import topk_neighbours
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
+from vlgap.stats.bounds import UNIT, ScoreRange
 
 
 def chance_level(metric: str, n: int, k: int | None) -> float | None:
@@ -57,6 +58,9 @@ class AlignmentMetric:
 
     name = ""
     uses_k = False
+    #: the values the score can take, declared once per metric (vlgap.stats.bounds): every interval of it is
+    #: kept inside and flagged when its method would have left it
+    score_range: ScoreRange = UNIT
 
     def __init__(self, k: int | None = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
         self.k = k

@@ -247,6 +247,18 @@ class LayerSearchResult:
         return None if self.bootstrap is None else self.bootstrap.reason
 
     @property
+    def ci_note(self) -> str | None:
+        """One line when the interval was clipped to the metric's range (vlgap.stats.bounds), None otherwise."""
+        return None if self.bootstrap is None else self.bootstrap.note
+
+    @property
+    def small_sample(self) -> str | None:
+        """The small-sample warning for N items and k neighbours (vlgap.stats.bounds), None when N is ample."""
+        from vlgap.stats.bounds import small_sample_warning
+
+        return small_sample_warning(self.n, self.k)
+
+    @property
     def confidence(self) -> float | None:
         return None if self.bootstrap is None else self.bootstrap.confidence
 
@@ -271,7 +283,11 @@ class LayerSearchResult:
         }
         if self.bootstrap is not None:
             d["ci"], d["ci_reason"] = self.ci, self.ci_reason
+            if self.ci_note:
+                d["ci_note"] = self.ci_note
             d["bootstrap"] = self.bootstrap.to_dict()
+        if self.small_sample:
+            d["small_sample"] = self.small_sample
         if self.permutation is not None:
             d["p_value"] = self.permutation.p_value
             d["null_mean"] = self.permutation.null_mean
@@ -443,12 +459,19 @@ class AlignResult:
     n_permutations: int = 0
     preset: str | None = None
     q: float | None = None
+    #: why there is no interval, and the line saying it was clipped to the metric's range
+    ci_reason: str | None = None
+    ci_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = {"metric": self.metric, "score": self.score, "chance": self.chance, "n": self.n, "k": self.k,
              "q": self.q, "preset": self.preset}
         if self.n_bootstrap:
             d.update(ci=self.ci, confidence=self.confidence, n_bootstrap=self.n_bootstrap)
+            if self.ci_reason:
+                d["ci_reason"] = self.ci_reason
+            if self.ci_note:
+                d["ci_note"] = self.ci_note
         if self.n_permutations:
             d.update(p_value=self.p_value, null_mean=self.null_mean, n_permutations=self.n_permutations)
         return d
@@ -476,4 +499,5 @@ def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None,
     return AlignResult(metric=metric, score=res.best_score, chance=res.chance, n=res.n, k=res.k,
                        ci=res.ci, confidence=res.confidence if n_bootstrap else None,
                        p_value=res.p_value, null_mean=res.null_mean,
-                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, preset=preset, q=res.q)
+                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, preset=preset, q=res.q,
+                       ci_reason=res.ci_reason, ci_note=res.ci_note)

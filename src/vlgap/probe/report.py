@@ -416,7 +416,27 @@ def fit_console_line(fit: dict, title: str) -> str:
 
 def _ci_cell(row: dict, why: str) -> Raw:
     ci = [row.get("ci_lo"), row.get("ci_hi")]
-    return na(why) if interval(ci) == "n/a" else Num(fmt_ci(ci))
+    if interval(ci) == "n/a":
+        return na(row.get("ci_reason") or why)
+    from vlgap.stats.bounds import CLIPPED_MARK
+
+    return Num(fmt_ci(ci) + (CLIPPED_MARK if row.get("ci_note") else ""))
+
+
+def interval_warnings(rows: list[dict]) -> str:
+    """The report's warning lines about its intervals: the small-sample warning and, once per distinct note,
+    the intervals clipped to the metric's range (vlgap.stats.bounds); "" when there is nothing to say."""
+    from vlgap.stats.bounds import CLIPPED_MARK, range_notes
+
+    lines = [f"warning: {w}" for w in range_notes(rows, "small_sample")]
+    clipped = [r for r in rows if r.get("ci_note")]
+    if clipped:
+        lines.append(f"{CLIPPED_MARK} {len(clipped)} of {len(rows)} intervals were widened (basic reflected against a "
+                     "bound undercovers) or clipped to the metric's range (the truth lies inside it, so coverage is "
+                     "unchanged): "
+                     + "; ".join(f"n_f={r['n_f']}, n_c={r['n_c']} ({r['vision']} × {r['text']}): {r['ci_note']}"
+                                 for r in clipped[:6]) + ("; ..." if len(clipped) > 6 else ""))
+    return "".join(f"<p class='warn'>{html.escape(line)}</p>" for line in lines)
 
 
 def write_report(run_dir: str | Path, progress: bool = True) -> Path:
@@ -450,6 +470,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         f"N = {rows[0]['n']} items, k = {rows[0]['k']}, metric = {rows[0]['metric']}, chance level k/(N-1) = "
         f"{rows[0]['chance']:.4f}. Intervals: {cfg.get('interval', 'bootstrap over items')}; p-values: permutation "
         f"null with shuffled pairing.") + "</p>")
+    parts.append(interval_warnings(rows))
     # sweep.json files written before the rename say "bootstrap" / "permutations"
     no_ci = "no bootstrap" if not cfg.get("n_bootstrap", cfg.get("bootstrap")) else "bootstrap failed"
     no_p = "no permutations" if not cfg.get("n_permutations", cfg.get("permutations")) else "no null"

@@ -179,12 +179,15 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     except ZeroVarianceError as err:
         n_x, n_y = (len(s.states) if hasattr(s, "states") else len(s) for s in (xs, ys))
         n = xs.n if hasattr(xs, "n") else len(xs[0])
+        from vlgap.metrics.alignment import make_metric
         from vlgap.metrics.base import chance_level
+        from vlgap.stats.bounds import small_sample_warning
 
         chance = chance_level(metric, n, k)
         return {"matrix": np.full((n_x, n_y), nan), "score": nan, "x_layer": -1, "y_layer": -1,
                 "chance": chance if chance is not None else nan, "n": int(n), "k": int(k or 0), "ci_lo": nan,
-                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err)}
+                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err),
+                **interval_fields(None, None, small_sample_warning(int(n), k if make_metric(metric, k).uses_k else None))}
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
             "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
@@ -193,7 +196,14 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "ci_lo": float(ci[0]) if ci else nan, "ci_hi": float(ci[1]) if ci else nan,
             "p_value": float(res.p_value) if res.p_value is not None else nan,
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
+            **interval_fields(res.ci_reason, res.ci_note, res.small_sample),
             **({"notes": list(res.notes)} if res.notes else {})}
+
+
+def interval_fields(reason: str | None, note: str | None, small: str | None) -> dict[str, str]:
+    """A cell's words about its interval, each only when there is one: ci_reason (why n/a), ci_note (clipped to
+    the metric's range) and small_sample (the warning of vlgap.stats.bounds)."""
+    return {key: value for key, value in (("ci_reason", reason), ("ci_note", note), ("small_sample", small)) if value}
 
 
 def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: int, n_permutations: int, seed: int,
@@ -227,8 +237,19 @@ def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: in
            "null_mean": nan, "caption_draws": len(runs), "draw_scores": scores,
            "draw_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0}
     if n_bootstrap:
-        iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence)
-        out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high)
+        from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL
+
+        if first.n < MIN_ITEMS_FOR_INTERVAL:  # the small-n rule of every draw's own interval
+            out["ci_reason"] = first.ci_reason
+        else:
+            from vlgap.metrics.alignment import metric_range
+
+            iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence,
+                               metric_range(metric, k), metric)
+            out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high,
+                       **interval_fields(None if np.isfinite(iv.low) else iv.note,
+                                         iv.note if np.isfinite(iv.low) else None, None))
+    out.update(interval_fields(None, None, first.small_sample))
     if n_permutations:
         out["p_value"], out["null_mean"] = draws_p_value(scores, [r.permutation.samples for r in runs])
     notes = [n for r in runs for n in r.notes]
