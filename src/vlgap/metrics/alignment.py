@@ -41,19 +41,6 @@ from vlgap.stats.bounds import ScoreRange
 METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca",
                                  "lcs_knn", "edit_distance_knn")
 
-#: the range each metric's score can take (lower, upper): k-NN overlaps, biased CKA and SVCCA's mean
-#: canonical correlation lie in [0, 1]; CKNNA and unbiased CKA are normalised (Cauchy-Schwarz) but can go
-#: below 0; lcs_knn counts common neighbours, in [0, k]. Figures and intervals stop there.
-METRIC_BOUNDS: dict[str, tuple[float | None, float | None]] = {
-    "mutual_knn": (0.0, 1.0), "cycle_knn": (0.0, 1.0), "cknna": (-1.0, 1.0), "cka": (0.0, 1.0),
-    "unbiased_cka": (-1.0, 1.0), "svcca": (0.0, 1.0), "lcs_knn": (0.0, None), "edit_distance_knn": (0.0, 1.0)}
-
-
-def metric_bounds(metric: str) -> tuple[float | None, float | None]:
-    """(lower, upper) a score of `metric` can take; (None, None) for a name not in METRIC_BOUNDS."""
-    return METRIC_BOUNDS.get(metric, (None, None))
-
-
 #: memory allowed for per-layer Gram matrices in CKA (float64); above it CKA uses feature products
 GRAM_BYTES = 1024 * 2**20
 #: memory for one batch of bootstrap work (tables and look-up keys) and for permutation keys

@@ -137,18 +137,25 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     return fig
 
 
-def score_bounds(metric: str) -> tuple[float | None, float | None]:
+def score_bounds(metric: str, k: int | None = None) -> tuple[float | None, float | None]:
     """The range a score of `metric` can take (None: unbounded on that side): figure axes stop there."""
-    from vlgap.metrics.alignment import metric_bounds
+    import math
 
-    return metric_bounds(metric)
+    from vlgap.errors import VlgapError
+    from vlgap.metrics.alignment import metric_range
+
+    try:
+        r = metric_range(metric, k)
+    except VlgapError:  # a metric this vlgap does not know (a table from elsewhere): no bound to keep
+        return None, None
+    return (r.low if math.isfinite(r.low) else None), (r.high if math.isfinite(r.high) else None)
 
 
 def _score_axis(ax, rows: list[dict]) -> None:
     """The y axis over the rows' scores, interval ends and chance level, within the metric's range."""
     values = [v for r in rows for v in (r.get("score"), r.get("ci_lo"), r.get("ci_hi"), r.get("chance"))
               if v is not None]
-    within_range(ax, values, score_bounds(rows[0]["metric"]))
+    within_range(ax, values, score_bounds(rows[0]["metric"], rows[0].get("k")))
 
 
 def frame_sampling_figure(rows: list[dict], title: str):
