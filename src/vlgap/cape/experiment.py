@@ -165,7 +165,8 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
     differences unless `force`); a folder that is new or taken over loses every stage output of an
     earlier run, so nothing (an HF checkpoint of other SFT settings, above all) is resumed into this one."""
     open_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT}, force=force,
-                    legacy=("config.json",), log=log, clear=STAGE_PATHS)
+                    legacy=("config.json",), log=log, clear=STAGE_PATHS,
+                    results=tuple(p for p in STAGE_PATHS if p != "data.json"))
 
 
 #: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)

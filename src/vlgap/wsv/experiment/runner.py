@@ -27,11 +27,15 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     it over; every result is keyed by the configuration, so nothing of the old run is reused). `ray` /
     `ray_workers`: a diffusers generator's latents are made on Ray actors (the same bits; not part of
     the configuration)."""
+    from vlgap.runtime import parse_device
+
     cfg = cfg or ExperimentConfig()
     out = Path(out_dir)
+    parse_device(device, check=not ray)  # refused before the folder records anything (Ray: where it runs)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     open_run_folder(out, "wsv-experiment", cfg.record(), force=force, legacy=("experiment_config.json",), log=log,
-                    temporaries_older_than=time.time() - 120)
+                    temporaries_older_than=time.time() - 120,
+                    results=("gap", "cells", "inversion", "summary.json", "summary.md"))
     atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
     prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)
