@@ -353,7 +353,7 @@ def items_html(items: dict[str, Any] | None) -> str:
     parts = [f"<h2>Items</h2><p>{kept} of {n} items of the manifest in every cell"
              + (f"; {dropped} left out of every cell." if dropped else ".") + "</p>"]
     if dropped:
-        parts.append(f"<p>One item set for all cells: {html.escape(items.get('why', ITEM_SET_WHY))}.</p>")
+        parts.append(f"<p>Why one item set for all cells: {html.escape(items.get('why', ITEM_SET_WHY))}.</p>")
         rows = []
         for rec in items.get("dropped", []):
             for p in rec.get("problems", []):
