@@ -184,7 +184,8 @@ def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
     formats: the LMs' number format as the run resolved it (recorded; `auto` resolved otherwise than in
     the folder's run is refused in words)."""
     open_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT}, force=force,
-                    legacy=("config.json",), log=log, clear=STAGE_PATHS, formats=formats)
+                    legacy=("config.json",), log=log, clear=STAGE_PATHS, formats=formats,
+                    results=tuple(p for p in STAGE_PATHS if p != "data.json"))
 
 
 #: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)

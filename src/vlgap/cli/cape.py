@@ -110,7 +110,7 @@ def train_command(
 
     allow_remote_code(trust_remote_code)
     from vlgap.cape import world as W
-    from vlgap.cape.lm import load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
+    from vlgap.cape.lm import check_lora_targets, load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
     from vlgap.runtime import runtime
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
@@ -158,11 +158,14 @@ def train_command(
     try:
         with library_output_to(early):
             lm = load_lm(base, device=device, dtype=dtype)
+            if not full:  # the targets exist in this model: refused before the folder records the run
+                check_lora_targets(lm.model, lora_layers, lora_modules)
             options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                           r=lora_r, top_layers=None, max_length=max_length, save_every=10, **options)
             # a new or taken-over folder loses its checkpoints, adapter and model: nothing in it is this run's
-            open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"))
+            open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"),
+                            results=("checkpoints", "adapter", "model", "sft.json"))
         with open(out / LIBRARY_LOG, "a", encoding="utf-8") as f:
             f.write(Path(early).read_text(encoding="utf-8"))
     finally:

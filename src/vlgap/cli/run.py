@@ -57,6 +57,16 @@ def print_interval_warnings(rows: list[dict]) -> None:
                       style="yellow", highlight=False)
 
 
+def _print_items(items: dict | None, out) -> None:
+    """N kept and left out of every cell, by reason (`vlgap.probe.items`; the list: dropped_items.jsonl)."""
+    if items and items.get("n_dropped"):
+        from vlgap.probe.items import REASONS
+
+        said = ", ".join(f"{len(ids)} {REASONS.get(kind, kind)}" for kind, ids in items.get("by_reason", {}).items())
+        console.print(f"items: N = {items['n_kept']} of {items['n_items']} in every cell; {items['n_dropped']} left "
+                      f"out ({said}): {out}/dropped_items.jsonl", highlight=False, soft_wrap=True)
+
+
 def _print_fits(fits: dict[str, dict]) -> None:
     from vlgap.probe.report import fit_console_line
 
@@ -121,10 +131,11 @@ def sweep_cmd(
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:
-        print(to_json({"rows": res.rows, "scaling": res.fits}))
+        print(to_json({"rows": res.rows, "scaling": res.fits, "items": res.items}))
     else:
         _print_rows(res.rows)
         _print_fits(res.fits)
+        _print_items(res.items, out)
         console.print(f"tables in {out}/sweep.csv and {out}/sweep.json; `vlgap report {out}` draws them")
 
 
@@ -170,8 +181,10 @@ def demo_cmd(
                                "caption_draws": caption_draws,
                                "random_weights": True if random_weights else None, "preset": preset})
     report = run_demo(cfg, progress=not quiet, force=force)
-    rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
+    doc = json.loads((Path(cfg.out) / "sweep.json").read_text())
+    rows = doc["rows"]
     _print_rows(rows)
+    _print_items(doc.get("items"), cfg.out)
     scaling = Path(cfg.out) / "scaling.json"
     _print_fits(json.loads(scaling.read_text()) if scaling.is_file() else {})
     console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

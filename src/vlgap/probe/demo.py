@@ -171,18 +171,20 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
 
     from vlgap.data.manifest import read_manifest
     from vlgap.probe.report import write_report
+    from vlgap.probe.items import check_sweep
     from vlgap.probe.sweep import claim_sweep_folder, data_record
 
     cfg, formats = resolve_formats(cfg)  # auto -> bfloat16 | float32 on this device, said once
     manifest = shapes_manifest(cfg)
     record = {**run_fields(cfg), "data": data_record(read_manifest(manifest))}
-    claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"), formats=formats)
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, text_dtype=cfg.text_dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights),
                             caption_draws=cfg.caption_draws, frame_sampling=list(cfg.frame_sampling))
+    check_sweep(sweep_cfg, read_manifest(manifest))  # every check before the folder records anything
+    claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"), formats=formats)
     import time
 
     started = time.perf_counter()

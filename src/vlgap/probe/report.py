@@ -466,6 +466,8 @@ def write_report(run_dir: str | Path, progress: bool = True) -> Path:
 
 
 def _write_report(run: Path, sweep_path: Path) -> Path:
+    from vlgap.probe.items import items_html
+
     sweep = json.loads(sweep_path.read_text())
     rows = sweep["rows"]
     fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
@@ -478,6 +480,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         f"{rows[0]['chance']:.4f}. Intervals: {cfg.get('interval', 'bootstrap over items')}; p-values: permutation "
         f"null with shuffled pairing.") + "</p>")
     parts.append(interval_warnings(rows))
+    parts.append(items_html(sweep.get("items")))  # N kept and left out, each item with its reasons
     # sweep.json files written before the rename say "bootstrap" / "permutations"
     no_ci = "no bootstrap" if not cfg.get("n_bootstrap", cfg.get("bootstrap")) else "bootstrap failed"
     no_p = "no permutations" if not cfg.get("n_permutations", cfg.get("permutations")) else "no null"

@@ -13,9 +13,15 @@ A run's number formats (`formats`: `vlgap.runtime.DtypeChoice` by name) are reco
 where this one's `auto` resolved differently (a run resumed on another machine) is refused in words that
 say so and how to resume it (`VLGAP_NATIVE_BF16` or the option that sets the format), not as a bare
 difference of configurations.
+
+A folder whose run recorded a configuration but computed nothing (none of the caller's `results`
+exists: the run was refused or stopped before its first result) holds nothing to protect: another
+configuration takes it over without `force`, said in one line. A run still alive in it (the process
+named by its holder file `.run.pid`, or one holding a lock file there) keeps it until it ends.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import sys
@@ -23,7 +29,12 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from vlgap.errors import VlgapError
-from vlgap.reuse import RUN_RECORD, claim_run_folder, remove_stale_temporaries
+from vlgap.io_utils import atomic_write_text
+from vlgap.reuse import RUN_RECORD, TEMP_RE, claim_run_folder, key_differences, remove_stale_temporaries
+from vlgap.runs.claims import live_holders, lock_holder
+
+#: the pid of the process that last opened the folder for its run (`computed_nothing` asks whether it lives)
+HOLDER = ".run.pid"
 
 #: the run record's key of the run's number formats (not compared: what they resolved to is)
 FORMATS_KEY = "formats"
@@ -39,10 +50,45 @@ def is_legacy_folder(out: str | os.PathLike, legacy: tuple[str, ...]) -> bool:
     return bool(legacy) and all((out / p).exists() for p in legacy) and not (out / RUN_RECORD).exists()
 
 
+def recorded_differences(out: str | os.PathLike, kind: str, config: dict[str, Any],
+                         ignore: tuple[str, ...] = ()) -> list[str] | None:
+    """How `config` differs from the configuration a `kind` run recorded in `out` ([] when equal); None
+    when `out` holds no readable record of a `kind` run."""
+    try:
+        old = json.loads((Path(out) / RUN_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or old.get("kind") != kind or not isinstance(old.get("config"), dict):
+        return None
+    return key_differences({k: v for k, v in old["config"].items() if k not in ignore},
+                           {k: v for k, v in config.items() if k not in ignore})
+
+
+def _bookkeeping(p: Path) -> bool:
+    """A lock file or a temporary of `atomic_write_*`: no result."""
+    return p.suffix == ".lock" or p.name == HOLDER or bool(TEMP_RE.match(p.name))
+
+
+def computed_nothing(out: str | os.PathLike, results: tuple[str, ...]) -> bool:
+    """`out` holds no result (no file matching a glob of `results`, nor in a folder matching one) and no
+    other live process runs in it (its holder file, its lock files)."""
+    out = Path(out)
+    for pattern in results:
+        for p in out.glob(pattern):
+            files = [p] if p.is_file() else (f for f in p.rglob("*") if f.is_file())
+            if any(not _bookkeeping(f) for f in files):
+                return False
+    me = os.getpid()
+    if lock_holder(out / HOLDER) not in (None, me):
+        return False
+    return not (live_holders(out.rglob("*.lock")) - {me})
+
+
 def open_run_folder(out: str | os.PathLike, kind: str, config: dict[str, Any], *, force: bool = False,
                     ignore: tuple[str, ...] = (), legacy: tuple[str, ...] = (),
                     log: Callable[[str], None] | None = None, clear: tuple[str, ...] = (),
-                    temporaries_older_than: float | None = None, formats: Mapping[str, Any] | None = None) -> bool:
+                    temporaries_older_than: float | None = None, formats: Mapping[str, Any] | None = None,
+                    results: tuple[str, ...] | None = None) -> bool:
     """Make `out` the folder of one `kind` run of `config` (True: it already was, the caller resumes).
 
     ignore: config keys that change no result (where files live, throughput). legacy: paths whose
@@ -51,10 +97,12 @@ def open_run_folder(out: str | os.PathLike, kind: str, config: dict[str, Any], *
     temporaries_older_than: a time before which temporaries are leftovers (default: this process's
     start; give an earlier one when other live workers may be writing in `out`). formats: the run's
     number formats (`vlgap.runtime.DtypeChoice` by the config key that holds each, or a name of its own),
-    recorded and checked as the module says."""
+    recorded and checked as the module says. results: globs (relative to `out`) of what the run computes;
+    a folder holding none of them, whose run recorded another configuration and is over, is taken over
+    without `force` (None: never)."""
     out = Path(out)
     if formats:
-        if not force:
+        if not force and not (results is not None and computed_nothing(out, results)):
             refuse_changed_formats(out, kind, config, formats)
         config = {**config, FORMATS_KEY: {k: c.record() for k, c in formats.items()}}
         ignore = (*ignore, FORMATS_KEY)
@@ -62,7 +110,14 @@ def open_run_folder(out: str | os.PathLike, kind: str, config: dict[str, Any], *
         (log or _stderr)(f"{out}: a run folder of an older vlgap (no {RUN_RECORD}): its results are unsealed "
                          "and are recomputed")
         force = True
+    if not force and results is not None:
+        diffs = recorded_differences(out, kind, config, ignore)
+        if diffs and computed_nothing(out, results):
+            (log or _stderr)(f"{out}: its run recorded another configuration ({'; '.join(diffs[:3])}"
+                             f"{'; ...' if len(diffs) > 3 else ''}) but computed nothing: reused for this one")
+            force = True
     resumed = claim_run_folder(out, kind, config, force=force, ignore=ignore)
+    atomic_write_text(out / HOLDER, str(os.getpid()))
     remove_stale_temporaries(out, older_than=temporaries_older_than)
     if not resumed:
         for name in clear:
