@@ -5,6 +5,7 @@ from rich.console import Console
 
 from vlgap.errors import VlgapError
 from vlgap.cli._app import app
+from vlgap.cli.streams import StdoutError, closed_pipe, guarded_stdout, os_error_line
 
 # Importing a module registers its commands on `app`.
 from vlgap.cli import data as _data  # noqa: F401,E402
@@ -26,7 +27,21 @@ def main() -> None:
     try:
         import contextvars
 
-        contextvars.copy_context().run(app)  # a command's settings (--trust-remote-code) end with it
+        with guarded_stdout():
+            contextvars.copy_context().run(app)  # a command's settings (--trust-remote-code) end with it
+    except StdoutError as err:
+        if closed_pipe(err):
+            sys.exit(1)
+        _error_line(str(err))
     except VlgapError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _error_line(str(err))
+    except OSError as err:  # one that no writer of ours said: a line when it names its file, else a bug
+        line = os_error_line(err)
+        if line is None:
+            raise
+        _error_line(line)
+
+
+def _error_line(message: str) -> None:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    sys.exit(2)

@@ -499,6 +499,20 @@ def validate(command: str, params, values: dict[str, Any]) -> None:
             (decl.check_joint if joint else decl.check)(values[p.name], label(p), context)
 
 
+def refuse_empty_paths(command: str, params, raw: dict[str, Any]) -> None:
+    """An empty path typed for a path option or argument (`--out ''`) is refused by name: click would make
+    it ".", the current folder, written into (or read) without a word."""
+    for p in params:
+        decl = declaration(command, p.name)
+        inner = decl.each if isinstance(decl, Repeated) else decl.other if isinstance(decl, Either) else decl
+        if not isinstance(inner, (Output, InputFile, InputFolder)):
+            continue
+        typed = raw.get(p.name)
+        if any(str(v).strip() == "" for v in (typed if isinstance(typed, (list, tuple)) else [typed])
+               if v is not None):
+            raise VlgapError(f"{label(p)}: an empty path; name a file or folder (\".\" for the current folder)")
+
+
 def _call_body(callback, args, kwargs):
     """The command's own function, run once its values passed `validate` (a test replaces this to stop there)."""
     return callback(*args, **kwargs)
@@ -531,4 +545,5 @@ def undeclared(commands: dict[str, Any]) -> list[str]:
             if declaration(path, p.name) is None]
 
 
-__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "undeclared", "validate"]
+__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "refuse_empty_paths", "undeclared",
+           "validate"]

@@ -28,7 +28,7 @@ from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import ExtractResult, extract
 from vlgap.features.source import layer_names
-from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
+from vlgap.io_utils import atomic_write_json, atomic_write_text, make_folder, to_json
 from vlgap.keywords import renamed_fields
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
@@ -362,7 +362,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     record = run_record(cfg, man)
     if claim:
         claim_sweep_folder(run, "sweep", record, force=force, ignore=RUN_IGNORE)
-    run.mkdir(parents=True, exist_ok=True)
+    make_folder(run)
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
