@@ -186,10 +186,18 @@ class Choice(Constraint):
         if bad:
             raise VlgapError(f"{label} {bad[0]!r}: choose " + ("from" if self.multiple else "one of") + " "
                              + " | ".join(allowed))
+        folded = [self.fold(s) if self.fold else s for s in items]
+        twice = next((s for i, s in enumerate(folded) if s in folded[:i]), None)
+        if twice is not None:
+            raise VlgapError(f"{label} {value!r}: {twice!r} is given twice; name each once")
         return value
 
     def invalid(self, tmp):
-        return [("not a choice", "bogus-choice")]
+        out = [("not a choice", "bogus-choice")]
+        if self.multiple:
+            first = self.options()[0]
+            out.append(("repeated", f"{first},{first}"))
+        return out
 
     def valid(self, tmp):
         return self.options()[0]

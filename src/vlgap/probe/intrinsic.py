@@ -9,7 +9,6 @@ the sweep's scaling.json (its bootstrap interval) at the layer the sweep picked 
 from __future__ import annotations
 
 import html
-import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -173,8 +172,12 @@ def run_intrinsic_dimension(manifest, vision: Sequence[str], *, n_f: int = 8, me
         for f in ("sweep.json", "scaling.json"):
             if not (sd / f).is_file():
                 raise VlgapError(f"{sd} has no {f}: give a sweep run folder (`vlgap sweep` / `vlgap demo` output)")
-        rows = json.loads((sd / "sweep.json").read_text())["rows"]
-        fits = {k: v for k, v in json.loads((sd / "scaling.json").read_text()).items() if k.split("|")[0] in vision}
+        from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
+
+        fix = f"rerun `vlgap sweep ... --out {sd}` to rewrite it"
+        rows = read_run_json(sd / "sweep.json", SWEEP, fix=fix)["rows"]
+        fits = {k: v for k, v in read_run_json(sd / "scaling.json", SCALING, fix=fix).items()
+                if k.split("|")[0] in vision}
         for key in fits:
             v, _, t = key.partition("|")
             pick = _sweep_layer(rows, v, t)

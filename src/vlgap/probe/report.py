@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -395,20 +394,20 @@ def write_report(run_dir: str | Path, progress: bool = True) -> Path:
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
-    from vlgap.reuse import check_artefact
+    from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
 
-    for table in (sweep_path, run / "scaling.json"):
-        verdict = check_artefact(table)  # sealed by the sweep: a table changed since is not drawn
-        if verdict.status == "corrupt":
-            raise VlgapError(f"{verdict.message()}; rerun `vlgap sweep ... --out {run}` to rewrite it")
+    # sealed by the sweep: a table changed since is not drawn; sealed or not, each is checked field by field
+    fix = f"rerun `vlgap sweep ... --out {run}` to rewrite it"
+    sweep = read_run_json(sweep_path, SWEEP, fix=fix)
+    fits = read_run_json(run / "scaling.json", SCALING, fix=fix) if (run / "scaling.json").is_file() else {}
     with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
-        return _write_report(run, sweep_path)
+        return _write_report(run, sweep, fits)
 
 
-def _write_report(run: Path, sweep_path: Path) -> Path:
-    sweep = json.loads(sweep_path.read_text())
+def _write_report(run: Path, sweep: dict, fits: dict) -> Path:
+    from vlgap.runs.schemas import SECTION, read_run_json
+
     rows = sweep["rows"]
-    fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
     figs = run / "figures"
     parts = [f"<h1>vlgap alignment report</h1><p>{html.escape(sweep.get('description', ''))}</p>"]
     cfg = sweep.get("config", {})
@@ -468,7 +467,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
              for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
     parts += frame_sampling_sections(rows, figs)
     for extra in sorted((run / "sections").glob("*.json")) if (run / "sections").is_dir() else []:
-        sec = json.loads(extra.read_text())
+        sec = read_run_json(extra, SECTION)
         parts.append(f"<h2>{html.escape(sec.get('title', extra.stem))}</h2>{sec.get('html', '')}")
         for png in sec.get("figures", []):
             p = run / png

@@ -108,11 +108,12 @@ class SweepConfig:
         self.batch_size = check_count("batch_size", self.batch_size, 1, flag="--batch-size", example=32)
         self.image_size = check_count("image_size", self.image_size, 1, flag="--image-size", example=224,
                                       allow_none=True)
+        from vlgap.counts import count_list, name_list
+
         for name, flag in (("n_frames", "--n-frames"), ("n_captions", "--n-captions")):
-            values = list(getattr(self, name))
-            if not values:
-                raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
-            setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])
+            setattr(self, name, count_list(name, getattr(self, name), 1, flag=flag))
+        for name, flag in (("vision", "--vision"), ("text", "--text")):
+            setattr(self, name, name_list(name, getattr(self, name), flag=flag, example="mobilenet_v2,minilm"))
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
