@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from vlgap.errors import PathError, VlgapError, path_error
+from vlgap.errors import PathError, path_error
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -225,11 +225,11 @@ def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
 def jsonl_lines(path: str | os.PathLike) -> Iterator[tuple[int, Any]]:
     """(line number, parsed value) for every non-blank line of a JSONL file; a line that is not JSON
     is a one-line VlgapError naming the file and the line. Callers check the value's shape."""
+    from vlgap.json_files import parse_json
+    from vlgap.paths import read_text_utf8
+
     path = Path(path)
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(read_text_utf8(path).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            yield n, json.loads(line)
-        except ValueError as err:
-            raise VlgapError(f"{path.name} line {n}: not valid JSON ({err})") from None
+        yield n, parse_json(line, f"{path.name} line {n}")

@@ -48,15 +48,16 @@ def _too_deep(where: str) -> VlgapError:
                       "(lists of objects of values)")
 
 
-def parse_json(text: str, where: str) -> Any:
-    """`text` as a JSON value; one-line VlgapError naming `where` for a syntax error or nesting deeper
-    than MAX_DEPTH."""
+def parse_json(text: str, where: str, *, hint: str = "") -> Any:
+    """`text` as a JSON value; one-line VlgapError naming `where` for a syntax error (where in the text;
+    `hint`: what the reader expects, added to it) or nesting deeper than MAX_DEPTH."""
     try:
         value = json.loads(text)
     except RecursionError:
         raise _too_deep(where) from None
     except json.JSONDecodeError as err:
-        raise VlgapError(f"{where}: not valid JSON at line {err.lineno}, column {err.colno} ({err.msg})") from None
+        at = f"column {err.colno}" if "\n" not in text.strip() else f"line {err.lineno}, column {err.colno}"
+        raise VlgapError(f"{where}: not valid JSON at {at} ({err.msg}){hint}") from None
     if nesting_depth(value) > MAX_DEPTH:
         raise _too_deep(where)
     return value

@@ -9,7 +9,6 @@ string). Nothing is dropped silently: an empty caption line is an error naming i
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,10 +59,9 @@ def load_captions(path: str | Path) -> list[str]:
             raise VlgapError(f"{path}, line {number}: empty line; every line must hold one caption "
                              "(remove the line or write the caption)")
         if suffix in JSONL_SUFFIXES:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise VlgapError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
+            from vlgap.json_files import parse_json
+
+            obj = parse_json(line, f"{path}, line {number}")
             caption = obj.get("caption") if isinstance(obj, dict) else None
             if not isinstance(caption, str):
                 raise VlgapError(f"{path}, line {number}: expected an object with a string field \"caption\"")
