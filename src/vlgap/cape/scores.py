@@ -95,9 +95,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
                 raise VlgapError(f"{path.name} line {n}: expected an object")
             rows.append({**rec, "_line": n})
         return rows
-    reader = csv.DictReader(path.read_text(encoding="utf-8").splitlines())
-    return [{**{(k or "").strip(): v for k, v in r.items()}, "_line": n}
-            for n, r in enumerate(reader, start=2)]
+    from vlgap.csv_files import read_csv  # a row with more fields than the header is refused by line
+
+    return [{**r, "_line": n} for n, r in enumerate(read_csv(path, "score file")[1], start=2)]
 
 
 def read_compbench(path: Path) -> DimScores:

@@ -8,7 +8,6 @@ string). Nothing is dropped silently: an empty caption line is an error naming i
 """
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,14 +91,11 @@ def load_item_set(path: str | Path, layer: int | str | None = None) -> ItemSet:
 
 def read_table(path: str | Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header; checks that the `required` columns exist."""
-    import io
-
-    from vlgap.paths import read_text_utf8
+    from vlgap.csv_files import read_csv  # folder, missing, non-UTF-8, a row with extra fields
 
     path = Path(path)
-    reader = csv.DictReader(io.StringIO(read_text_utf8(path, "SCORES"), newline=""))  # folder, missing, non-UTF-8
-    header = reader.fieldnames or []
+    header, rows = read_csv(path, "SCORES")
     missing = [c for c in required if c not in header]
     if missing:
         raise VlgapError(f"{path}: missing column(s) {missing}; found {header}, need {list(required)}")
-    return list(reader)
+    return rows
