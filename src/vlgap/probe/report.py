@@ -451,7 +451,9 @@ def _write_report(run: Path, sweep: dict, fits: dict) -> Path:
             from vlgap.reuse import verified_input
 
             verified_input(mpath, "score matrix", fix=f"rerun `vlgap sweep ... --out {run}` to recompute its cell")
-            m = np.load(mpath)
+            from vlgap.file_kinds import load_npy
+
+            m = load_npy(mpath, "score matrix")
             data = _save(heatmap_figure(m, (top["x_layer"], top["y_layer"]),
                                         f"{v_label} × {t_label}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",
                                         top["chance"]), figs / f"{tag}_heatmap.png")
