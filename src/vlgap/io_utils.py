@@ -128,6 +128,9 @@ def output_target(path: str | os.PathLike) -> Path:
         target = Path(os.path.realpath(path, strict=True))
     except FileNotFoundError:  # not there yet (or a link to a file to be made): what it will be
         target = Path(os.path.realpath(path))
+    except NotADirectoryError as err:
+        raise PathError(f"cannot write {path}: {_file_in_the_way(path)} is a file, not a folder", err.errno,
+                        path) from None
     except OSError as err:
         raise path_error(err, path, "write") from None
     try:
@@ -146,18 +149,23 @@ def output_target(path: str | os.PathLike) -> Path:
     return target
 
 
+def _file_in_the_way(path: Path) -> Path:
+    """The first part of `path` that exists and is not a folder (what a "not a directory" error means)."""
+    for part in reversed(path.absolute().parents):
+        if part.exists() and not part.is_dir():
+            return part
+    return path
+
+
 def make_folder(path: str | os.PathLike) -> Path:
     """`path` made a folder (with its parents; an existing folder is fine); a file in the way, a loop of
     symbolic links, no permission or no space is a one-line PathError naming the folder."""
     path = Path(path)
     try:
         path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError as err:
-        raise PathError(f"cannot create folder {path}: something that is not a folder is in the way "
-                        f"({err.filename or path})", err.errno, path) from None
-    except NotADirectoryError as err:
-        raise PathError(f"cannot create folder {path}: a part of it is a file, not a folder "
-                        f"({err.filename or path})", err.errno, path) from None
+    except (FileExistsError, NotADirectoryError) as err:
+        blocking = path if path.exists() and not path.is_dir() else _file_in_the_way(path)
+        raise PathError(f"cannot create folder {path}: {blocking} is a file, not a folder", err.errno, path) from None
     except OSError as err:
         raise path_error(err, path, "create folder") from None
     return path
