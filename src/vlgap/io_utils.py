@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from vlgap.errors import PathError, path_error
+from vlgap.paths import special_kind
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -102,18 +103,6 @@ def _open_temp_beside(path: Path) -> tuple[int, Path]:
         except FileExistsError:
             continue
     raise FileExistsError(f"could not create a temporary file beside {path}")
-
-
-#: what a path that is not a regular file is, by its st_mode test
-_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                  (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
-
-
-def special_kind(mode: int) -> str | None:
-    """What a path of st_mode `mode` is when it is neither a regular file nor a folder ("a character
-    device", "a named pipe (FIFO)"...), else None."""
-    return next((name for test, name in _SPECIAL_KINDS if test(mode)), None) or (
-        None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file")
 
 
 def output_target(path: str | os.PathLike) -> Path:

@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import errno
 import os
+import stat
 from pathlib import Path
 
 from vlgap.errors import VlgapError
@@ -77,13 +78,21 @@ def _check_writable_below(p: Path, what: str, start: Path | None = None) -> None
         raise VlgapError(f"{_label(p, what)}: cannot write there ({base} is not writable)")
 
 
+#: what a path that is not a regular file is, by its st_mode test
+_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a path of st_mode `mode` is when it is neither a regular file nor a folder ("a character
+    device", "a named pipe (FIFO)"...), else None."""
+    return next((name for test, name in _SPECIAL_KINDS if test(mode)), None) or (
+        None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file")
+
+
 def _refuse_loops_and_special(p: Path, what: str, expected: str) -> None:
     """A loop of symbolic links, or an existing path that is a device, a FIFO or a socket, is refused by name
     (writing a file there would replace the device: vlgap writes only regular files and folders)."""
-    import stat
-
-    from vlgap.io_utils import special_kind
-
     try:
         mode = os.stat(p).st_mode
     except OSError as err:
