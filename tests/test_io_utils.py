@@ -1,6 +1,7 @@
 """Atomic writes: whole-or-nothing, and the permissions a plain `open(path, "w")` would give."""
 from __future__ import annotations
 
+import io
 import os
 import stat
 
@@ -212,3 +213,43 @@ def test_a_pathless_writer_error_keeps_callers_that_tolerate_oserror_working(tmp
         assert err.filename == str(tmp_path / "index.json")
     else:
         raise AssertionError("no error")
+
+
+def test_a_path_error_survives_a_trip_to_a_worker_process():
+    import pickle
+
+    err = PathError("cannot write x.json: no space left on the device (ENOSPC)", errno.ENOSPC, "x.json")
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), str(back), back.errno, back.filename) == (PathError, str(err), errno.ENOSPC, "x.json")
+
+
+class FullFile(io.StringIO):
+    """A file on a full disk: opening works, writing fails with ENOSPC (as the kernel fails it)."""
+
+    def write(self, text):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_a_log_is_appended_through_the_same_checks(tmp_path, monkeypatch, never_replace):
+    log = tmp_path / "run" / "library.log"
+    io_utils.append_text(log, "one\n")
+    io_utils.append_text(log, "two\n")
+    assert log.read_text() == "one\ntwo\n"
+    fifo = tmp_path / "fifo.log"
+    os.mkfifo(fifo)
+    with pytest.raises(PathError, match="is a named pipe"):  # opening it to append would block forever
+        io_utils.open_for_append(fifo)
+    monkeypatch.setattr(io_utils, "open", lambda *a, **k: FullFile(), raising=False)
+    with pytest.raises(PathError) as ei:
+        io_utils.append_text(log, "three\n")
+    assert str(ei.value) == f"cannot write {log}: no space left on the device (ENOSPC)"
+
+
+def test_library_output_to_a_full_disk_is_one_line(tmp_path, monkeypatch):
+    from vlgap.cape.runlog import library_output_to
+
+    monkeypatch.setattr(io_utils, "open", lambda *a, **k: FullFile(), raising=False)
+    with pytest.raises(PathError) as ei:
+        with library_output_to(tmp_path / "lib.log"):
+            print("a library's line")
+    assert str(ei.value) == f"cannot write the log {tmp_path / 'lib.log'}: no space left on the device (ENOSPC)"

@@ -30,6 +30,9 @@ class PathError(VlgapError, OSError):
     def __str__(self) -> str:
         return self.message
 
+    def __reduce__(self):  # pickled as it was made (a worker process hands it back whole)
+        return type(self), (self.message, self.errno, self.filename)
+
 
 #: what an errno means, in the words of a message (the others: the system's own text)
 _REASONS = {

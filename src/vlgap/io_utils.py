@@ -211,6 +211,30 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
+def open_for_append(path: str | os.PathLike):
+    """A log file opened for appending text (line-buffered UTF-8), through the writer's checks: a device,
+    a FIFO, a socket, a folder or a loop of symbolic links in its place is refused by name, its folder is
+    made, and an OS error opening it is one line naming it (PathError). A log grows line by line, so it is
+    not written atomically; a failed write to it is the caller's to name (`append_text` does)."""
+    shown = Path(path)
+    target = output_target(shown)
+    make_folder(target.parent)
+    try:
+        return open(target, "a", encoding="utf-8", buffering=1)
+    except OSError as err:
+        raise path_error(err, shown, "write") from None
+
+
+def append_text(path: str | os.PathLike, text: str) -> None:
+    """`text` appended to the log file at `path` (see `open_for_append`); a failed write is one line."""
+    with open_for_append(path) as f:
+        try:
+            f.write(text)
+            f.flush()
+        except OSError as err:
+            raise path_error(err, Path(path), "write") from None
+
+
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 

@@ -88,18 +88,11 @@ def _console_handlers(streams: tuple[object, ...]) -> list[logging.StreamHandler
 @contextmanager
 def library_output_to(path: str | Path) -> Iterator[Path]:
     """Send library output to the file `path` (appended) while vlgap's own lines stay on the console."""
-    from vlgap.errors import path_error
-    from vlgap.io_utils import make_folder, output_target
+    from vlgap.io_utils import open_for_append
 
     path = Path(path)
-    make_folder(path.parent)
-    target = output_target(path)  # a device or a FIFO in its place is refused by name
     old_out, old_err = sys.stdout, sys.stderr
-    try:
-        log = open(target, "a", encoding="utf-8", buffering=1)
-    except OSError as error:
-        raise path_error(error, path, "write the log") from None
-    with log:
+    with open_for_append(path) as log:  # a device or a FIFO in its place is refused by name
         out, err = _LineSplitter(old_out, log, path=path), _LineSplitter(old_err, log, path=path)
         handlers = _console_handlers((old_out, old_err, sys.__stdout__, sys.__stderr__))
         streams = [h.stream for h in handlers]
