@@ -162,6 +162,8 @@ def test_demo_with_a_bad_toml_is_one_line(tmp_path, capsys):
     p = tmp_path / "demo.toml"
     p.write_text("[demo]\nn_frames = 4\nseed = -1.5\n")
     assert refused(capsys, "demo", "--config", p) == f"error: --config {p}: seed = -1.5: need a whole number, got a number"
+    p.write_text("demo = 5\n")  # the message's "[demo]" is text, not console markup
+    assert refused(capsys, "demo", "--config", p) == f"error: --config {p}: demo = 5: need a [demo] table of keys, got a whole number"
 
 
 # ---- count lists and CSV rows ---------------------------------------------------------------------------

@@ -43,5 +43,8 @@ def main() -> None:
 
 
 def _error_line(message: str) -> None:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    """The one error line (exit 2); the message is text, not Rich markup ("[demo]" is printed as it is)."""
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(2)
