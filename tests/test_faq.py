@@ -121,12 +121,29 @@ def _model_package(tmp_path, capsys, monkeypatch):
     return err.strip().splitlines()[-1]
 
 
+def _disk_full(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    (tmp_path / "pred.json").write_text(json.dumps(["a man rides a horse"]))
+    (tmp_path / "refs.json").write_text(json.dumps([["a man riding a horse"]]))
+    monkeypatch.setattr(os, "write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    return refused(capsys, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu",
+                   "--out", tmp_path / "per_item.csv")
+
+
+def _not_npy(tmp_path, capsys, monkeypatch):
+    (tmp_path / "feats.npy").write_text("0.1 0.2\n0.3 0.4\n")
+    np.save(tmp_path / "other.npy", np.zeros((2, 2)))
+    return refused(capsys, "align", "feats.npy", "other.npy")
+
+
 REPRODUCERS = {1: _missing_file, 2: _latin1, 3: _unknown_encoder, 4: _hub, 5: _java, 6: _renamed, 7: _media,
-               8: _device, 9: _lengths, 10: _model_package}
+               8: _device, 9: _lengths, 10: _model_package, 11: _disk_full, 12: _not_npy}
 
 
-def test_the_faq_has_ten_numbered_errors_each_reproduced():
-    assert sorted(quoted_errors()) == list(range(1, 11)) == sorted(REPRODUCERS)
+def test_the_faq_numbered_errors_are_each_reproduced():
+    assert sorted(quoted_errors()) == list(range(1, 13)) == sorted(REPRODUCERS)
     assert all(q.startswith("error: ") for q in quoted_errors().values())
 
 

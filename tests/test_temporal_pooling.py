@@ -195,7 +195,7 @@ def test_sweep_records_mode_and_redoes_cells_of_another_mode(tiny_dataset, tmp_p
 
 
 def test_demo_config_key(tmp_path):
-    from vlgap.probe.demo import load_config
+    from vlgap.cli.config_file import load_config
 
     (tmp_path / "c.toml").write_text('[demo]\ntemporal_pooling = "Segments:4"\n')
     assert load_config(tmp_path / "c.toml").temporal_pooling == "segments:4"

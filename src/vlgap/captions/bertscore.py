@@ -245,13 +245,13 @@ def read_baseline(baseline: str | Path | dict, model: TextTokenModel, layer: int
     where = "in-memory baseline"
     if not isinstance(baseline, dict):
         where = str(baseline)
+        from vlgap.json_files import read_json
+
         try:
-            baseline = json.loads(Path(baseline).read_text())
-        except OSError as err:
-            raise VlgapError(f"cannot read BERTScore baseline {where}: {err.strerror or err}; build one with "
-                             "`vlgap caption-eval --bertscore-baseline build ...`") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise VlgapError(f"{where} is not a vlgap BERTScore baseline (not JSON)") from None
+            baseline = read_json(baseline)
+        except VlgapError as err:
+            raise VlgapError(f"not a vlgap BERTScore baseline: {err}; build one with `vlgap caption-eval "
+                             "--bertscore-baseline build ...`") from None
     if not isinstance(baseline, dict) or baseline.get("format") != BASELINE_FORMAT:
         raise VlgapError(f"{where} is not a vlgap BERTScore baseline (format {BASELINE_FORMAT!r} expected)")
     made_for = baseline.get("model", {})

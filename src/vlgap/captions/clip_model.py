@@ -305,17 +305,15 @@ def openai_to_hf_state_dict(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_pacs_weights(model, file: Path, spec: str) -> dict[str, Any]:
-    import torch
 
     from vlgap.io_utils import sha256_of_file
 
     if not file.is_file():
         raise VlgapError(f"PAC-S checkpoint {str(file)!r} not found (spec {spec!r}); give the .pth file "
                          "released with PAC-S, e.g. pacs:clip_ViT-B-32.pth")
-    try:
-        blob = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:  # pickle / zip errors come in many types
-        raise VlgapError(f"cannot read PAC-S checkpoint {file}: {type(err).__name__}: {err}") from None
+    from vlgap.file_kinds import torch_load_plain
+
+    blob = torch_load_plain(file, f"PAC-S checkpoint {file}")
     state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
     if not isinstance(state, dict) or not state:
         raise VlgapError(f"{file} holds no state dict; expected the PAC-S .pth ({{'state_dict': ...}})")

@@ -115,7 +115,7 @@ def train_command(
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
-    from vlgap.io_utils import atomic_write_json, to_json
+    from vlgap.io_utils import append_text, atomic_write_json, to_json
     from vlgap.runs import open_run_folder
 
     check_count("steps", steps, 1, flag="--steps", example=16)
@@ -166,8 +166,7 @@ def train_command(
             # a new or taken-over folder loses its checkpoints, adapter and model: nothing in it is this run's
             open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"),
                             results=("checkpoints", "adapter", "model", "sft.json"))
-        with open(out / LIBRARY_LOG, "a", encoding="utf-8") as f:
-            f.write(Path(early).read_text(encoding="utf-8"))
+        append_text(out / LIBRARY_LOG, Path(early).read_text(encoding="utf-8"))
     finally:
         os.unlink(early)
     with library_output_to(out / LIBRARY_LOG) as log_path:

@@ -214,6 +214,9 @@ def _encoders(modality: str | None, many: bool = True):
         if not any(names) or not all(names):
             raise VlgapError(f"{label} {value!r}: give " + ("a comma list of encoders" if many else "an encoder")
                              + ", e.g. mobilenet_v2 (see `vlgap encoders`)")
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise VlgapError(f"{label} {value!r}: {twice!r} is given twice; name each encoder once")
         for name in names:
             shape = expected_shape(name)
             if modality and shape and shape["modality"] != modality:
@@ -225,7 +228,8 @@ def _encoders(modality: str | None, many: bool = True):
 def _encoder_option(modality: str | None, many: bool = True) -> Parsed:
     good = {"vision": "mobilenet_v2", "text": "minilm", None: "minilm"}[modality]
     other = {"vision": "minilm", "text": "mobilenet_v2", None: None}[modality]
-    bad = [("empty", ""), ("an empty name", "a,,b" if many else " ")] + ([("other modality", other)] if other else [])
+    bad = [("empty", ""), ("an empty name", "a,,b" if many else " ")] + ([("other modality", other)] if other else []) \
+        + ([("repeated", f"{good},{good}")] if many else [])
     return Parsed(_encoders(modality, many), bad=bad, good=good)
 
 
@@ -293,7 +297,7 @@ RUN_FOLDER = InputFolder(writable=True)
 FRACTION = Real(0, 1, closed=True, example=0.5)
 IMAGE_SIZE = Count(16, memory=_batch_memory)  # vlgap.encoders.registry.get_encoder: at least 16
 N_FRAMES_LIST = Parsed(_frame_counts, bad=[("zero", "0"), ("negative", "-1"), ("huge", "1000000000"),
-                                           ("wrong type", "a,b")], good="1,2")
+                                           ("wrong type", "a,b"), ("repeated", "1,1")], good="1,2")
 N_FRAMES_ONE = Parsed(_one(_max_n_frames), bad=[("zero", "0"), ("huge", "1000000000"), ("wrong type", "abc"),
                                                ("a list", "1,2")], good="8")
 N_CAPTIONS_ONE = Parsed(_one(lambda: MAX_N_CAPTIONS), bad=[("zero", "0"), ("huge", "1000000"),
@@ -308,7 +312,7 @@ SHARED: dict[str, Constraint] = {
     "encoding": Parsed(_encoding, bad=[("not an encoding", "klingon"), ("a binary codec", "base64")], good="cp1252"),
     "seed": SEED,
     "seeds": Parsed(_seeds, bad=[("negative", "-1"), ("huge", str(2 ** 40)), ("wrong type", "a,b"),
-                                 ("empty", ",")], good="0,1"),
+                                 ("empty", ","), ("repeated", "0,0")], good="0,1"),
     "bootstrap": RESAMPLES,
     "permutations": PERMUTATIONS,
     "confidence": Parsed(_confidence, bad=[("zero", "0"), ("one", "1"), ("huge", "2"), ("negative", "-0.5")],
@@ -328,7 +332,8 @@ SHARED: dict[str, Constraint] = {
     "batch_size": Count(1, 1_000_000),
     "image_size": IMAGE_SIZE,
     "n_frames": N_FRAMES_LIST,
-    "n_captions": Parsed(_caption_counts, bad=[("zero", "0"), ("huge", "1000000"), ("wrong type", "x")],
+    "n_captions": Parsed(_caption_counts, bad=[("zero", "0"), ("huge", "1000000"), ("wrong type", "x"),
+                                               ("repeated", "2,2")],
                          good="1,2"),
     "k": Count(1, MAX_K),
     "metric": Choice(lambda: __import__("vlgap.metrics.alignment", fromlist=["METRIC_NAMES"]).METRIC_NAMES),
@@ -500,6 +505,20 @@ def validate(command: str, params, values: dict[str, Any]) -> None:
             (decl.check_joint if joint else decl.check)(values[p.name], label(p), context)
 
 
+def refuse_empty_paths(command: str, params, raw: dict[str, Any]) -> None:
+    """An empty path typed for a path option or argument (`--out ''`) is refused by name: click would make
+    it ".", the current folder, written into (or read) without a word."""
+    for p in params:
+        decl = declaration(command, p.name)
+        inner = decl.each if isinstance(decl, Repeated) else decl.other if isinstance(decl, Either) else decl
+        if not isinstance(inner, (Output, InputFile, InputFolder)):
+            continue
+        typed = raw.get(p.name)
+        if any(str(v).strip() == "" for v in (typed if isinstance(typed, (list, tuple)) else [typed])
+               if v is not None):
+            raise VlgapError(f"{label(p)}: an empty path; name a file or folder (\".\" for the current folder)")
+
+
 def _call_body(callback, args, kwargs):
     """The command's own function, run once its values passed `validate` (a test replaces this to stop there)."""
     return callback(*args, **kwargs)
@@ -532,4 +551,5 @@ def undeclared(commands: dict[str, Any]) -> list[str]:
             if declaration(path, p.name) is None]
 
 
-__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "undeclared", "validate"]
+__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "refuse_empty_paths", "undeclared",
+           "validate"]

@@ -1,7 +1,6 @@
 """CLI commands that run the probe end to end: sweep, report, demo."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -173,7 +172,8 @@ def demo_cmd(
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
 
-    from vlgap.probe.demo import load_config, run_demo
+    from vlgap.cli.config_file import load_config
+    from vlgap.probe.demo import run_demo
 
     t0 = time.perf_counter()
     cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device, "text_dtype": text_dtype,
@@ -181,10 +181,11 @@ def demo_cmd(
                                "caption_draws": caption_draws,
                                "random_weights": True if random_weights else None, "preset": preset})
     report = run_demo(cfg, progress=not quiet, force=force)
-    doc = json.loads((Path(cfg.out) / "sweep.json").read_text())
-    rows = doc["rows"]
-    _print_rows(rows)
+    from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
+
+    doc = read_run_json(Path(cfg.out) / "sweep.json", SWEEP)
+    _print_rows(doc["rows"])
     _print_items(doc.get("items"), cfg.out)
     scaling = Path(cfg.out) / "scaling.json"
-    _print_fits(json.loads(scaling.read_text()) if scaling.is_file() else {})
+    _print_fits(read_run_json(scaling, SCALING) if scaling.is_file() else {})
     console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

@@ -206,10 +206,9 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(path))
-    try:
-        sd = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise VlgapError(f"cannot read weights file {str(path)!r}: {err}") from None
+    from vlgap.file_kinds import torch_load_plain
+
+    sd = torch_load_plain(str(path), f"weights file {path}")
     if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
         sd = sd["state_dict"]
     if not isinstance(sd, dict):

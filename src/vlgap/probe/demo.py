@@ -8,7 +8,6 @@ from options or a TOML config (see `DemoConfig` fields).
 from __future__ import annotations
 
 import contextlib
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -68,8 +67,12 @@ class DemoConfig:
 
     def check(self) -> "DemoConfig":
         """Counts checked before anything runs (one-line errors naming the key)."""
-        from vlgap.counts import check_count
+        from vlgap.counts import check_count, count_list, name_list
 
+        for name in ("n_frames", "n_captions"):  # a string is a comma list, never its characters
+            setattr(self, name, count_list(name, getattr(self, name), 1))
+        for name in ("vision", "text"):
+            setattr(self, name, name_list(name, getattr(self, name), example="mobilenet_v2,minilm"))
         for name, minimum in (("n_videos", 1), ("n_frames_per_video", 1), ("video_size", 8), ("k", 1),
                               ("n_bootstrap", 0), ("n_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
@@ -89,19 +92,8 @@ class DemoConfig:
         return self
 
 
-def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> DemoConfig:
-    cfg = DemoConfig()
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise VlgapError(f"config file {p} not found")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise VlgapError(f"{p} is not valid TOML: {err}") from None
-        data = data.get("demo", data)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+def check_keys(data: dict[str, Any]) -> None:
+    """Every key of `data` a DemoConfig field: a renamed one says its new name, an unknown one the valid keys."""
     names = {f.name for f in fields(DemoConfig)}
     renamed = sorted(set(data) & set(RENAMED_KEYS))
     if renamed:
@@ -109,6 +101,14 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     unknown = sorted(set(data) - names)
     if unknown:
         raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
+
+
+def config_from(values: dict[str, Any] | None = None) -> DemoConfig:
+    """DemoConfig's defaults with `values` (checked values: a TOML file's keys are checked field by field by
+    vlgap.cli.config_file, which reads the file), then its own checks."""
+    cfg = DemoConfig()
+    data = dict(values or {})
+    check_keys(data)
     for k, v in data.items():
         setattr(cfg, k, v)
     from vlgap.features.temporal_pooling import parse_mode

@@ -15,7 +15,6 @@ Error metrics (lower is better) give negative correlations; nothing is flipped.
 """
 from __future__ import annotations
 
-import csv
 import html
 import itertools
 import math
@@ -196,14 +195,10 @@ def loo_linear(x, y, groups: Sequence | None = None) -> dict[str, Any]:
 # ==================================================================================================
 
 def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    import io
-
-    from vlgap.paths import read_text_utf8
+    from vlgap.csv_files import read_csv  # folder, missing, non-UTF-8, a row with extra fields
 
     p = Path(path).expanduser()
-    reader = csv.DictReader(io.StringIO(read_text_utf8(p, "CSV file"), newline=""))  # folder, missing, non-UTF-8
-    rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in r.items()} for r in reader]
-    cols = [(c or "").strip().lower() for c in (reader.fieldnames or [])]
+    cols, rows = read_csv(p, "CSV file", lower=True)
     if not rows:
         raise VlgapError(f"{p} has no data rows")
     return cols, rows

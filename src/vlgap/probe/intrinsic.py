@@ -9,7 +9,6 @@ the sweep's scaling.json (its bootstrap interval) at the layer the sweep picked 
 from __future__ import annotations
 
 import html
-import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,22 +37,16 @@ def layer_dimensions(layers: Sequence[np.ndarray], method: str = "twonn", *, n_b
 
 
 def read_feature_file(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
-    """Layers from a .npy ([N, D] one layer, or [L, N, D]) or a .npz (one array per layer, file order)."""
+    """Layers of a feature file, read by the one reader of feature files (`vlgap.features.arrays.read_layers`:
+    .npy [N, D] or [L, N, D], .npz / .safetensors one array per layer, platonic-rep .pt; the bytes checked
+    to be what the name says), as float64, with their names."""
+    from vlgap.features.arrays import read_layers
+
     p = Path(path)
     if not p.is_file():
         raise VlgapError(f"feature file {str(p)!r} does not exist (give a .npy [N, D] or [L, N, D], or a .npz)")
-    if p.suffix == ".npz":
-        with np.load(p) as z:
-            names = list(z.files)
-            return [np.asarray(z[n], dtype=np.float64) for n in names], names
-    if p.suffix == ".npy":
-        a = np.load(p)
-        if a.ndim == 2:
-            return [a.astype(np.float64)], ["0"]
-        if a.ndim == 3:
-            return [a[i].astype(np.float64) for i in range(a.shape[0])], [str(i) for i in range(a.shape[0])]
-        raise VlgapError(f"{p}: expected [N, D] or [L, N, D], got shape {a.shape}")
-    raise VlgapError(f"{p}: feature files are .npy or .npz")
+    la = read_layers(p)
+    return [np.asarray(a, dtype=np.float64) for a in la.layers], list(la.names)
 
 
 def _sweep_layer(rows: list[dict], vision: str, text: str) -> tuple[int, int, int] | None:
@@ -172,8 +165,12 @@ def run_intrinsic_dimension(manifest, vision: Sequence[str], *, n_f: int = 8, me
         for f in ("sweep.json", "scaling.json"):
             if not (sd / f).is_file():
                 raise VlgapError(f"{sd} has no {f}: give a sweep run folder (`vlgap sweep` / `vlgap demo` output)")
-        rows = json.loads((sd / "sweep.json").read_text())["rows"]
-        fits = {k: v for k, v in json.loads((sd / "scaling.json").read_text()).items() if k.split("|")[0] in vision}
+        from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
+
+        fix = f"rerun `vlgap sweep ... --out {sd}` to rewrite it"
+        rows = read_run_json(sd / "sweep.json", SWEEP, fix=fix)["rows"]
+        fits = {k: v for k, v in read_run_json(sd / "scaling.json", SCALING, fix=fix).items()
+                if k.split("|")[0] in vision}
         for key in fits:
             v, _, t = key.partition("|")
             pick = _sweep_layer(rows, v, t)

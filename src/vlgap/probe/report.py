@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -455,22 +454,21 @@ def write_report(run_dir: str | Path, progress: bool = True) -> Path:
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
-    from vlgap.reuse import check_artefact
+    from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
 
-    for table in (sweep_path, run / "scaling.json"):
-        verdict = check_artefact(table)  # sealed by the sweep: a table changed since is not drawn
-        if verdict.status == "corrupt":
-            raise VlgapError(f"{verdict.message()}; rerun `vlgap sweep ... --out {run}` to rewrite it")
+    # sealed by the sweep: a table changed since is not drawn; sealed or not, each is checked field by field
+    fix = f"rerun `vlgap sweep ... --out {run}` to rewrite it"
+    sweep = read_run_json(sweep_path, SWEEP, fix=fix)
+    fits = read_run_json(run / "scaling.json", SCALING, fix=fix) if (run / "scaling.json").is_file() else {}
     with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
-        return _write_report(run, sweep_path)
+        return _write_report(run, sweep, fits)
 
 
-def _write_report(run: Path, sweep_path: Path) -> Path:
+def _write_report(run: Path, sweep: dict, fits: dict) -> Path:
     from vlgap.probe.items import items_html
+    from vlgap.runs.schemas import SECTION, read_run_json
 
-    sweep = json.loads(sweep_path.read_text())
     rows = sweep["rows"]
-    fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
     figs = run / "figures"
     parts = [f"<h1>vlgap alignment report</h1><p>{html.escape(sweep.get('description', ''))}</p>",
              provenance_block(sweep.get("provenance"))]
@@ -517,7 +515,9 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             from vlgap.reuse import verified_input
 
             verified_input(mpath, "score matrix", fix=f"rerun `vlgap sweep ... --out {run}` to recompute its cell")
-            m = np.load(mpath)
+            from vlgap.file_kinds import load_npy
+
+            m = load_npy(mpath, "score matrix")
             data = _save(heatmap_figure(m, (top["x_layer"], top["y_layer"]),
                                         f"{v_label} × {t_label}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",
                                         top["chance"]), figs / f"{tag}_heatmap.png")
@@ -533,7 +533,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
              for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
     parts += frame_sampling_sections(rows, figs)
     for extra in sorted((run / "sections").glob("*.json")) if (run / "sections").is_dir() else []:
-        sec = json.loads(extra.read_text())
+        sec = read_run_json(extra, SECTION)
         parts.append(f"<h2>{html.escape(sec.get('title', extra.stem))}</h2>{sec.get('html', '')}")
         for png in sec.get("figures", []):
             p = run / png

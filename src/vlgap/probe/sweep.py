@@ -32,7 +32,7 @@ from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
 from vlgap.features.extract import extract
 from vlgap.features.source import layer_names
-from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
+from vlgap.io_utils import atomic_write_json, atomic_write_text, make_folder, to_json
 from vlgap.keywords import renamed_fields
 from vlgap.probe.items import check_sweep, settle
 from vlgap.probe.report import matrix_name
@@ -121,11 +121,12 @@ class SweepConfig:
         self.batch_size = check_count("batch_size", self.batch_size, 1, flag="--batch-size", example=32)
         self.image_size = check_count("image_size", self.image_size, 1, flag="--image-size", example=224,
                                       allow_none=True)
+        from vlgap.counts import count_list, name_list
+
         for name, flag in (("n_frames", "--n-frames"), ("n_captions", "--n-captions")):
-            values = list(getattr(self, name))
-            if not values:
-                raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
-            setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])
+            setattr(self, name, count_list(name, getattr(self, name), 1, flag=flag))
+        for name, flag in (("vision", "--vision"), ("text", "--text")):
+            setattr(self, name, name_list(name, getattr(self, name), flag=flag, example="mobilenet_v2,minilm"))
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -391,7 +392,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     record = run_record(cfg, man)
     if claim:
         claim_sweep_folder(run, "sweep", record, force=force, ignore=RUN_IGNORE)
-    run.mkdir(parents=True, exist_ok=True)
+    make_folder(run)
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,

@@ -380,12 +380,12 @@ def generated_latents(generator, encoder, captions: Sequence[str], *, seed: int 
     import io
     import time
 
-    from vlgap.io_utils import atomic_write_json, cache_root
+    from vlgap.io_utils import atomic_write_json, cache_root, make_folder
     from vlgap.reuse import discard, read_verified, remove_stale_temporaries, write_artefact
     from vlgap.wsv.latents import LATENTS_FORMAT
 
     folder = cache_root(cache_dir) / "wsv" / "generated" / cache_key({"format": LATENTS_FORMAT, **base})
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     atomic_write_json(folder / "parts.json", base)  # for people: what made these files
     remove_stale_temporaries(folder, older_than=time.time() - 3600)
     keys = [{"format": LATENTS_FORMAT, **base, "index": i, "caption": c} for i, c in enumerate(captions)]

@@ -17,6 +17,21 @@ from vlgap.wsv.experiment.inversion import _chance_inversions, _inversions
 from vlgap.wsv.experiment.prepare import prepare
 from vlgap.wsv.experiment.summary import summarise, summary_markdown
 
+def _refuse_nothing_to_summarise(out: Path, cfg: ExperimentConfig) -> None:
+    """--summary-only tabulates finished cells: with none of this configuration in `out` (an empty folder, a
+    folder of another run) the tables would hold the chance floor alone, so it is refused before anything
+    is written."""
+    from vlgap.errors import VlgapError
+    from vlgap.reuse import check_artefact
+
+    planned = cfg.cells()
+    if not any(check_artefact(out / "cells" / f"{g}-{s}-s{seed}.json", _row_cell_key(cfg, g, s, seed),
+                              verify_bytes=False).ok for g, s, seed in planned):
+        raise VlgapError(f"--summary-only: {out} holds no finished cell of this configuration (0 of {len(planned)}), "
+                         f"so there is nothing to summarise; run `vlgap wsv experiment --out {out}` without "
+                         "--summary-only first (with the same options)")
+
+
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
                    log: Callable[[str], None] = _log_default, summary_only: bool = False,
                    force: bool = False, device: str = "cpu", ray: str | bool | None = None,
@@ -34,6 +49,8 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     cfg, formats = (cfg or ExperimentConfig()).resolved(device)  # auto -> bfloat16 | float32 on this device
     if not summary_only:
         announce_formats(list(formats.values()), log)
+    if summary_only:
+        _refuse_nothing_to_summarise(out, cfg)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     open_run_folder(out, "wsv-experiment", cfg.record(), force=force, legacy=("experiment_config.json",), log=log,
                     temporaries_older_than=time.time() - 120, formats=formats,
