@@ -184,6 +184,7 @@ def _demo_up_to_the_sweep(monkeypatch, tiny_dataset):
 
     seen = []
     monkeypatch.setattr(D, "shapes_manifest", lambda cfg: tiny_dataset)
+    monkeypatch.setattr("vlgap.probe.items.check_sweep", lambda *a, **k: None)  # the demo's grid needs more items
     monkeypatch.setattr(D, "run_sweep", lambda cfg, *a, **k: (seen.append(cfg), (_ for _ in ()).throw(_Stop()))[1])
     return D, seen
 
@@ -204,6 +205,8 @@ def test_the_demo_records_the_resolved_format_and_refuses_another_resolution_in_
     assert seen[-1].text_encoder_dtype == "float32" and seen[-1].dtype == "float32"
     with pytest.raises(_Stop):  # the same machine resumes
         D.run_demo(D.DemoConfig(out=str(out), cache_dir=str(tmp_path / "c")), progress=False)
+    (out / "cells").mkdir()
+    (out / "cells" / "a-cell.json").write_text("{}")  # the run computed something: a folder worth protecting
     native(True)  # another machine: auto is bfloat16 there
     with pytest.raises(VlgapError) as err:
         D.run_demo(D.DemoConfig(out=str(out), cache_dir=str(tmp_path / "c")), progress=False)
@@ -230,6 +233,7 @@ def test_the_cape_demo_resolves_its_lms_format_says_it_and_records_it(tmp_path, 
         lines: list[str] = []
         run = lambda: E.run_experiment(out, E.preset("demo"), log=lines.append)  # noqa: E731
         if on:
+            (out / "results.json").write_text("{}")  # the run computed something: a folder worth protecting
             with pytest.raises(VlgapError, match=r"whose LMs ran in float32, but auto resolves to bfloat16 .*set "
                                                  r"VLGAP_NATIVE_BF16=0 .*or pass --dtype float32"):
                 run()
@@ -259,6 +263,7 @@ def test_the_wsv_experiment_says_and_records_its_formats(tmp_path, native, monke
                         "has no native bfloat16)")
     record = json.loads((tmp_path / "w" / "run_config.json").read_text())["config"]
     assert record["formats"]["lm_dtype"]["dtype"] == "float32" and "lm_dtype" not in record
+    (tmp_path / "w" / "summary.json").write_text("{}")  # the run computed something: a folder worth protecting
     native(True)
     with pytest.raises(VlgapError, match=r"whose LM rows \(wsv\+smollm2\) ran in float32, but auto resolves to "
                                          r"bfloat16 .*set VLGAP_NATIVE_BF16=0"):

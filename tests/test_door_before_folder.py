@@ -180,20 +180,22 @@ cache_dir = "{cache}"
 
 def test_demo_with_a_bogus_metric_then_fixed_without_force(tmp_path, monkeypatch, capsys):
     from vlgap.features.extract import extract
-    from vlgap.probe.demo import load_config, shapes_manifest
+    from vlgap.cli.config_file import load_config
+    from vlgap.probe.demo import shapes_manifest
 
     out, cache = tmp_path / "demo", tmp_path / "cache"
     toml = tmp_path / "demo.toml"
-    toml.write_text(DEMO_TOML.format(metric="bogus", out=out.as_posix(), cache=cache.as_posix()))
+    toml.write_text(DEMO_TOML.format(metric="mutual_knn", out=out.as_posix(), cache=cache.as_posix()))
     # the toy encoders' features of the demo's shapes videos, so the demo finds `tv` and `tt` by name
     cfg = load_config(toml)
     man = shapes_manifest(cfg)
+    toml.write_text(DEMO_TOML.format(metric="bogus", out=out.as_posix(), cache=cache.as_posix()))
     extract(man, "tv", n_frames=[1, 2], cache_dir=cache, image_size=cfg.image_size, loaded_encoder=ToyVision(),
             progress=False)
     extract(man, "tt", n_captions=[1, 2], cache_dir=cache, loaded_encoder=ToyText(), progress=False)
     capsys.readouterr()
     line = one_line_error(*run_cli(monkeypatch, capsys, "demo", "--config", toml, "--quiet")[::2])
-    assert "metric='bogus': choose one of mutual_knn" in line and not out.exists()
+    assert "metric 'bogus': choose one of mutual_knn" in line and not out.exists()  # refused as the file is read
     toml.write_text(DEMO_TOML.format(metric="mutual_knn", out=out.as_posix(), cache=cache.as_posix()))
     code, _, err = run_cli(monkeypatch, capsys, "demo", "--config", toml, "--quiet")
     assert code == 0, err

@@ -144,7 +144,7 @@ def tutorial_sweep() -> tuple[str, list[str]]:
     text = (ROOT / "docs" / "own-data.md").read_text(encoding="utf-8")
     make_data = re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)[0]
     lines = [ln.strip() for ln in re.findall(r"^vlgap (?:import folder|sweep|report) .*$", text, flags=re.M)
-             if "--device cuda" not in ln and "hf:" not in ln]
+             if "--device cuda" not in ln and "hf:" not in ln and "--id-column" not in ln]  # alternatives
     sized = [ln + " --bootstrap 5 --permutations 20" if ln.startswith("vlgap sweep") else ln for ln in lines]
     return make_data, sized
 
