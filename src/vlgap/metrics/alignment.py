@@ -60,6 +60,7 @@ class MutualKnn(KnnMetric):
     """
 
     name = "mutual_knn"
+    trivial_at_all = True
 
     def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  bootstrap_neighbours: str = "distinct"):
@@ -257,6 +258,7 @@ class CycleKnn(KnnMetric):
     (platonic-rep `cycle_knn(feats_A=X, feats_B=Y)`: knn_A[knn_B] contains i)."""
 
     name = "cycle_knn"
+    trivial_at_all = True
 
     def pair_scores(self, sx, sy):
         k = self.k
