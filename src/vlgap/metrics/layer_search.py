@@ -425,6 +425,12 @@ def layer_search(
         result.bootstrap = bootstrap_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                observed=scores, n_bootstrap=n_bootstrap,
                                                confidence=confidence, ci_method=ci_method, seed=seed)
+    if n_permutations and sx.n <= 12:
+        import math
+
+        from vlgap.stats.resampling import few_permutations_caveat
+
+        few_permutations_caveat(math.factorial(sx.n), n_permutations, f"pairings of {sx.n} items", exact=False)
     if n_permutations:
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                    observed=best, n_permutations=n_permutations, seed=seed)

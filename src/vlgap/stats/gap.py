@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.stats.inputs import ItemSet, load_item_set
@@ -49,6 +50,10 @@ class GapResult:
     #: why `ci` is None although a bootstrap was asked for (small-n rule, degenerate interval)
     ci_reason: str | None = None
     fd_ci_reason: str | None = None
+    #: why a value means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
+    #: the MMD p-value enumerated every distinct split (fewer than n_permutations asked)
+    exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -130,6 +135,7 @@ def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
     return ItemSet(f"<{side} array>", array=np.asarray(x))
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def gap(
     a: Any,
@@ -237,7 +243,7 @@ def gap(
         n_a=res.n_a, n_b=res.n_b, kernel=res.kernel, bandwidth=res.bandwidth, method=res.method,
         confidence=confidence, ci_method=res.ci_method, n_permutations=res.n_permutations,
         n_bootstrap=res.n_bootstrap, seed=seed, kernel_params=res.kernel_params, details=res.details,
-        ci_reason=res.ci_reason,
+        ci_reason=res.ci_reason, exact=res.exact,
         length_match=match_summary, embedding=embedding,
         inputs={"a": set_a.source, "b": set_b.source})
     if witness and kmat is not None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from vlgap.caveats import caveat
 from vlgap.errors import VlgapError
 
 KernelName = Literal["rbf", "linear", "poly", "cmmd"]
@@ -80,6 +81,42 @@ def validate_pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A
     if a.shape[1] != b.shape[1]:
         raise VlgapError(f"{names[0]} has width {a.shape[1]} but {names[1]} has width {b.shape[1]}: "
                          "both sets must be embedded in the same space (same encoder and layer)")
+    check_scale(a, b, names)
+    if same_items(a, b):
+        caveat(f"{names[0]} and {names[1]} hold the same {a.shape[0]} items (identical sets): the gap is 0 by "
+               "construction, the test cannot reject, and the witness items of both sides are the same items")
+
+
+def safe_scale(dtype: torch.dtype) -> tuple[float, float]:
+    """The range of the largest |value| in which squared distances, Gram entries and covariances of a
+    set stay finite and exact enough in `dtype`: the cube roots of the smallest normal and the largest
+    number (3e-103 .. 6e102 in float64, 2e-13 .. 7e12 in float32)."""
+    info = torch.finfo(dtype)
+    return float(info.tiny) ** (1 / 3), float(info.max) ** (1 / 3)
+
+
+def check_scale(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A", "B")) -> None:
+    """Refuse sets whose values would overflow (or underflow to 0) in squared distances: one line with
+    the largest |value|, the safe range and the fix (every kernel statistic but the linear and cubic
+    kernels is invariant to one common factor, so dividing both sets by it changes nothing else)."""
+    peak = max(float(a.abs().max()), float(b.abs().max()))
+    low, high = safe_scale(a.dtype)
+    if peak == 0.0 or low <= peak <= high:
+        return
+    why = "overflow" if peak > high else "underflow to 0"
+    raise VlgapError(f"{names[0]} and {names[1]}: their largest |value| is {peak:.3g}, outside the range where "
+                     f"squared distances stay exact in {str(a.dtype).removeprefix('torch.')} ({low:.1g} .. "
+                     f"{high:.1g}): they would {why}; divide both sets by one common factor (e.g. {peak:.3g}) first")
+
+
+def same_items(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a and b hold the same rows, in any order (the same multiset of items)."""
+    # cheap exact screen first: the same multiset has the same sorted first column
+    if a.shape != b.shape or not torch.equal(a[:, 0].sort().values, b[:, 0].sort().values):
+        return False
+    sa = np.unique(a.cpu().numpy(), axis=0, return_counts=True)
+    sb = np.unique(b.cpu().numpy(), axis=0, return_counts=True)
+    return sa[0].shape == sb[0].shape and bool(np.array_equal(sa[0], sb[0]) and np.array_equal(sa[1], sb[1]))
 
 
 def squared_distances(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -101,12 +138,23 @@ def median_heuristic(z: torch.Tensor, *, max_points: int = MEDIAN_HEURISTIC_MAX_
         z = z.index_select(0, idx)
         n = max_points
     d = squared_distances(z, z).cpu().numpy()
+    # identical items are at distance 0 exactly (the Gram expansion leaves rounding residue there, which
+    # would otherwise become a bandwidth of ~1e-8 when most pairs are duplicates)
+    _, label = np.unique(z.cpu().numpy(), axis=0, return_inverse=True)
+    label = label.reshape(-1)
+    if label.max() < n - 1:
+        d[label[:, None] == label[None, :]] = 0.0
     vals = d[np.triu_indices(n, k=1)]
     med = float(np.median(vals))  # numpy's median averages the middle pair (torch's takes the lower)
     if med <= 0.0:
         med = float(vals.mean())
+        if med > 0.0:
+            caveat(f"at least half of the pooled pairs are identical items ({int(label.max()) + 1} distinct of {n}): "
+                   f"the median-heuristic bandwidth fell back to the root mean squared distance ({med ** 0.5:.3g}), "
+                   "and the statistics mostly compare duplicates")
     if med <= 0.0:
-        raise VlgapError("all items are identical: the median-heuristic bandwidth is 0; pass bandwidth=")
+        raise VlgapError("all items of both sets are identical: the median-heuristic bandwidth is 0 and there is no "
+                         "gap to measure; pass bandwidth= only if that is what you mean to test")
     return med ** 0.5
 
 

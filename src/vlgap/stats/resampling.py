@@ -224,6 +224,27 @@ def permutation_p_value(
     return float((1 + hits) / (1 + null.size))
 
 
+def few_permutations_caveat(n_distinct: int, n_asked: int, what: str, *, exact: bool,
+                            smallest_p: float | None = None) -> None:
+    """The one line for a permutation test asked for more permutations than there are distinct ones
+    (tiny N). With `exact` every distinct one was enumerated (an exact test; the result reports their
+    number): a caveat only when even the most extreme data cannot reach p < 0.05 (`smallest_p`, default
+    1 / n_distinct). Otherwise the random permutations repeat, which keeps the p-value valid but coarse:
+    said always."""
+    if n_distinct >= n_asked:
+        return
+    from vlgap.caveats import caveat
+
+    if exact:
+        smallest = 1.0 / n_distinct if smallest_p is None else smallest_p
+        if smallest >= 0.05:
+            caveat(f"only {n_distinct} distinct {what} exist: all were enumerated (an exact test), and the smallest "
+                   f"attainable p-value is {smallest:.3g}, so the test cannot reject at 0.05 whatever the data")
+    else:
+        caveat(f"only {n_distinct} distinct {what} exist, fewer than the {n_asked} permutations asked: the random "
+               f"permutations repeat them, so the p-value is valid but cannot resolve below about 1/{n_distinct}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Bootstrap over items
 # ----------------------------------------------------------------------------------------------
@@ -432,6 +453,8 @@ def sign_flip_test(
     exact, batches = _sign_batches(n, n_permutations, seed)
     hits = sum(_compare(signs @ d / n) for signs in batches)
     if exact:
+        few_permutations_caveat(2**n, n_permutations, f"sign patterns of {n} items", exact=True,
+                                smallest_p=(2.0 if alternative == "two-sided" else 1.0) / 2**n)
         return TestResult(observed, hits / 2**n, 2**n, n, alternative, exact=True)
     return TestResult(observed, (1 + hits) / (1 + n_permutations), n_permutations, n, alternative)
 
@@ -445,6 +468,26 @@ def sign_flip_min_items(confidence: float = 0.95) -> int:
     while 2.0 / 2**n >= 1.0 - confidence:
         n += 1
     return n
+
+
+#: why a difference has neither p-value nor interval when no permutation was asked for
+NO_PERMUTATIONS_REASON = "no test: n_permutations=0 (the interval inverts the sign-flip test)"
+
+
+def sign_flip_or_none(differences: Any, *, n_permutations: int, confidence: float = 0.95,
+                      seed: int | None = 0) -> tuple[Interval, TestResult | None]:
+    """`sign_flip_inference`, or with n_permutations=0 ("0: none", as every command documents it) the
+    mean difference alone: no test (None) and no interval, with the reason."""
+    from vlgap.counts import check_count
+
+    n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=10000)
+    if n_permutations == 0:
+        _check_confidence(confidence)
+        d = _check_differences(differences, 1)
+        nan = float("nan")
+        return Interval(float(d.mean()), nan, nan, confidence, "sign-flip inversion", 0, d.size,
+                        NO_PERMUTATIONS_REASON), None
+    return sign_flip_inference(differences, n_permutations=n_permutations, confidence=confidence, seed=seed)
 
 
 def sign_flip_inference(
