@@ -35,12 +35,26 @@ class DegenerateWarning(UserWarning):
     """A value was computed but means little for this input (the caveat's text says why)."""
 
 
+class _Collection(list):
+    """The lines of one collection; `prefix` ("layer 3: ") is put before every line it receives."""
+
+    def __init__(self, prefix: str = ""):
+        super().__init__()
+        self.prefix = prefix
+
+    def receive(self, lines) -> None:
+        for line in lines:
+            line = line if line.startswith(self.prefix) else self.prefix + line
+            if line not in self:
+                self.append(line)
+
+
 _local = threading.local()
-_process: list[list[str]] = []
+_process: list[_Collection] = []
 _lock = threading.Lock()
 
 
-def _stack() -> list[list[str]]:
+def _stack() -> list[_Collection]:
     stack = getattr(_local, "stack", None)
     if stack is None:
         stack = _local.stack = []
@@ -58,21 +72,22 @@ def caveat(message: str) -> None:
     message = " ".join(str(message).split())
     stack = _stack()
     if stack:
-        _add(stack[-1], [message])
+        stack[-1].receive([message])
         return
     with _lock:
         if _process:
-            _add(_process[-1], [message])
+            _process[-1].receive([message])
             return
     warnings.warn(message, DegenerateWarning, stacklevel=2)
 
 
 @contextmanager
-def collecting(*, process_wide: bool = False) -> Iterator[list[str]]:
+def collecting(*, process_wide: bool = False, prefix: str = "") -> Iterator[list[str]]:
     """Collect the caveats raised inside the block (in order, each once) into the list it yields; on
     exit they are passed on to the enclosing collection of this thread, else to the command's.
-    process_wide: this collection also receives the caveats of threads that have none of their own."""
-    found: list[str] = []
+    process_wide: this collection also receives the caveats of threads that have none of their own.
+    prefix: put before each line (which layer, which encoder a caveat is about), here and upwards."""
+    found = _Collection(prefix)
     stack = _stack()
     if process_wide:
         with _lock:
@@ -86,11 +101,11 @@ def collecting(*, process_wide: bool = False) -> Iterator[list[str]]:
             with _lock:
                 _process.remove(found)
         if stack:
-            _add(stack[-1], found)
+            stack[-1].receive(found)
         elif not process_wide:
             with _lock:
                 if _process:
-                    _add(_process[-1], found)
+                    _process[-1].receive(found)
 
 
 def attach(result: Any, lines: list[str]) -> Any:

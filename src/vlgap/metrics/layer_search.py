@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlgap.arguments import check_array_like
 from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.alignment import make_metric
 from vlgap.metrics.base import AlignmentMetric, chance_level, ZeroVarianceError, constant_message, is_constant
-from vlgap.metrics.prepare import (DEFAULT_CHUNK_BYTES, as_layers, check_array_like, clamp_threshold, prepare,
-                                   resolve_device)
+from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_layers, clamp_threshold, prepare, resolve_device
 from vlgap.metrics.uncertainty import (BootstrapSummary, IntervalMethod, PermutationSummary,
                                        bootstrap_best_pair, bootstrap_depth, permutation_best_pair)
 

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from vlgap.arguments import check_array_like
 from vlgap.caveats import caveat
 from vlgap.errors import VlgapError
 
@@ -69,22 +70,6 @@ def _check_finite(t: torch.Tensor, row_summary: torch.Tensor, name: str) -> None
         bad = suspect[~torch.isfinite(t[suspect]).all(dim=1)]
         if bad.numel():
             raise VlgapError(f"{name}: NaN or Inf in item rows {bad[:5].tolist()}; remove or fix those items")
-
-
-def describe(x: Any) -> str:
-    """What a refused argument was, for a message: "None", "a dict", "a str", "a generator"..."""
-    if x is None:
-        return "None"
-    kind = type(x).__name__
-    return f"an {kind}" if kind[:1].lower() in "aeiou" else f"a {kind}"
-
-
-def check_array_like(x: Any, name: str, what: str = "a list of [N, D] arrays or one [L, N, D] array") -> None:
-    """Refuse, naming `name`, what cannot hold features: None, a str, a dict, a set, a generator, a
-    number. A list/tuple, a numpy array, a torch tensor or anything with __array__ passes."""
-    if isinstance(x, (list, tuple, np.ndarray, torch.Tensor)) or (hasattr(x, "__array__") and not isinstance(x, (str, bytes))):
-        return
-    raise VlgapError(f"{name}: expected {what} (numpy or torch), got {describe(x)}")
 
 
 def as_layers(xs: Any, name: str, device: torch.device, *, check_finite: bool = True) -> list[torch.Tensor]:
