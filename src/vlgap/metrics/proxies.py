@@ -59,10 +59,16 @@ def _normalise(a: np.ndarray) -> np.ndarray:
 
 def _labels(y, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(class names sorted, integer codes) of a label vector of length n."""
+    if y is None or isinstance(y, (str, bytes, dict, set)) or not hasattr(y, "__iter__"):
+        raise VlgapError(f"y: expected one label per item (a list or 1-D array of length {n}), got "
+                         f"{'None' if y is None else type(y).__name__}")
     arr = np.asarray([str(v) for v in y])
     if arr.shape != (n,):
         raise VlgapError(f"labels must give one label per item ({n}), got {arr.shape[0] if arr.ndim else 0}")
     classes, codes = np.unique(arr, return_inverse=True)
+    if classes.size < 2:
+        raise VlgapError(f"y: every one of the {n} items has the same label {classes[0]!r}, so a classifier's "
+                         "accuracy is 1 = chance whatever the features; give labels of at least 2 classes")
     return classes, codes
 
 
