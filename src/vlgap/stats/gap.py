@@ -210,6 +210,7 @@ def gap(
         keep_a, keep_b = match.index_a, match.index_b
 
     arrays = []
+    truncated: dict[str, int] = {}
     for s in (set_a, set_b):
         if s.is_text:
             from vlgap.stats.text_sets import check_captions, embed_texts, load_text_encoder
@@ -220,8 +221,10 @@ def gap(
             if text_encoder is None:
                 text_encoder = load_text_encoder(encoder, device=device or "cpu", pooling=pooling) \
                     if isinstance(encoder, str) else encoder
-            emb = embed_texts(s.texts, text_encoder, layer=-1 if layer is None else layer, batch_size=batch_size)
-            embedding = emb.to_dict() | {"n_truncated": getattr(text_encoder, "n_truncated", None)}
+            emb = embed_texts(s.texts, text_encoder, layer=-1 if layer is None else layer, batch_size=batch_size,
+                              name=s.source)
+            truncated[s.source] = emb.n_truncated
+            embedding = emb.to_dict() | {"n_truncated": sum(truncated.values())}
             arrays.append(emb.array)
         else:
             arrays.append(s.array)
