@@ -446,10 +446,16 @@ def requested_values(n_frames, n_captions) -> tuple[str, list[int]]:
     if (n_frames is None) == (n_captions is None):
         raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder), e.g. n_frames=[8]")
     param = "n_f" if n_frames is not None else "n_c"
+    name = "n_frames" if n_frames is not None else "n_captions"
     given = n_frames if n_frames is not None else n_captions
-    values = sorted({int(v) for v in ([given] if isinstance(given, int) else given)})
-    if not values or values[0] < 1:
-        raise VlgapError(f"{param} values must be integers >= 1, got {values}")
+    from vlgap.counts import check_count
+
+    if isinstance(given, (str, bytes, dict, set, float, bool)) or not (isinstance(given, int) or hasattr(given, "__iter__")):
+        raise VlgapError(f"{name}={given!r}: give an integer >= 1 or a list of them, e.g. [1, 2, 4, 8] (a string is "
+                         "not read as a list of numbers)")
+    values = sorted({check_count(name, v, 1, example=8) for v in ([given] if isinstance(given, int) else given)})
+    if not values:
+        raise VlgapError(f"{name} is empty: give at least one integer >= 1, e.g. [8]")
     return param, values
 
 

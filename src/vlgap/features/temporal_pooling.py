@@ -53,6 +53,18 @@ def n_segments(mode: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def check_frames(mode: str | None, n_frames, label: str = "n_frames") -> None:
+    """Refuse 'segments:S' where no requested n_f reaches S frames: every segment would be a repeat of one
+    of those few frames, an S*D-wide vector of a handful of distinct ones. (n_f below S beside larger
+    ones is the documented nearest repeat, which keeps the width of a sweep's cells equal.)"""
+    s = n_segments(mode) if mode is not None else None
+    values = [int(v) for v in n_frames or ()]
+    if s is not None and values and max(values) < s:
+        raise VlgapError(f"temporal pooling segments:{s} with {label} {values}: no cell samples {s} frames, so every "
+                         f"one of the {s} segments would repeat one of at most {max(values)} frames; use "
+                         f"segments:S with S <= {max(values)} (or sample more frames)")
+
+
 def output_width(mode: str, d: int) -> int:
     """Width of the pooled vector for per-frame width d."""
     mode = parse_mode(mode)
@@ -104,5 +116,11 @@ def pool_frames(per_frame, mode: str | None = DEFAULT):
         return per_frame.mean(0)
     if mode == "meandiff":
         return _cat([per_frame.mean(0), per_frame[-1] - per_frame[0]])
-    t = per_frame.shape[0]
-    return _cat([per_frame[a:b].mean(0) for a, b in segment_bounds(t, n_segments(mode))])
+    t, s = per_frame.shape[0], n_segments(mode)
+    if t < s:
+        from vlgap.caveats import caveat
+
+        caveat(f"temporal pooling segments:{s} from {t} frame{'s' if t != 1 else ''}: {s - t} of the {s} segments "
+               "repeat a frame (nearest repeat), so the vector holds only "
+               f"{t} distinct frame embedding{'s' if t != 1 else ''}")
+    return _cat([per_frame[a:b].mean(0) for a, b in segment_bounds(t, s)])

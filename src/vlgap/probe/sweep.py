@@ -90,7 +90,7 @@ class SweepConfig:
 
     def __post_init__(self):
         from vlgap.counts import check_count
-        from vlgap.features.temporal_pooling import parse_mode
+        from vlgap.features.temporal_pooling import check_frames, parse_mode
 
         from vlgap.data.sampling import parse_frame_samplings
 
@@ -113,6 +113,7 @@ class SweepConfig:
             if not values:
                 raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
             setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])
+        check_frames(self.temporal_pooling, self.n_frames, "--n-frames")
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
