@@ -219,3 +219,43 @@ def checked(func: Callable, name: str | None = None) -> Callable:
         return _call_body(func, args, kwargs)
     api_function.__vlgap_checked__ = True
     return api_function
+
+
+def as_numbers(x: Any, name: str, *, ndim: int | None = None, what: str | None = None,
+               min_items: int = 1) -> np.ndarray:
+    """`x` as a float64 numpy array, or one VlgapError naming `name` and what would be valid: None, a
+    string, a dict, a set, a generator or a single number refused; values that are not real numbers
+    (strings, objects, complex) refused; `ndim` dimensions and at least `min_items` rows asked for."""
+    from vlgap.errors import VlgapError
+
+    shape = {1: "a 1-D array of numbers (one per item)", 2: "a 2-D array of numbers [N items, D features]"}
+    what = what or shape.get(ndim, "an array of numbers")
+    check_array_like(x, name, what)
+    if hasattr(x, "detach"):  # a torch tensor
+        x = x.detach().cpu().numpy()
+    try:
+        arr = np.asarray(x)
+    except ValueError as err:  # ragged nested lists
+        raise VlgapError(f"{name}: expected {what}; numpy cannot read it as one ({err})") from None
+    if arr.dtype.kind not in "biuf":
+        raise VlgapError(f"{name}: expected {what}, got values of dtype {arr.dtype}")
+    if ndim is not None and arr.ndim != ndim:
+        raise VlgapError(f"{name}: expected {what}, got shape {arr.shape}")
+    if arr.ndim == 0 or arr.shape[0] < min_items:
+        raise VlgapError(f"{name}: expected {what} with at least {min_items} item{'s' if min_items != 1 else ''}, "
+                         f"got shape {arr.shape}")
+    return arr.astype(np.float64, copy=False)
+
+
+def checked_class(cls: type) -> type:
+    """Class decorator: the constructor checks its arguments against the hints of `cls`'s signature
+    first (`check_call`), as the API's functions do; the class stays the class (isinstance, subclassing)."""
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        check_call(cls, args, kwargs, cls.__name__)
+        init(self, *args, **kwargs)
+
+    cls.__init__ = __init__
+    return cls

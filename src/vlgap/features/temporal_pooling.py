@@ -110,8 +110,15 @@ def pool_frames(per_frame, mode: str | None = DEFAULT):
     """Pool per-frame embeddings [T, D] (numpy or torch, in the order the frames were sampled) into one
     vector: [D] for 'mean', [S*D] for 'segments:S', [2D] for 'meandiff'."""
     mode = parse_mode(mode)
+    if not hasattr(per_frame, "ndim") or not hasattr(per_frame, "mean"):
+        from vlgap.arguments import as_numbers
+
+        per_frame = as_numbers(per_frame, "per_frame", ndim=2, what="a [T frames, D] array of numbers")
+    if getattr(getattr(per_frame, "dtype", None), "kind", "f") not in "biuf":  # numpy; torch tensors are numbers
+        raise VlgapError(f"per_frame: expected a [T frames, D] array of numbers, got dtype {per_frame.dtype}")
     if per_frame.ndim != 2 or per_frame.shape[0] < 1:
-        raise VlgapError(f"pool_frames needs a [T, D] array with T >= 1, got shape {tuple(per_frame.shape)}")
+        raise VlgapError(f"per_frame: pool_frames needs a [T frames, D] array with T >= 1, got shape "
+                         f"{tuple(per_frame.shape)}")
     if mode == "mean":
         return per_frame.mean(0)
     if mode == "meandiff":

@@ -115,7 +115,7 @@ def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20,
                            "n_bootstrap": int(n_bootstrap)}
     if method.startswith("twonn"):
         if a.shape[0] < 3:
-            raise VlgapError(f"TwoNN needs at least 3 distinct points, got {a.shape[0]} (of {n_points} rows)")
+            raise VlgapError(f"x: TwoNN needs at least 3 distinct points, got {a.shape[0]} (of {n_points} rows)")
         if not 0 <= discard_fraction < 1:
             raise VlgapError(f"discard_fraction must be in [0, 1), got {discard_fraction}")
         dist = _neighbour_distances(a, 2)
@@ -139,7 +139,7 @@ def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20,
         if not 2 <= k1 <= k2:
             raise VlgapError(f"Levina-Bickel needs 2 <= k1 <= k2, got k1={k1}, k2={k2}")
         if a.shape[0] <= k2:
-            raise VlgapError(f"Levina-Bickel with k2={k2} needs more than {k2} distinct points, got {a.shape[0]} "
+            raise VlgapError(f"x: Levina-Bickel with k2={k2} needs more than {k2} distinct points, got {a.shape[0]} "
                              f"(of {n_points} rows)")
         dist = _neighbour_distances(a, k2)
         ok = dist[:, 0] > 0

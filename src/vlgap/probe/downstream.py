@@ -57,8 +57,10 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 def _check_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    from vlgap.arguments import as_numbers
+
+    x = as_numbers(x, "x", what="a 1-D array of numbers (one per model)", min_items=0)
+    y = as_numbers(y, "y", what="a 1-D array of numbers (one per model)", min_items=0)
     if x.ndim != 1 or x.shape != y.shape:
         raise VlgapError(f"x and y must be 1-D arrays of the same length, got {x.shape} and {y.shape}")
     bad = np.flatnonzero(~(np.isfinite(x) & np.isfinite(y)))

@@ -127,6 +127,9 @@ def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
     if isinstance(x, ItemSet):
         return x
     if isinstance(x, (str, Path)):
+        if not Path(x).expanduser().exists():
+            raise VlgapError(f"{side.lower()}: {str(x)!r} is no file; give an array [N, D], a list of captions, or the "
+                             "path of a feature file (.npy/.npz/.safetensors/.pt) or a caption file (.txt/.jsonl)")
         return load_item_set(x, layer)
     if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
         return ItemSet(f"<{side} captions>", texts=list(x))

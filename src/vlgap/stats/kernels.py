@@ -82,6 +82,10 @@ def validate_pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A
         raise VlgapError(f"{names[0]} has width {a.shape[1]} but {names[1]} has width {b.shape[1]}: "
                          "both sets must be embedded in the same space (same encoder and layer)")
     check_scale(a, b, names)
+    for t, name in zip((a, b), names):
+        if bool((t == t[:1]).all()):
+            caveat(f"{name}: all {t.shape[0]} items are the same vector (a constant set): the statistic compares "
+                   "a single point with the other set, not two distributions")
     if same_items(a, b):
         caveat(f"{names[0]} and {names[1]} hold the same {a.shape[0]} items (identical sets): the gap is 0 by "
                "construction, the test cannot reject, and the witness items of both sides are the same items")

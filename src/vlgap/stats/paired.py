@@ -84,15 +84,9 @@ def paired_comparison(
 def per_item_scores(x: Any, name: str) -> np.ndarray:
     """One system's per-item scores as a float array, or VlgapError naming `name` (None, a str, a dict,
     a set or non-numbers refused; a list, tuple, numpy array or pandas Series passes)."""
-    if x is None or isinstance(x, (str, bytes, Mapping, set, frozenset)):
-        kind = "None" if x is None else type(x).__name__
-        raise VlgapError(f"{name}: expected one score per item (a list or 1-D array of numbers), got {kind}")
-    try:
-        return np.asarray(list(x) if not hasattr(x, "__array__") and not isinstance(x, (list, tuple)) else x,
-                          dtype=float)
-    except (TypeError, ValueError) as err:
-        raise VlgapError(f"{name}: expected one number per item, got values numpy cannot read as numbers "
-                         f"({err})") from None
+    from vlgap.arguments import as_numbers
+
+    return as_numbers(x, name, ndim=1, what="one score per item (a list or 1-D array of numbers)")
 
 
 def score_rows(scores: Any, required: tuple[str, ...]) -> list[Mapping[str, Any]]:

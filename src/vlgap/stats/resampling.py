@@ -249,21 +249,29 @@ def few_permutations_caveat(n_distinct: int, n_asked: int, what: str, *, exact: 
 # Bootstrap over items
 # ----------------------------------------------------------------------------------------------
 
-def _as_item_arrays(data: Any) -> tuple[np.ndarray, ...]:
+def _as_item_arrays(data: Any, numeric: bool = False) -> tuple[np.ndarray, ...]:
     # a tuple means several arrays resampled jointly; anything else (list, ndarray) is one array
-    arrays = tuple(np.asarray(d) for d in data) if isinstance(data, tuple) else (np.asarray(data),)
-    if not arrays:
+    from vlgap.arguments import as_numbers, check_array_like
+
+    parts = data if isinstance(data, tuple) else (data,)
+    if not parts:
         raise VlgapError("data is an empty tuple: pass one array, or a tuple of arrays sharing axis 0")
+    names = [f"data[{k}]" if isinstance(data, tuple) else "data" for k in range(len(parts))]
+    what = "one value (or row) per item along axis 0"
+    for part, name in zip(parts, names):
+        check_array_like(part, name, what)
+    arrays = tuple(as_numbers(d, name, what=what, min_items=0) if numeric else np.asarray(d)
+                   for d, name in zip(parts, names))
     n = arrays[0].shape[0] if arrays[0].ndim else 0
     for k, arr in enumerate(arrays):
         if arr.ndim == 0:
-            raise VlgapError(f"data[{k}] is a scalar: pass one value (or row) per item along axis 0")
+            raise VlgapError(f"{names[k]} is a scalar: pass one value (or row) per item along axis 0")
         if arr.shape[0] != n:
             raise VlgapError(
                 f"data[{k}] has {arr.shape[0]} items but data[0] has {n}: arrays resampled jointly "
                 "must share axis 0 (one row per item)")
     if n < 2:
-        raise VlgapError(f"bootstrap needs at least 2 items, got {n}")
+        raise VlgapError(f"data: the bootstrap needs at least 2 items, got {n}")
     for k, arr in enumerate(arrays):
         if arr.dtype.kind in "fc":
             bad = ~np.isfinite(arr.reshape(n, -1)).all(axis=1)
@@ -321,7 +329,7 @@ def bootstrap_ci(
         "percentile".
     Returns Interval(estimate, low, high, confidence, ci_method, n_bootstrap, n).
     """
-    arrays = _as_item_arrays(data)
+    arrays = _as_item_arrays(data, numeric=isinstance(statistic, str))
     if n_bootstrap < 1:
         raise VlgapError(f"n_bootstrap={n_bootstrap}: need at least 1 (1000 or more for a 95% interval)")
     if ci_method not in ("bca", "percentile"):
@@ -387,11 +395,11 @@ def paired_bootstrap(
 # ----------------------------------------------------------------------------------------------
 
 def _check_differences(differences: Any, n_permutations: int) -> np.ndarray:
-    d = np.asarray(differences, dtype=float)
-    if d.ndim != 1:
-        raise VlgapError(f"differences must be 1-D (one value per item), got shape {d.shape}")
+    from vlgap.arguments import as_numbers
+
+    d = as_numbers(differences, "differences", ndim=1, what="a 1-D array of differences (one per item)", min_items=0)
     if d.size < 2:
-        raise VlgapError(f"sign-flip test needs at least 2 items, got {d.size}")
+        raise VlgapError(f"differences: the sign-flip test needs at least 2 items, got {d.size}")
     bad = np.flatnonzero(~np.isfinite(d))
     if bad.size:
         raise VlgapError(f"differences have NaN or Inf at item index {bad[:5].tolist()}")
