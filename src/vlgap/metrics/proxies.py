@@ -71,7 +71,7 @@ def _labels(y, n: int) -> tuple[np.ndarray, np.ndarray]:
         raise VlgapError(f"labels must give one label per item ({n}), got {arr.shape[0] if arr.ndim else 0}")
     classes, codes = np.unique(arr, return_inverse=True)
     if classes.size < 2:
-        raise VlgapError(f"y: every one of the {n} items has the same label {classes[0]!r}, so a classifier's "
+        raise VlgapError(f"y: every one of the {n} items has the same label {str(classes[0])!r}, so a classifier's "
                          "accuracy is 1 = chance whatever the features; give labels of at least 2 classes")
     return classes, codes
 
