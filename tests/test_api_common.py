@@ -162,10 +162,12 @@ def sample(tp):
     return None
 
 
-def hint_cases():
+def hint_cases(callables: dict):
+    """(name, parameter, bad value) for every parameter of every callable (functions: the checked one's
+    original, whose signature and hints the door reads; classes: the class)."""
     cases = []
-    for name, func in sorted(FUNCTIONS.items()):
-        sig, hints = arguments._plan(func.__wrapped__)
+    for name, obj in sorted(callables.items()):
+        sig, hints = arguments._plan(obj if isinstance(obj, type) else obj.__wrapped__)
         for pname, p in sig.parameters.items():
             if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                 continue
@@ -202,7 +204,7 @@ def stub(monkeypatch):
     monkeypatch.setattr(arguments, "_call_body", body)
 
 
-HINT_CASES = hint_cases()
+HINT_CASES = hint_cases(FUNCTIONS)
 
 
 def test_the_walk_finds_every_function_and_many_cases():
@@ -405,19 +407,7 @@ def test_scaled_data_gives_the_same_result_or_says_why(name, scale):
 
 # ---- the classes of the API: their constructors check the same way ---------------------------------
 
-def class_cases():
-    cases = []
-    for name, cls in sorted(CLASSES.items()):
-        sig, hints = arguments._plan(cls)
-        for pname, p in sig.parameters.items():
-            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            for label, value in bad_values(hints[pname]):
-                cases.append(pytest.param(name, pname, value, id=f"{name}-{pname}-{label}"))
-    return cases
-
-
-@pytest.mark.parametrize("name, pname, value", class_cases())
+@pytest.mark.parametrize("name, pname, value", hint_cases(CLASSES))
 def test_a_class_refuses_what_its_hints_rule_out(name, pname, value, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # a constructor that gets through may write nothing outside
     cls = CLASSES[name]

@@ -244,7 +244,38 @@ def as_numbers(x: Any, name: str, *, ndim: int | None = None, what: str | None =
     if arr.ndim == 0 or arr.shape[0] < min_items:
         raise VlgapError(f"{name}: expected {what} with at least {min_items} item{'s' if min_items != 1 else ''}, "
                          f"got shape {arr.shape}")
-    return arr.astype(np.float64, copy=False)
+    arr = arr.astype(np.float64, copy=False)
+    finite = arr[np.isfinite(arr)]
+    check_scale(float(np.abs(finite).max()) if finite.size else 0.0, name)
+    return arr
+
+
+def safe_scale(dtype: Any = np.float64) -> tuple[float, float]:
+    """The range of the largest |value| in which squares, sums of squares, Gram entries and covariances of
+    such numbers stay finite and exact enough in `dtype` (numpy or torch): the cube roots of the smallest
+    normal and the largest number (3e-103 .. 6e102 in float64, 2e-13 .. 7e12 in float32)."""
+    info = np.finfo(_numpy_dtype(dtype))
+    return float(info.tiny) ** (1 / 3), float(info.max) ** (1 / 3)
+
+
+def _numpy_dtype(dtype: Any) -> np.dtype:
+    name = str(dtype).removeprefix("torch.")
+    return np.dtype(np.float32 if name == "bfloat16" else name if name.startswith("float") else dtype)
+
+
+def check_scale(peak: float, name: str, dtype: Any = np.float64, what: str = "squares and sums") -> None:
+    """Refuse numbers whose largest |value| `peak` lies outside `safe_scale(dtype)` (0 passes: no scale),
+    in one line naming `name`, the range and the fix, instead of overflow warnings and then a number."""
+    from vlgap.errors import VlgapError
+
+    low, high = safe_scale(dtype)
+    if peak == 0.0 or low <= peak <= high:
+        return
+    why = "overflow" if peak > high else "underflow to 0"
+    kind = str(_numpy_dtype(dtype))
+    raise VlgapError(f"{name}: the largest |value| is {peak:.3g}, outside the range where {what} stay exact in "
+                     f"{kind} ({low:.1g} .. {high:.1g}): they would {why}; divide by one common factor (e.g. "
+                     f"{peak:.3g}) first")
 
 
 def checked_class(cls: type) -> type:

@@ -96,6 +96,12 @@ class SweepConfig:
 
         from vlgap.runtime import parse_dtype, parse_text_dtype
 
+        for name in ("vision", "text"):  # a string is one name, never iterated into letters ("unknown encoder 'm'")
+            names = getattr(self, name)
+            if isinstance(names, (str, bytes)) or not isinstance(names, (list, tuple)) or \
+                    not all(isinstance(n, str) and n.strip() for n in names):
+                raise VlgapError(f"{name}={names!r}: expected a list of encoder names, e.g. ['mobilenet_v2']")
+            setattr(self, name, list(names))
         self.dtype = parse_dtype(self.dtype)
         self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype)
         self.temporal_pooling = parse_mode(self.temporal_pooling)
@@ -109,7 +115,10 @@ class SweepConfig:
         self.image_size = check_count("image_size", self.image_size, 1, flag="--image-size", example=224,
                                       allow_none=True)
         for name, flag in (("n_frames", "--n-frames"), ("n_captions", "--n-captions")):
-            values = list(getattr(self, name))
+            given = getattr(self, name)
+            if isinstance(given, (str, bytes, dict)) or not hasattr(given, "__iter__"):
+                raise VlgapError(f"{flag} ({name})={given!r}: expected a list of integers >= 1, e.g. [1, 2, 4, 8]")
+            values = list(given)
             if not values:
                 raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
             setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])

@@ -65,6 +65,12 @@ def to_tensor(x: Any, *, device: Any = None, dtype: torch.dtype | None = None, n
         raise VlgapError(f"{name}: expected a 2-D array [N items, D features], got shape {tuple(t.shape)}")
     target_device = torch.device(device) if device is not None else t.device
     target_dtype = dtype if dtype is not None else torch.float64
+    if target_dtype != t.dtype and t.numel() and t.dtype.is_floating_point:
+        # a narrower number format could turn the values into Inf or 0: refuse that by name, before the cast
+        from vlgap.arguments import check_scale
+
+        finite = t[torch.isfinite(t)]
+        check_scale(float(finite.abs().max()) if finite.numel() else 0.0, name, target_dtype, "squared distances")
     return t.to(device=target_device, dtype=target_dtype)
 
 
@@ -91,26 +97,15 @@ def validate_pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A
                "construction, the test cannot reject, and the witness items of both sides are the same items")
 
 
-def safe_scale(dtype: torch.dtype) -> tuple[float, float]:
-    """The range of the largest |value| in which squared distances, Gram entries and covariances of a
-    set stay finite and exact enough in `dtype`: the cube roots of the smallest normal and the largest
-    number (3e-103 .. 6e102 in float64, 2e-13 .. 7e12 in float32)."""
-    info = torch.finfo(dtype)
-    return float(info.tiny) ** (1 / 3), float(info.max) ** (1 / 3)
-
-
 def check_scale(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A", "B")) -> None:
-    """Refuse sets whose values would overflow (or underflow to 0) in squared distances: one line with
-    the largest |value|, the safe range and the fix (every kernel statistic but the linear and cubic
-    kernels is invariant to one common factor, so dividing both sets by it changes nothing else)."""
+    """Refuse sets whose values would overflow (or underflow to 0) in squared distances
+    (`vlgap.arguments.check_scale`: one line with the largest |value|, the safe range and the fix; every
+    kernel statistic but the linear and cubic kernels is invariant to one common factor, so dividing both
+    sets by it changes nothing else)."""
+    from vlgap.arguments import check_scale as check_peak
+
     peak = max(float(a.abs().max()), float(b.abs().max()))
-    low, high = safe_scale(a.dtype)
-    if peak == 0.0 or low <= peak <= high:
-        return
-    why = "overflow" if peak > high else "underflow to 0"
-    raise VlgapError(f"{names[0]} and {names[1]}: their largest |value| is {peak:.3g}, outside the range where "
-                     f"squared distances stay exact in {str(a.dtype).removeprefix('torch.')} ({low:.1g} .. "
-                     f"{high:.1g}): they would {why}; divide both sets by one common factor (e.g. {peak:.3g}) first")
+    check_peak(peak, f"{names[0]} and {names[1]}", a.dtype, "squared distances")
 
 
 def same_items(a: torch.Tensor, b: torch.Tensor) -> bool:
