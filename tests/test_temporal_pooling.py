@@ -71,9 +71,9 @@ def test_mode_parsing_and_errors():
             parse_mode(bad)
     with pytest.raises(VlgapError, match="S >= 2"):
         parse_mode("segments:1")
-    with pytest.raises(VlgapError, match=r"\[T, D\]"):
+    with pytest.raises(VlgapError, match=r"per_frame: pool_frames needs a \[T frames, D\]"):
         pool_frames(X[0], "mean")
-    with pytest.raises(VlgapError, match=r"\[T, D\]"):
+    with pytest.raises(VlgapError, match=r"per_frame: pool_frames needs a \[T frames, D\]"):
         pool_frames(X[:0], "segments:2")
 
 

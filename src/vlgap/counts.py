@@ -15,8 +15,8 @@ def check_count(name: str, value: Any, minimum: int = 1, *, flag: str | None = N
         return None
     label = f"{flag} ({name})" if flag and flag.lstrip("-").replace("-", "_") != name else (flag or name)
     ok = isinstance(value, (int,)) and not isinstance(value, bool)
-    if not ok:
-        try:
+    if not ok and not isinstance(value, (bool, str, bytes)) and type(value).__name__ != "bool_":
+        try:  # a whole float (8.0) or a numpy integer; never a bool or a string ("12" is not 12)
             ok = float(value) == int(value)
         except (TypeError, ValueError, OverflowError):
             ok = False

@@ -147,6 +147,12 @@ CIDER_VARIANT = "CIDEr-D"
 def score_cider(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()
     df = s.option("cider_df")
+    if (len(refs) if df is None else df.n_documents) < 2:
+        from vlgap.caveats import caveat
+
+        caveat("CIDEr: document frequencies from 1 item give every n-gram idf = log(1 / 1) = 0, so CIDEr is 0 "
+               "whatever the captions (as coco-caption scores it); score at least 2 items, or freeze the document "
+               "frequencies of a larger reference set (cider_df=)")
     scores = cider_d_scores(hyps, refs, df=df, index=s.ngram_index(4) if df is None else None)
     return mean_table("CIDEr", scores, {"variant": CIDER_VARIANT,
                                         "df": "corpus" if df is None else f"frozen ({df.n_documents} items)"})

@@ -28,6 +28,7 @@ from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.captions.registry import (Scoring, ScoringSettings, caption_metrics, check_references, get_metric,
                                      parse_metrics, set_up, tokenize_data)  # noqa: F401 (tokenize_data: re-export)
 from vlgap.captions.tables import MetricTable
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.memory import collector_paused
@@ -52,10 +53,29 @@ def _text_metrics(metrics: Sequence[str]) -> list[str]:
 
 
 def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
+    """None for "corpus" (coco-caption's: the document frequencies of the references scored), else frozen
+    document frequencies: given, or counted from references (a path or data) of at least 2 items."""
     if cider_df is None or (isinstance(cider_df, str) and cider_df == "corpus"):
         return None
     if isinstance(cider_df, DocumentFrequencies):
-        return cider_df
+        df = cider_df
+    else:
+        df = _count_df(cider_df)
+    if df.n_documents < 2:
+        raise VlgapError(f"cider_df: document frequencies from {df.n_documents} item would give every n-gram idf "
+                         "log(1 / 1) = 0 and CIDEr 0 for every caption; freeze them from the references of at least "
+                         "2 items (coco-caption: the whole test set), or use 'corpus'")
+    return df
+
+
+def _count_df(cider_df: Any) -> DocumentFrequencies:
+    if isinstance(cider_df, (str, os.PathLike)) and not Path(cider_df).expanduser().is_file():
+        raise VlgapError(f"cider_df={str(cider_df)!r}: neither 'corpus' (coco-caption's default: the document "
+                         "frequencies of the references scored) nor an existing file of references (coco "
+                         "annotations JSON or JSONL) to freeze them from")
+    if isinstance(cider_df, (bool, int, float)):
+        raise VlgapError(f"cider_df={cider_df!r}: use 'corpus', references (a path or data) to freeze document "
+                         "frequencies from, or a DocumentFrequencies")
     data, source = materialise(cider_df, "references for CIDEr document frequencies")
     grouped: dict[str, list[str]] = {}
     for item, cap in reference_rows(data, source):
@@ -98,7 +118,22 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
             with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS), \
                     (collector_paused() if kind == "text" else nullcontext()):
                 out.update(_score_group(s, group) if kind == "text" else ((m, get_metric(m).compute(s)) for m in group))
+            if kind == "text":
+                _say_wordless(data.ids, data.predictions)
     return {m: out[m] for m in metrics if m in out}
+
+
+def _say_wordless(ids: Sequence[Any], predictions: Sequence[str]) -> None:
+    """Predictions without a letter or digit (punctuation or symbols only: "!!!", "...") are scored as
+    pycocoevalcap scores them (its tokeniser drops some punctuation and keeps "!!!" as a token): kept,
+    for parity, and said in one warning naming the items."""
+    empty = [str(ids[i]) for i, t in enumerate(predictions) if not any(ch.isalnum() for ch in t)]
+    if empty:
+        from vlgap.caveats import caveat
+
+        shown = ", ".join(repr(e) for e in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        caveat(f"{len(empty)} of {len(predictions)} predictions have no words (punctuation or symbols only): items "
+               f"{shown}; they are scored as pycocoevalcap scores them, which says nothing about a caption")
 
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
@@ -260,6 +295,7 @@ def _ranged(iv, bounds, method: str, name: str) -> dict[str, Any]:
     return {"ci": kept.ci, **({"ci_note": kept.note} if kept.note else {})}
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", method="ci_method")
 def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
                  seed: int | None = 0, confidence: float = 0.95, ci_method: str = "bca",
@@ -383,6 +419,7 @@ def per_item_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", method="ci_method")
 def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
                      n_bootstrap: int = 1000, n_permutations: int = 10000, seed: int | None = 0,

@@ -532,6 +532,8 @@ def guard(command, path: str) -> None:
 
     @functools.wraps(body)
     def checked(*args, **kwargs):
+        from vlgap.caveats import collecting
+        from vlgap.cli.tables import print_warnings
         from vlgap.paths import check_encoding, text_encoding
 
         encoding = kwargs.get("encoding")  # --encoding: every text file of the run, its door checks included
@@ -539,7 +541,11 @@ def guard(command, path: str) -> None:
             check_encoding(encoding)
         with text_encoding(encoding):
             validate(path, command.params, kwargs)
-            return _call_body(body, args, kwargs)
+            with collecting(process_wide=True) as found:
+                try:
+                    return _call_body(body, args, kwargs)
+                finally:  # the run's caveats (vlgap.caveats), once each, on stderr: --json stays parseable
+                    print_warnings(found)
 
     command.callback = checked
     command._vlgap_guarded = True

@@ -9,10 +9,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from vlgap.arguments import checked_class
 from vlgap.errors import VlgapError
 from vlgap.keywords import refused_keywords, renamed_notes
 
 
+@checked_class
 @dataclass(frozen=True)
 class FeatureOptions:
     """How features are extracted and cached; part of the cache key where it changes the features
@@ -69,6 +71,7 @@ class LazyEncoder:
         return getattr(self._obj, name)
 
 
+@checked_class
 class FeatureSource:
     """Features by (manifest, encoder, n_f or n_c, frame order): from the cache, else extracted with an
     encoder that is loaded once per name (or taken from `encoders`, name -> loaded encoder)."""

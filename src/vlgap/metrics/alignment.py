@@ -62,6 +62,7 @@ class MutualKnn(KnnMetric):
 
     name = "mutual_knn"
     score_range = ScoreRange(0.0, 1.0, "a mean over items of |kNN_X & kNN_Y| / k")
+    trivial_at_all = True
 
     def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  bootstrap_neighbours: str = "distinct"):
@@ -260,6 +261,7 @@ class CycleKnn(KnnMetric):
 
     name = "cycle_knn"
     score_range = ScoreRange(0.0, 1.0, "a fraction of items")
+    trivial_at_all = True
 
     def pair_scores(self, sx, sy):
         k = self.k

@@ -21,17 +21,21 @@ from vlgap.io_utils import atomic_write_json
 
 def layer_dimensions(layers: Sequence[np.ndarray], method: str = "twonn", *, n_bootstrap: int = 200,
                      confidence: float = 0.95, seed: int = 0, layer_names: Sequence[str] | None = None,
-                     **kw) -> list[dict[str, Any]]:
-    """intrinsic_dimension of every layer ([N, D_l] arrays); zero-variance layers get d = NaN and a reason."""
+                     where: str = "", **kw) -> list[dict[str, Any]]:
+    """intrinsic_dimension of every layer ([N, D_l] arrays); a layer where it is refused gets d = NaN and a
+    reason; each row carries its layer's "warnings" (vlgap.caveats; `where` + "layer L: " names it in the
+    run's lines)."""
+    from vlgap.caveats import collecting
     from vlgap.metrics.intrinsic_dim import intrinsic_dimension
 
     out = []
     for i, x in enumerate(layers):
         name = layer_names[i] if layer_names is not None and i < len(layer_names) else str(i)
-        try:
-            r = intrinsic_dimension(x, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, **kw)
-        except VlgapError as err:
-            r = {"d": float("nan"), "ci": None, "method": method, "reason": str(err)}
+        with collecting(prefix=f"{where}layer {name}: "):  # which layer a caveat is about, in the run's lines
+            try:
+                r = intrinsic_dimension(x, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, **kw)
+            except VlgapError as err:
+                r = {"d": float("nan"), "ci": None, "method": method, "reason": str(err)}
         out.append(dict(r, layer=i, layer_name=name))
     return out
 
@@ -117,7 +121,7 @@ def _figure(dims: dict[tuple[str, int], list[dict]]):
 def write_intrinsic_section(run_dir: str | Path, dims: dict[tuple[str, int], list[dict]], comparison: list[dict],
                             method: str, confidence: float = 0.95, name: str = "71_intrinsic_dimension",
                             random_weights: list[str] | None = None) -> Path:
-    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, warning_paragraphs, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "intrinsic" / "intrinsic_dimension.json",
@@ -141,7 +145,10 @@ def write_intrinsic_section(run_dir: str | Path, dims: dict[tuple[str, int], lis
             f"features (bootstrap {conf} intervals over points), at the layer the sweep picked for the largest "
             "n_f and n_c; the figure shows every layer.</p>"
             + html_table(["vision", "text", "alpha", f"{conf} CI", "layer", "d_v", f"{conf} CI", "2/d_v", f"{conf} CI",
-                          "verdict"], rows))
+                          "verdict"], rows)
+            + warning_paragraphs(f"{v} (n_f={n}) layer {r['layer_name']}: {w}"
+                                 for (v, n), layer_rows in dims.items() for r in layer_rows
+                                 for w in r.get("warnings", [])))
     return write_section(run_dir, name, "Intrinsic dimension and the frame exponent (App. B)", body, figs,
                          random_weights=random_weights)
 
@@ -180,7 +187,7 @@ def run_intrinsic_dimension(manifest, vision: Sequence[str], *, n_f: int = 8, me
     for v, nf in sorted(wanted):
         fs = src.vision(man, v, nf)
         dims[(v, nf)] = layer_dimensions(fs.layers, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed,
-                                         layer_names=layer_names(fs) or None, **kw)
+                                         layer_names=layer_names(fs) or None, where=f"{v} (n_f={nf}) ", **kw)
     comparison = alpha_vs_dimension(fits, rows, dims) if fits else []
     rw = src.random_weight_names(vision)
     if out is not None:

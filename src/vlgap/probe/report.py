@@ -73,6 +73,11 @@ def write_section(run_dir: str | Path, name: str, title: str, body: str, figures
     return path
 
 
+def warning_paragraphs(lines) -> str:
+    """A result's warnings (vlgap.caveats: why a value shown means little) as the report's warning lines."""
+    return "".join(f"<p class='warn'>warning: {html.escape(line)}</p>" for line in lines)
+
+
 def heatmap_figure(matrix: np.ndarray, best: tuple[int, int], title: str, chance: float, x_names=None, y_names=None):
     import matplotlib
 

@@ -95,7 +95,7 @@ class SweepConfig:
 
     def __post_init__(self):
         from vlgap.counts import check_count
-        from vlgap.features.temporal_pooling import parse_mode
+        from vlgap.features.temporal_pooling import check_frames, parse_mode
 
         from vlgap.data.sampling import parse_frame_samplings
 
@@ -127,6 +127,7 @@ class SweepConfig:
             setattr(self, name, count_list(name, getattr(self, name), 1, flag=flag))
         for name, flag in (("vision", "--vision"), ("text", "--text")):
             setattr(self, name, name_list(name, getattr(self, name), flag=flag, example="mobilenet_v2,minilm"))
+        check_frames(self.temporal_pooling, self.n_frames, "--n-frames")
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
