@@ -99,14 +99,14 @@ def test_scores_do_not_depend_on_a_global_scale(metric):
             assert res.warnings == []
 
 
-def test_subnormal_features_score_with_a_warning_and_bad_rows_are_refused_by_name():
+def test_subnormal_features_and_zero_rows_score_with_a_warning_and_non_finite_rows_are_refused():
     res = vlgap.align(X * 1e-310, Y, k=10)
     assert res.score == pytest.approx(vlgap.align(X, Y, k=10).score, abs=0.02)
     assert len(res.warnings) == 1 and "subnormal" in res.warnings[0]
     zero = X.copy()
     zero[[3, 7]] = 0
-    with pytest.raises(VlgapError, match=r"X\[0\]: item rows \[3, 7\] are all zero"):
-        vlgap.align(zero, Y)
+    res = vlgap.align(zero, Y)  # a few zero rows (a black frame through ReLU blocks): scored, named once
+    assert len(res.warnings) == 1 and "X[0]: item rows [3, 7] (2 of" in res.warnings[0] and "all zero" in res.warnings[0]
     bad = X.copy()
     bad[5, 2] = np.inf
     with pytest.raises(VlgapError, match=r"X\[0\]: NaN or Inf in item rows \[5\]"):

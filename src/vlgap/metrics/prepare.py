@@ -192,16 +192,18 @@ def _normalize_rescaled(feats: torch.Tensor, norms: torch.Tensor, unsafe: torch.
     """Rows scaled to unit length where the plain norm under- or overflows: each such row is first
     divided by its largest |value| (the LAPACK nrm2 idea), so a global scale of the features (x 1e-300,
     x 1e300) leaves the normalised rows, and every score on them, unchanged. An all-zero row has no
-    direction and is refused by name, unless every row is zero (a constant layer: see metrics.base)."""
+    direction: it stays zero (similarity 0 to every item) and is named in one warning line, unless every row
+    is zero (a constant layer: see metrics.base)."""
     rows = torch.nonzero(unsafe).flatten()
     sub = feats[rows]
     peak = sub.abs().amax(dim=1, keepdim=True)
     zero = peak.flatten() == 0
     if bool(zero.any()) and int(zero.sum()) < feats.shape[0]:
+        # a few zero rows happen in real layers (a black frame through ReLU blocks): the run goes on, said once
         bad = rows[zero][:5].tolist()
-        raise VlgapError(f"{name}: item rows {bad}{' ...' if int(zero.sum()) > 5 else ''} are all zero: a zero "
-                         "vector has no direction, so its cosine neighbours would be decided by index ties; "
-                         "remove those items or fix their features")
+        caveat(f"{name}: item rows {bad}{' ...' if int(zero.sum()) > 5 else ''} ({int(zero.sum())} of "
+               f"{feats.shape[0]}) are all zero: a zero vector has no direction, so those items' cosine "
+               "neighbours are decided by index ties and their share of the score means little")
     info = torch.finfo(feats.dtype)
     if bool(((peak > 0) & (peak < info.tiny)).any()):
         caveat(f"{name}: features as small as {float(peak[peak > 0].min()):.3g} are subnormal numbers (below "
