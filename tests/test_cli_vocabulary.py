@@ -43,6 +43,7 @@ NO_OUT = {
     "wsv gap": "caches latents (--cache-dir), prints", "cape rewrite": "caches rewrites (--cache-dir), prints",
     "report": "writes into its RUN_DIR argument", "cross-model-figures": "writes into its RUN_DIR argument",
     "cape controls": "writes into its RUN argument",
+    "models install": "installs packages into this Python, converts models into the models folder ($VLGAP_MODELS)",
 }
 
 
