@@ -531,6 +531,9 @@ def lay_out_import_sources(root: Path, clip: bytes) -> None:
     videos(root / "my_videos", ["shapes_00000.mp4", "shapes_00001.mp4"], clip)
     (root / "my_captions.csv").write_text("id,caption\nshapes_00000,a disc moves\nshapes_00001,a square stays\n"
                                           "shapes_00000,a red disc\n", encoding="utf-8")
+    # the same captions under an id column of another name (the page's --id-column line)
+    (root / "my_annotations.csv").write_text("clip_name,caption\nshapes_00000,a disc moves\n"
+                                             "shapes_00001,a square stays\n", encoding="utf-8")
     # the folder every node mounts (shared/ in "Running on a cluster"): the VATEX videos
     videos(root / "shared" / "vatex" / "videos", [f"{n}.mp4" for n in VATEX_IDS], clip)
     vatex_file(root / "vatex_validation_v1.0.json", [{"videoID": i, "enCap": [f"caption {j} of {i}" for j in range(10)]}

@@ -47,14 +47,14 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     out = Path(out_dir)
     device = parse_device(device, check=not ray)  # refused before the folder records anything (Ray: where it runs)
     cfg, formats = (cfg or ExperimentConfig()).resolved(device)  # auto -> bfloat16 | float32 on this device
-    if not summary_only:
-        announce_formats(list(formats.values()), log)
     if summary_only:
         _refuse_nothing_to_summarise(out, cfg)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     open_run_folder(out, "wsv-experiment", cfg.record(), force=force, legacy=("experiment_config.json",), log=log,
                     temporaries_older_than=time.time() - 120, formats=formats,
                     results=("gap", "cells", "inversion", "summary.json", "summary.md"))
+    if not summary_only:  # said once the folder is this run's (a refused folder hears nothing)
+        announce_formats(list(formats.values()), log)
     atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
     prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)
