@@ -5,7 +5,6 @@ clip-anytorch package (openai's `clip` on PyPI) is installed. The transformers C
 cleaning, vlgap's earlier official path, is shown to differ on each case listed in the issue."""
 from __future__ import annotations
 
-import collections
 import json
 import unicodedata
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 import official_caption_ports as port
+from tiny_clip import learn_merges
 from vlgap.captions.openai_clip import END, START, OpenaiTokenizer, byte_symbols, openai_clean
 
 # a letter of Unicode 16 (LATIN CAPITAL LETTER S WITH DIAGONAL STROKE and its small letter): unassigned in
@@ -52,43 +52,6 @@ def random_captions(n: int, seed: int = 0) -> list[str]:
         seps = rng.choice(["", " ", " ", " ", "  "], len(words))
         out.append("".join(w + s for w, s in zip(words, seps)))
     return out
-
-
-def learn_merges(corpus: list[str], n_merges: int) -> list[tuple[str, str]]:
-    """A byte-level BPE merge list learnt from a corpus (most frequent adjacent pair first), as openai's
-    vocabulary was made, on words split and lower-cased the way its tokenizer splits them."""
-    import regex
-
-    symbols = byte_symbols()
-    pattern = regex.compile(port.OpenaiTokenizer({START: 0, END: 1}, []).pat.pattern, regex.IGNORECASE)
-    words = collections.Counter()
-    for text in corpus:
-        for w in pattern.findall(port.OpenaiTokenizer.clean(text).lower()):
-            pieces = [symbols[b] for b in w.encode("utf-8")]
-            words[tuple(pieces[:-1] + [pieces[-1] + "</w>"])] += 1
-    merges = []
-    for _ in range(n_merges):
-        pairs = collections.Counter()
-        for w, c in words.items():
-            for pair in zip(w, w[1:]):
-                pairs[pair] += c
-        if not pairs:
-            break
-        best = max(pairs, key=lambda p: (pairs[p], p))
-        merges.append(best)
-        merged = collections.Counter()
-        for w, c in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            merged[tuple(out)] += c
-        words = merged
-    return merges
 
 
 def openai_vocabulary(merges: list[tuple[str, str]]) -> dict[str, int]:
