@@ -111,7 +111,8 @@ class ClipModel:
 
         if self.family == "siglip":  # padded to the full length, the pad token matters
             pad = self.tokenizer.pad_token_id
-            pad = self.tokenizer.eos_token_id or 0 if pad is None else pad
+            if pad is None:
+                pad = self.tokenizer.eos_token_id or 0
         else:  # behind the attention mask and after every kept position (causal attention): any id
             pad = 0
         width = self.max_length if self.family == "siglip" else max(len(x) for x in batch)

@@ -48,7 +48,7 @@ def _check_weights(weights: np.ndarray, who: str, item: str) -> None:
     if not np.sum(weights) > 0:
         raise VlgapError(f"item {item!r}: every token of the {who} has idf 0 (each occurs in every caption of the "
                          "idf corpus, e.g. a single caption), where the official EMScore divides by zero; score more "
-                         "items or use --emscore-convention content-tokens")
+                         "items, or weigh tokens uniformly (--no-emscore-idf, or --emscore-convention content-tokens)")
 
 
 def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
