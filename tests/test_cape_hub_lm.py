@@ -385,6 +385,6 @@ def test_bundled_names_still_route_to_the_bundled_models(qwen_folder, monkeypatc
     monkeypatch.setattr(causal_lm, "bundled_folder", lambda name: (asked.append(name), (qwen_folder["folder"], "ab" * 32))[1])
     assert L.load_lm("gemma3_270m").model_hash == "ab" * 32 and asked == ["gemma3_270m"]
     assert L.load_lm("smollm2", dtype="bfloat16").model_hash == "ab" * 32 + "|bfloat16"
-    with pytest.raises(VlgapError, match="could not load language model 'hf:smollm2'"):
+    with pytest.raises(VlgapError, match="language model 'hf:smollm2': 'smollm2' is not in the Hugging Face cache"):
         L.load_lm("hf:smollm2")
     assert asked == ["gemma3_270m", "smollm2"]

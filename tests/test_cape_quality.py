@@ -193,13 +193,14 @@ def test_experiment_console_shows_vlgap_lines_only(tmp_path):
 
 
 def test_dtype_runs_the_rewriter_in_it_and_keys_the_cache(tmp_path, monkeypatch):
-    """The demo's bfloat16 rewriting is the one `dtype` option (no second keyword): the operator's LM loads
-    in it, and a non-float32 dtype is in the model hash, so float32 rewrites never share its cache."""
+    """The demo's format (auto: bfloat16 where the device computes it natively) is the one `dtype` option
+    (no second keyword): the operator's LM loads in it, and a non-float32 dtype is in the model hash, so
+    float32 rewrites never share its cache."""
     from vlgap.cape import lm as L
     from vlgap.cape import operators as O
     from vlgap.cape.experiment import PRESETS
 
-    assert (PRESETS["demo"].dtype, PRESETS["full"].dtype) == ("bfloat16", "float32")
+    assert (PRESETS["demo"].dtype, PRESETS["full"].dtype) == ("auto", "float32")
 
     def fake_load_lm(src, *, device="cpu", dtype="float32"):  # load_lm's hash rule (tested in test_cape_hub_lm)
         from vlgap.runtime import torch_dtype

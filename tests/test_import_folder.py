@@ -92,3 +92,55 @@ def test_cli(tmp_path, media, monkeypatch, capsys):
     assert code == 0 and "1 written" in out, out
     line = refused(capsys, "import", "folder", caps, media, "--out", tmp_path / "m.jsonl", "--split", "test")
     assert "--split is not an option of `vlgap import folder`" in line
+
+
+# ---- id columns as real annotation files name them (issue 43, item 6) ----------------------------------------
+@pytest.mark.parametrize("header,rows", [
+    ("video_id,sen_id,caption", "clip1,0,a red disc\nphoto1,1,a dark picture\n"),          # MSR-VTT's names
+    ("image_id,caption", "clip1,a red disc\nphoto1,a dark picture\n"),                      # COCO's
+    ("filename,caption", "clip1.mp4,a red disc\nphoto1.jpg,a dark picture\n"),             # file names
+    ("Video_ID,caption", "clip1,a red disc\nphoto1,a dark picture\n"),                      # case does not matter
+])
+def test_id_column_names_real_files_use(tmp_path, media, header, rows):
+    caps = _csv(tmp_path, f"{header}\n{rows}")
+    man = read_manifest(import_dataset("folder", caps, media, tmp_path / "m.jsonl").manifest)
+    assert [(i.id, i.kind, i.captions) for i in man.items] == [("clip1", "video", ("a red disc",)),
+                                                              ("photo1", "image", ("a dark picture",))]
+    if "sen_id" in header:
+        assert man.items[0].meta == {"sen_id": "0"}
+
+
+def test_two_possible_id_columns_are_refused_and_id_column_chooses(tmp_path, media):
+    # COCO-style rows: `id` is the caption's id, `image_id` names the picture
+    caps = _csv(tmp_path, "id,image_id,caption\n7,clip1,a red disc\n8,photo1,a dark picture\n")
+    with pytest.raises(VlgapError) as err:
+        import_dataset("folder", caps, media, tmp_path / "m.jsonl")
+    assert "'id' and 'image_id' could each be the id column" in str(err.value)
+    assert "--id-column image_id" in str(err.value)
+    man = read_manifest(import_dataset("folder", caps, media, tmp_path / "m.jsonl", id_column="image_id").manifest)
+    assert [(i.id, i.meta) for i in man.items] == [("clip1", {"id": "7"}), ("photo1", {"id": "8"})]
+    # any other column name, and a column that is not there
+    other = _csv(tmp_path, "clip,caption\nclip1,a red disc\n")
+    assert [i.id for i in read_manifest(import_dataset("folder", other, media, tmp_path / "o.jsonl",
+                                                       id_column="clip").manifest).items] == ["clip1"]
+    with pytest.raises(VlgapError, match=r"--id-column 'nope' is not among its columns \['clip', 'caption'\]"):
+        import_dataset("folder", other, media, tmp_path / "o.jsonl", id_column="nope")
+    with pytest.raises(VlgapError, match=r"has no id column: expected one of id, video_id, image_id"):
+        import_dataset("folder", other, media, tmp_path / "o.jsonl")
+
+
+def test_json_records_with_video_id(tmp_path, media):
+    (tmp_path / "r.json").write_text(json.dumps([{"video_id": "clip1", "caption": "x", "sen_id": 3},
+                                                 {"video_id": "frames1.mp4", "caption": "y"}]))
+    man = read_manifest(import_dataset("folder", tmp_path / "r.json", media, tmp_path / "r.jsonl").manifest)
+    assert [(i.id, i.captions, i.meta) for i in man.items] == [("clip1", ("x",), {"sen_id": 3}),
+                                                              ("frames1", ("y",), {})]
+
+
+def test_cli_id_column(tmp_path, media, monkeypatch, capsys):
+    caps = _csv(tmp_path, "clip,caption\nclip1,x\n")
+    code, out, _err = run_cli(monkeypatch, capsys, "import", "folder", caps, media, "--out", tmp_path / "m.jsonl",
+                              "--id-column", "clip")
+    assert code == 0 and "1 written" in out, out
+    line = refused(capsys, "import", "msrvtt", caps, media, "--out", tmp_path / "n.jsonl", "--id-column", "clip")
+    assert "--id-column is for folder only" in line

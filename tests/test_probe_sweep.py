@@ -77,7 +77,8 @@ def test_sweep_preset_is_applied_recorded_and_not_mixed_on_resume(toy_manifest, 
     assert again["score"] == pytest.approx(ref.best_score, abs=1e-12)
 import pytest
 from vlgap.errors import VlgapError
-from vlgap.probe.demo import DemoConfig, load_config
+from vlgap.cli.config_file import load_config
+from vlgap.probe.demo import DemoConfig
 
 def test_config_resample_fields_use_the_one_vocabulary(tmp_path):
     cfg = SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], n_bootstrap=5, n_permutations=6)

@@ -28,7 +28,8 @@ def test_one_error_message_names_the_value_and_lists_what_is_valid():
     with pytest.raises(VlgapError) as err:
         R.parse_dtype("int8")
     assert str(err.value) == ("dtype 'int8' (--dtype) is not valid here; valid: float32 (fp32, float), "
-                              "bfloat16 (bf16), float16 (fp16, half)")
+                              "bfloat16 (bf16), float16 (fp16, half), auto (bfloat16 where the device computes "
+                              "it natively, else float32)")
     with pytest.raises(VlgapError) as err:
         R.parse_device("tpu")
     assert str(err.value) == ("device 'tpu' (--device) is not valid here; valid: cpu, cuda, cuda:N, mps, auto "

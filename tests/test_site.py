@@ -9,6 +9,14 @@
 - Every page has one H1, and a page of the navigation has the H1 of its nav title; the navigation holds
   Home, Install, Getting started, Your own data, ..., FAQ, Changelog, and not the run data (results-data/),
   which its results page links; every nav page links its neighbours (previous / next).
+- The 404 page's links are relative too (MkDocs makes them root-absolute; docs_hooks/error_page.py).
+- Search works from disk: the Material theme's offline plugin writes the index as a script
+  (search/search_index.js) and every page loads the Web Worker shim it needs from the site
+  (assets/iframe-worker/shim.js, not from a CDN); in headless Chromium, a page opened from a `file://`
+  address with `?q=` shows results that link pages holding the word (skipped, saying why, where Chromium
+  is not installed: `apt-get install chromium`; `.ci/run` installs it).
+- `make docs` in a fresh copy of the tree builds the site in an environment with the docs extra alone
+  (no torch, no vlgap).
 """
 from __future__ import annotations
 
@@ -17,11 +25,13 @@ import importlib.util
 import os
 import posixpath
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import pytest
 import yaml
@@ -29,6 +39,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 KATEX = ("assets/katex/katex.min.js", "assets/katex/contrib/auto-render.min.js", "assets/katex/katex.min.css",
          "assets/math.js")
+SHIM = "assets/iframe-worker/shim.js"  # the search worker of a page opened from disk (mkdocs.yml extra.polyfills)
 NAV_HEAD = ["Home", "Install", "Getting started", "Your own data"]
 NAV_TAIL = ["FAQ", "Changelog"]
 
@@ -138,6 +149,15 @@ def check_site(site: Path, config: dict) -> list[str]:
         problems.append("run data (results-data/) is in the navigation: link it from its results page instead")
     if config.get("use_directory_urls") is not False:
         problems.append("use_directory_urls is not false: pages opened from disk would show folder listings")
+    plugins = [p if isinstance(p, str) else next(iter(p)) for p in config.get("plugins") or []]
+    if "offline" not in plugins:
+        problems.append("the offline plugin is not enabled: search does not work from disk")
+    shims = [u for u in (config.get("extra") or {}).get("polyfills") or [] if "iframe-worker" in u]
+    if not shims or any(_EXTERNAL.match(u) or not (site / u).is_file() for u in shims):
+        problems.append(f"extra.polyfills {shims}: the iframe-worker shim must be a file of the site (the offline "
+                        "plugin otherwise loads it from a CDN)")
+    if not (site / "search" / "search_index.js").is_file():
+        problems.append("search/search_index.js: the search index is not in the site as a script (offline plugin)")
     if (config.get("theme") or {}).get("font") is not False:
         problems.append("theme.font is not false: the theme fetches web fonts")
     for rel in KATEX:
@@ -155,7 +175,7 @@ def check_site(site: Path, config: dict) -> list[str]:
             if _EXTERNAL.match(ref):
                 problems.append(f"{sheet.relative_to(site)} loads {ref} from another host")
 
-    pages = sorted(p for p in site.rglob("*.html") if p.name != "404.html")
+    pages = sorted(site.rglob("*.html"))  # 404.html included: its links are relative too
     by_file = {f: t for t, f in nav}
     n_math = 0
     for page in pages:
@@ -198,6 +218,8 @@ def check_site(site: Path, config: dict) -> list[str]:
             problems.append(f"{rel}: no repository link ({config['repo_url']})")
         scripts = {(_resolves(site, page, v) or Path("/-")).resolve() for t, k, v in doc.refs
                    if t == "script" and not _EXTERNAL.match(v)}
+        if (site / SHIM).resolve() not in scripts:
+            problems.append(f"{rel}: does not load {SHIM} (search from disk)")
         if any("arithmatex" in c.split() for _, c, _ in doc.classes):
             n_math += 1
             missing = [r for r in KATEX if r.endswith(".js") and (site / r).resolve() not in scripts]
@@ -257,9 +279,8 @@ def test_built_site_reads_offline_and_online(built_site):
 @pytest.mark.slow
 def test_the_site_check_finds_what_it_checks(built_site, tmp_path):
     """The check fails on a site with an external script, a web font, a broken or absolute link, a folder link,
-    two H1s, an H1 unlike its nav title, a missing math renderer, run data in the navigation."""
-    import shutil
-
+    two H1s, an H1 unlike its nav title, a missing math renderer, run data in the navigation, a root-absolute
+    link on the 404 page, no offline plugin, a search shim from a CDN or not loaded, no search index script."""
     config = _config()
     assert check_site(built_site, config) == []
     site = tmp_path / "site"
@@ -276,11 +297,114 @@ def test_the_site_check_finds_what_it_checks(built_site, tmp_path):
     gap.write_text(re.sub(r"<h1[^>]*>.*?</h1>", "<h1>Another title</h1>", gap.read_text(encoding="utf-8"), count=1,
                           flags=re.S), encoding="utf-8")
     (site / "assets/katex/katex.min.js").unlink()
+    error_page = site / "404.html"
+    error_page.write_text(error_page.read_text(encoding="utf-8").replace('href="./install.html"', 'href="/install.html"'),
+                          encoding="utf-8")
+    (site / "search" / "search_index.js").unlink()
+    cli = site / "cluster.html"
+    cli.write_text(re.sub(r'<script src="[^"]*iframe-worker/shim\.js"></script>', "", cli.read_text(encoding="utf-8")),
+                   encoding="utf-8")
     bad = dict(config)
     bad["nav"] = [*config["nav"], {"Raw: WSV": "results-data/wsv/summary.md"}]
+    bad["plugins"] = [p for p in config["plugins"] if p != "offline"]
+    bad["extra"] = {"polyfills": ["https://unpkg.com/iframe-worker/shim"]}
     found = "\n".join(check_site(site, bad))
     for expected in ["cdn.example.org/x.js> loads from another host", "names a web font service",
                      "nowhere.html> resolves to no file", "/gap.html> is an absolute link", "results/> links a folder",
                      "probe.html: 2 H1 headings", "text read as HTML elements ['<hub>']", "gap.html: H1 'Another title' differs",
-                     "katex.min.js: the math renderer is not in the site", "run data (results-data/) is in the navigation"]:
+                     "katex.min.js: the math renderer is not in the site", "run data (results-data/) is in the navigation",
+                     "404.html: <a href=/install.html> is an absolute link", "the offline plugin is not enabled",
+                     "the iframe-worker shim must be a file of the site", "search/search_index.js: the search index",
+                     f"cluster.html: does not load {SHIM}"]:
         assert expected in found, (expected, found)
+
+
+# ---- search from disk, in a browser ----------------------------------------------------------------------
+CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+#: a headless browser that asks nothing of the network (this machine's is closed) and keeps no profile
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--disable-quic", "--disable-extensions"]
+_RESULT = re.compile(r'<li class="md-search-result__item"><a href="([^"]+)"')
+_META = re.compile(r'<div class="md-search-result__meta">([^<]*)</div>')
+
+
+def search_from_disk(site: Path, page: str, query: str) -> tuple[str | None, list[str]]:
+    """(the result count line, the result links) that the Material theme's search shows on `page` of the site
+    opened from a file:// address with `?q=query`, in headless Chromium. (None, []): search did not answer."""
+    url = (site / page).resolve().as_uri() + "?q=" + quote(query)
+    meta, links = None, []
+    for budget in (15_000, 40_000):  # virtual time for the worker to load the index; more once if it did not answer
+        with tempfile.TemporaryDirectory() as profile:
+            proc = subprocess.run([CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                                   f"--virtual-time-budget={budget}", "--dump-dom", url],
+                                  capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, f"chromium exit {proc.returncode}: {proc.stderr[-2000:]}"
+        m = _META.search(proc.stdout)
+        meta, links = (m.group(1).strip() if m else None), _RESULT.findall(proc.stdout)
+        if links:
+            break
+    return meta, links
+
+
+def _needs_chromium():
+    if CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian: apt-get install chromium; .ci/run installs it): the search "
+                    "from disk is checked in a headless browser")
+
+
+@pytest.mark.slow  # a browser per query: ~5-20 s each on 2 cores
+@pytest.mark.parametrize("page, query", [("index.html", "Fréchet"), ("results/wsv-experiment.html", "polisher"),
+                                         ("404.html", "permutation")])
+def test_search_answers_from_disk_in_chromium(built_site, page, query):
+    _needs_chromium()
+    meta, links = search_from_disk(built_site, page, query)
+    assert links, f"no search results on {page} opened from disk for {query!r} (count line: {meta!r})"
+    assert meta and re.fullmatch(r"[\d,]+ matching documents?", meta), meta
+    for link in links:
+        target = urlsplit(link)
+        assert target.scheme == "file", link
+        path = Path(unquote(target.path))
+        assert path.is_file() and built_site.resolve() in path.resolve().parents, f"{link}: not a page of the site"
+        assert query.lower() in path.read_text(encoding="utf-8").lower(), f"{link} does not hold {query!r}"
+
+
+@pytest.mark.slow
+def test_search_from_disk_needs_the_worker_shim(built_site, tmp_path):
+    """The browser check can fail: without the shim the same query on the same page shows nothing."""
+    _needs_chromium()
+    site = tmp_path / "site"
+    shutil.copytree(built_site, site)
+    (site / SHIM).unlink()
+    meta, links = search_from_disk(site, "index.html", "Fréchet")
+    assert links == [], (meta, links)
+
+
+# ---- make docs needs only the docs extra ------------------------------------------------------------------
+def _tree_files() -> list[str] | None:
+    """The files a fresh clone of this tree holds (committed ones and new ones git does not ignore)."""
+    if shutil.which("git") is None:
+        return None
+    proc = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                          capture_output=True, text=True, timeout=60)
+    return [f for f in proc.stdout.split("\0") if f and (ROOT / f).is_file()] if proc.returncode == 0 else None
+
+
+@pytest.mark.slow  # a new environment with the docs extra (a few tens of MB of packages) and a strict build: ~1-2 min
+def test_make_docs_needs_only_the_docs_extra(tmp_path):
+    files = _tree_files()
+    if files is None or shutil.which("make") is None:
+        pytest.skip("needs git (to list the tree's files) and make")
+    tree = tmp_path / "tree"
+    for f in files:
+        (tree / f).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / f, tree / f)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    proc = subprocess.run(["make", "docs", f"PY={sys.executable}"], cwd=tree, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert proc.returncode == 0, f"make docs: exit {proc.returncode}\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert not (tree / ".venv").exists(), "make docs made the full environment"
+    python = tree / ".venv-docs" / "bin" / "python"
+    for module in ("vlgap", "torch"):
+        probe = subprocess.run([str(python), "-c", f"import {module}"], cwd=tmp_path, capture_output=True, env=env)
+        assert probe.returncode != 0, f"the docs environment has {module}: it needs only the docs extra"
+    assert check_site(tree / "site", _config()) == []

@@ -71,9 +71,9 @@ def test_mode_parsing_and_errors():
             parse_mode(bad)
     with pytest.raises(VlgapError, match="S >= 2"):
         parse_mode("segments:1")
-    with pytest.raises(VlgapError, match=r"\[T, D\]"):
+    with pytest.raises(VlgapError, match=r"per_frame: pool_frames needs a \[T frames, D\]"):
         pool_frames(X[0], "mean")
-    with pytest.raises(VlgapError, match=r"\[T, D\]"):
+    with pytest.raises(VlgapError, match=r"per_frame: pool_frames needs a \[T frames, D\]"):
         pool_frames(X[:0], "segments:2")
 
 
@@ -195,7 +195,7 @@ def test_sweep_records_mode_and_redoes_cells_of_another_mode(tiny_dataset, tmp_p
 
 
 def test_demo_config_key(tmp_path):
-    from vlgap.probe.demo import load_config
+    from vlgap.cli.config_file import load_config
 
     (tmp_path / "c.toml").write_text('[demo]\ntemporal_pooling = "Segments:4"\n')
     assert load_config(tmp_path / "c.toml").temporal_pooling == "segments:4"

@@ -1,5 +1,6 @@
 """`text_dtype`: the text encoders in another number format than the vision encoders (the demo runs
-SmolLM2 and MiniLM in bfloat16 beside float32 vision); cached apart, recorded, canonicalised once."""
+SmolLM2 and MiniLM in auto, bfloat16 where the device computes it natively, beside float32 vision); cached
+apart, recorded, canonicalised once."""
 from __future__ import annotations
 
 import json
@@ -59,7 +60,7 @@ def test_text_dtype_equal_to_dtype_is_no_setting_and_a_bad_one_is_refused():
         SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], text_dtype="int7")
     from vlgap.probe.demo import DemoConfig
 
-    assert DemoConfig().check().text_dtype == "bfloat16"
+    assert DemoConfig().check().text_dtype == "auto"  # resolved against the device when the demo starts
     assert DemoConfig(text_dtype="f32").check().text_dtype == "float32"
     # unset alike in both configurations ("" is how a TOML file leaves it), and a bad value names its flag
     assert SweepConfig("m.jsonl", ["a"], ["b"], [1], [1], text_dtype="").text_dtype is None

@@ -97,10 +97,16 @@ def test_cli_passes_lr_grid_and_corpus_to_the_experiment_and_defaults_to_the_doc
 def test_a_rows_own_settings_are_in_its_cells_key(monkeypatch):
     import vlgap.wsv.experiment as xp
 
-    cfg = ExperimentConfig(**EXPERIMENT_DEFAULTS)
+    monkeypatch.setenv("VLGAP_NATIVE_BF16", "1")  # auto resolves to bfloat16, as on the machine of the results
+    cfg, formats = ExperimentConfig(**EXPERIMENT_DEFAULTS).resolved("cpu")
+    assert formats["lm_dtype"].dtype == cfg.lm_dtype == "bfloat16" and formats["dtype"].dtype == "float32"
+    assert cfg.record() == ExperimentConfig(**EXPERIMENT_DEFAULTS).record()  # the experiment's record is unchanged
     plain = xp._row_cell_key(cfg, "synthetic", "wsv", 0)
     assert plain == xp._cell_key(cfg, "cell", generator="synthetic", system="wsv", seed=0)  # earlier keys kept
     smol = xp._row_cell_key(cfg, "synthetic", "wsv+smollm2", 0)
-    assert smol["row_settings"] == {"lm": "smollm2", **xp.SMOLLM2_TRAIN}
+    # the row's settings as the published cells hold them: bfloat16, never the word auto
+    assert smol["row_settings"] == {"lm": "smollm2", **xp.SMOLLM2_TRAIN, "dtype": "bfloat16"}
+    with pytest.raises(VlgapError, match=r"auto, resolved against the run's device.*resolved\(device\)"):
+        xp._row_cell_key(ExperimentConfig(**EXPERIMENT_DEFAULTS), "synthetic", "wsv+smollm2", 0)
     monkeypatch.setitem(xp.SMOLLM2_TRAIN, "caption_steps", xp.SMOLLM2_TRAIN["caption_steps"] + 1)
     assert xp._row_cell_key(cfg, "synthetic", "wsv+smollm2", 0) != smol  # a changed row setting recomputes the row

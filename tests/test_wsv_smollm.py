@@ -108,14 +108,20 @@ def test_kill_and_resume_is_bit_exact_with_a_lora_llama(tiny_llama, tmp_path):
     assert len(captions) == 3 and all(isinstance(c, str) for c in captions)
 
 
-def test_the_smollm2_row_carries_its_own_caption_settings():
+@pytest.mark.parametrize("native, dtype", [("1", "bfloat16"), ("0", "float32")])
+def test_the_smollm2_row_carries_its_own_caption_settings(monkeypatch, native, dtype):
+    """The row's own settings replace the experiment's; its number format is auto: bfloat16 where the
+    device computes it natively, float32 where it would be emulated (the hardware probe forced both ways)."""
     from vlgap.wsv.experiment import SMOLLM2_TRAIN, ExperimentConfig, split_system
     from vlgap.wsv.train import WSVConfig
 
-    cfg = ExperimentConfig(systems=("wsv", "wsv+smollm2"), train={"caption_steps": 1000, "batch_size": 32})
-    base, over = split_system("wsv+smollm2")
-    row = WSVConfig(system=base, **{**cfg.wsv_overrides(), **over})
+    monkeypatch.setenv("VLGAP_NATIVE_BF16", native)
+    cfg, formats = ExperimentConfig(systems=("wsv", "wsv+smollm2"),
+                                    train={"caption_steps": 1000, "batch_size": 32}).resolved("cpu")
+    assert formats["lm_dtype"].auto and formats["lm_dtype"].line().startswith(f"LM rows (wsv+smollm2): {dtype} (auto: ")
+    base = split_system("wsv+smollm2")[0]
+    row = WSVConfig(system=base, **{**cfg.wsv_overrides(), **cfg.row_settings("wsv+smollm2")})
     scratch = WSVConfig(system="wsv", **cfg.wsv_overrides())
     assert (row.lm, row.lora_r, row.batch_size, row.caption_steps, row.dtype) == (
-        "smollm2", 8, SMOLLM2_TRAIN["batch_size"], SMOLLM2_TRAIN["caption_steps"], "bfloat16")
+        "smollm2", 8, SMOLLM2_TRAIN["batch_size"], SMOLLM2_TRAIN["caption_steps"], dtype)
     assert (scratch.lm, scratch.batch_size, scratch.caption_steps, scratch.dtype) == ("scratch", 32, 1000, "float32")

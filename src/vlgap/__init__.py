@@ -141,6 +141,12 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'vlgap' has no attribute {name!r}")
     module_name, attr = target.split(":")
     value = getattr(importlib.import_module(module_name), attr)
+    if callable(value) and not isinstance(value, type):
+        # the door of the Python API: arguments checked against the type hints first, one line naming the
+        # argument and what would be valid (vlgap.arguments), as the CLI checks its options
+        from vlgap.arguments import checked
+
+        value = checked(value, name)
     globals()[name] = value
     return value
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from vlgap import reuse
 from vlgap.features.store import (CHUNK_RE, FEATURES_FILE, LEGACY_DECODED, LEGACY_MARKER, LOCK_FILE, FeatureKey,
                                   entry_dir_name)
+from vlgap.errors import VlgapError
 from vlgap.io_utils import cache_root, sha256_of_file
 
 #: statuses that are fine to keep
@@ -62,6 +63,8 @@ class CacheCheck:
     root: str
     findings: list[Finding] = field(default_factory=list)
     pruned: bool = False
+    #: run folders (--run) in which nothing was found to verify (a run that computed nothing yet)
+    empty_runs: list[str] = field(default_factory=list)
 
     @property
     def problems(self) -> list[Finding]:
@@ -95,11 +98,16 @@ class CacheCheck:
             verb = "removed" if f.removed else f.status
             lines.append(f"  {verb}: {f.area} {f.path}" + (f" ({f.reason})" if f.reason else "")
                          + (f" [{f.status}]" if f.removed else ""))
-        if self.remaining:
+        lines += [f"  run folder {r}: nothing to verify yet (no cells, matrices or tables)" for r in self.empty_runs]
+        if self.remaining and self.pruned:
+            lines.append(f"{len(self.remaining)} stale, corrupt or orphaned could not be removed (why: above)")
+        elif self.remaining:
             lines.append(f"{len(self.remaining)} stale, corrupt or orphaned; `vlgap cache --prune` removes them "
                          "(each is recomputed when next needed)")
         elif self.pruned and self.problems:
             lines.append(f"removed {len(self.problems)} ({sum(f.size for f in self.problems if f.removed)} bytes)")
+        elif not self.findings:
+            lines.append("nothing to verify: no features, converted models, cells or sealed files")
         else:
             lines.append("everything verified")
         return "\n".join(lines)
@@ -114,17 +122,29 @@ def _size(p: Path) -> int:
         return 0
 
 
-def _remove(p: Path) -> bool:
+def _remove(p: Path, finding: Finding | None = None) -> bool:
+    """Remove file or folder `p` (gone already: fine); one that cannot be removed (permission, a read-only
+    or immutable file system) stays, and `finding` says why."""
     try:
-        if p.is_dir():
+        if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)
         else:
             p.unlink()
         return True
     except FileNotFoundError:
         return True
-    except OSError:
+    except OSError as err:
+        if finding is not None:
+            from vlgap.errors import os_reason
+
+            where = "" if err.filename in (None, str(p)) else f" ({err.filename})"
+            finding.reason = "; ".join(x for x in (finding.reason, f"could not remove it: {os_reason(err)}{where}") if x)
         return False
+
+
+def _discard(p: Path, finding: Finding) -> bool:
+    """A file and its seal removed (`reuse.discard`, each through `_remove`): True when both are gone."""
+    return all([_remove(p, finding), _remove(reuse.seal_path(p), finding)])
 
 
 def _expected_key(seal: dict, entry_dir: Path) -> tuple[dict | None, str]:
@@ -275,8 +295,14 @@ def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False,
     run_dirs = [input_folder(Path(r), "--run") for r in runs]
     res = CacheCheck(str(root), pruned=prune)
     for run in run_dirs:
+        before = len(res.findings)
         _check_run_cells(run, res.findings)
         _check_sealed(run, run / "features", res)
+        if len(res.findings) == before:
+            if not (run / reuse.RUN_RECORD).is_file():
+                raise VlgapError(f"--run {run}: holds no vlgap run (no {reuse.RUN_RECORD}, no sealed file), so there "
+                                 "is nothing to verify; give a sweep's or an experiment's --out folder")
+            res.empty_runs.append(str(run))
     if not root.is_dir():
         if prune:
             _prune(res)
@@ -297,27 +323,21 @@ def check_cache(cache_dir: str | os.PathLike | None = None, prune: bool = False,
 
 
 def _prune(res: CacheCheck) -> None:
+    """Remove every problem; one that cannot be removed stays in `remaining`, its finding saying why."""
     entries_touched: set[Path] = set()
     for f in res.problems:
         p = Path(f.path)
         if f.area in ("features", "chunk"):
-            if p.name.endswith(".seal.json"):
-                f.removed = _remove(p)
-            else:
-                reuse.discard(p)
-                f.removed = not p.exists()
+            f.removed = _remove(p, f) if p.name.endswith(".seal.json") else _discard(p, f)
             entry = p.parent.parent if f.area == "chunk" else p.parent
             entries_touched.add(entry)
             if f.area == "features" and f.status in ("stale", "corrupt"):
                 for name in ENTRY_FILES:  # the bad entry's record goes with it
-                    (entry / name).unlink(missing_ok=True)
-        elif f.area in ("temporary", "model"):
-            f.removed = _remove(p)
-        elif p.name.endswith(".seal.json"):  # artefacts, cells, matrices: a seal without its file
-            f.removed = _remove(p)
+                    _remove(entry / name, f)
+        elif f.area in ("temporary", "model") or p.name.endswith(".seal.json"):
+            f.removed = _remove(p, f)  # (artefacts, cells, matrices: a seal without its file)
         else:
-            reuse.discard(p)
-            f.removed = not p.exists()
+            f.removed = _discard(p, f)
     for entry in entries_touched:  # folders left with nothing but vlgap's own records
         chunks = entry / "chunks"
         try:
@@ -326,7 +346,7 @@ def _prune(res: CacheCheck) -> None:
             pass
         if entry.is_dir() and not (entry / FEATURES_FILE).exists() and not chunks.exists():
             for name in ENTRY_FILES:
-                (entry / name).unlink(missing_ok=True)
+                _remove(entry / name)
             try:
                 entry.rmdir()
             except OSError:

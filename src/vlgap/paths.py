@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import errno
 import os
+import stat
 from pathlib import Path
 
 from vlgap.errors import VlgapError
@@ -31,7 +33,7 @@ def input_file(path: str | os.PathLike, what: str = "") -> Path:
     if p.is_dir():
         raise VlgapError(f"{_label(p, what)}: is a folder, expected a file")
     if not p.exists():
-        raise VlgapError(f"{_label(p, what)}: does not exist (expected a file)")
+        raise VlgapError(f"{_label(p, what)}: {_why_missing(p)} (expected a file)")
     if not os.access(p, os.R_OK):
         raise VlgapError(f"{_label(p, what)}: is not readable (permission denied)")
     return p
@@ -43,8 +45,21 @@ def input_folder(path: str | os.PathLike, what: str = "") -> Path:
     if p.exists() and not p.is_dir():
         raise VlgapError(f"{_label(p, what)}: is a file, expected a folder")
     if not p.exists():
-        raise VlgapError(f"{_label(p, what)}: does not exist (expected a folder)")
+        raise VlgapError(f"{_label(p, what)}: {_why_missing(p)} (expected a folder)")
     return p
+
+
+def _why_missing(p: Path) -> str:
+    """Why `p` cannot be found: "does not exist", or what the system says (a loop of symbolic links)."""
+    try:
+        os.stat(p)
+    except (FileNotFoundError, NotADirectoryError):
+        return "does not exist"
+    except OSError as err:
+        from vlgap.errors import os_reason
+
+        return os_reason(err)
+    return "does not exist"
 
 
 def _nearest_existing(p: Path) -> Path:
@@ -63,10 +78,41 @@ def _check_writable_below(p: Path, what: str, start: Path | None = None) -> None
         raise VlgapError(f"{_label(p, what)}: cannot write there ({base} is not writable)")
 
 
+#: what a path that is not a regular file is, by its st_mode test
+_SPECIAL_KINDS = ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                  (stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"))
+
+
+def special_kind(mode: int) -> str | None:
+    """What a path of st_mode `mode` is when it is neither a regular file nor a folder ("a character
+    device", "a named pipe (FIFO)"...), else None."""
+    return next((name for test, name in _SPECIAL_KINDS if test(mode)), None) or (
+        None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file")
+
+
+def _refuse_loops_and_special(p: Path, what: str, expected: str) -> None:
+    """A loop of symbolic links, or an existing path that is a device, a FIFO or a socket, is refused by name
+    (writing a file there would replace the device: vlgap writes only regular files and folders)."""
+    try:
+        mode = os.stat(p).st_mode
+    except OSError as err:
+        if err.errno != errno.ELOOP:
+            return  # not there (yet), or below a file: the checks that follow say so
+        from vlgap.errors import os_reason
+
+        raise VlgapError(f"{_label(p, what)}: {os_reason(err)}") from None
+    kind = None if stat.S_ISDIR(mode) else special_kind(mode)
+    if kind:
+        raise VlgapError(f"{_label(p, what)}: is {kind}, expected {expected}; vlgap writes only regular files "
+                         "and folders")
+
+
 def output_file(path: str | os.PathLike, what: str = "") -> Path:
-    """`path` as a Path when a file can be written there: not a folder, and its folder (or the nearest
-    existing one above it) writable; else a VlgapError naming `what` and the path."""
+    """`path` as a Path when a file can be written there: not a folder, nor a device, FIFO, socket or loop
+    of symbolic links, and its folder (or the nearest existing one above it) writable; else a VlgapError
+    naming `what` and the path."""
     p = Path(path).expanduser()
+    _refuse_loops_and_special(p, what, "a file")
     if p.is_dir():
         raise VlgapError(f"{_label(p, what)}: is a folder, expected a file")
     if p.exists():
@@ -80,6 +126,7 @@ def output_file(path: str | os.PathLike, what: str = "") -> Path:
 def output_folder(path: str | os.PathLike, what: str = "") -> Path:
     """`path` as a Path when it is (or can become) a writable folder; else a VlgapError naming `what`."""
     p = Path(path).expanduser()
+    _refuse_loops_and_special(p, what, "a folder")
     if p.exists() and not p.is_dir():
         raise VlgapError(f"{_label(p, what)}: is a file, expected a folder")
     if p.is_dir():

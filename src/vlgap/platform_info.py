@@ -34,16 +34,16 @@ _EXTENSIONS = (("avx2", "AVX2"), ("fma3", "FMA"), ("avx512_f", "AVX-512"), ("avx
                ("avx512_bf16", "AVX512-BF16"), ("amx_bf16", "AMX-BF16"), ("amx_fp16", "AMX-FP16"))
 
 
-@lru_cache(maxsize=1)
-def cpu_capabilities() -> dict:
-    """torch's view of this CPU (name, cores, which vector extensions it has), {} where torch cannot say."""
+def cpu_capabilities() -> dict | None:
+    """torch's view of this CPU (name, cores, which vector extensions it has), None where torch cannot say."""
     try:
         import torch
 
-        probe = getattr(getattr(torch._C, "_cpu", None), "_get_cpu_capability", None)
-        return dict(probe()) if probe is not None else {}
+        probe = getattr(getattr(torch._C, "_cpu", None), "_get_cpu_capability", None)  # a private API: may go
+        cap = probe() if probe is not None else None
+        return dict(cap) if isinstance(cap, dict) else None
     except Exception:  # noqa: BLE001 - a private torch probe that changed only leaves the extensions out
-        return {}
+        return None
 
 
 def cpu_extensions() -> list[str]:

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_bytes, atomic_write_json, sha256_of_file
+from vlgap.io_utils import atomic_write_bytes, atomic_write_json, make_folder, sha256_of_file
 
 SEAL_FORMAT = 1
 # the start of this process: temporaries older than it belong to runs that are over
@@ -259,7 +259,7 @@ def claim_run_folder(out: str | os.PathLike, kind: str, config: dict[str, Any], 
         if not known <= {".DS_Store"}:
             raise VlgapError(f"{out} is not empty and holds no vlgap {kind} run; choose a new or empty --out, "
                              "or --force to write into it")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out)
     atomic_write_json(record_path, {"kind": kind, "format": SEAL_FORMAT, "config": json.loads(canonical(config)),
                                     "key_sha256": key_digest(want)})
     return False

@@ -18,8 +18,6 @@ identifies all five parameters); the held-out check needs one more value of each
 """
 from __future__ import annotations
 
-import csv
-import io
 import math
 import os
 from dataclasses import dataclass, field
@@ -592,9 +590,9 @@ def select_rows(cols: dict[str, list], where: dict[str, str | None], *, what: st
 
 def read_grid_csv(path: str | os.PathLike) -> dict[str, list[str]]:
     """Columns of a CSV file with a header row (n_f, n_c, score[, score_lo, score_hi]; `fit_scaling` ignores others)."""
-    from vlgap.paths import read_text_utf8  # a folder, a missing file, non-UTF-8 bytes: one line each
+    from vlgap.csv_files import read_csv  # a folder, a missing file, non-UTF-8 bytes, extra fields: one line each
 
-    rows = list(csv.DictReader(io.StringIO(read_text_utf8(path, "GRID"), newline="")))
+    rows = read_csv(path, "GRID")[1]
     if not rows:
         raise VlgapError(f"{path}: no data rows (need a header n_f,n_c,score and one row per cell)")
     return {key: [row[key] if row[key] not in ("", None) else "nan" for row in rows] for key in rows[0]}

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -284,14 +283,18 @@ def controls_markdown(c: Mapping[str, Any], title: str = "Controls") -> str:
 # ------------------------------------------------------------------------------------------------
 
 
-def _verified_json(path: Path, what: str) -> Any:
+_REBUILD = "rerun `vlgap cape experiment` on this folder to rebuild it"
+
+
+def _verified_json(path: Path, what: str, schema: dict) -> Any:
+    """A sealed file of the run (a cell, a rewrite cache): its seal must hold, its fields checked."""
     from vlgap.reuse import check_artefact
+    from vlgap.runs.schemas import read_run_json
 
     v = check_artefact(path, None)
     if v.status != "ok":
-        raise VlgapError(f"{what} {v.message()}; "
-                         "rerun `vlgap cape experiment` on this folder to rebuild it")
-    return json.loads(path.read_text(encoding="utf-8"))
+        raise VlgapError(f"{what} {v.message()}; {_REBUILD}")
+    return read_run_json(path, schema, what=what, fix=_REBUILD)
 
 
 def run_texts(run_dir: str | Path) -> dict[str, Any]:
@@ -303,11 +306,15 @@ def run_texts(run_dir: str | Path) -> dict[str, Any]:
     run = Path(run_dir)
     if not (run / "data.json").is_file():
         raise VlgapError(f"{str(run)!r} is not a `vlgap cape experiment` run folder (no data.json)")
-    data = json.loads((run / "data.json").read_text(encoding="utf-8"))
+    from vlgap.runs.schemas import CAPE_DATA, read_run_json
+
+    data = read_run_json(run / "data.json", CAPE_DATA, fix=_REBUILD)
     out: dict[str, Any] = {"train_captions": data["train_captions"], "test_prompts": data["test_prompts"],
                            "rewrites": {}}
     for path in sorted(p for p in (run / "rewrites").glob("*.json") if not p.name.startswith(".")):
-        entries = _verified_json(path, "rewrite cache")["entries"]
+        from vlgap.runs.schemas import CAPE_REWRITES
+
+        entries = _verified_json(path, "rewrite cache", CAPE_REWRITES)["entries"]
         rw = {}
         for split, inputs in (("train", data["train_captions"]), ("test", data["test_prompts"])):
             res = [entries.get(_key(" ".join(t.split()))) for t in inputs]
@@ -321,7 +328,9 @@ def run_texts(run_dir: str | Path) -> dict[str, Any]:
 def run_scores(run_dir: str | Path) -> dict[tuple[str, str, int], list[float]]:
     scores = {}
     for path in sorted(p for p in (Path(run_dir) / "cells").glob("*.json") if not p.name.startswith(".")):
-        cell = _verified_json(path, "generator cell")
+        from vlgap.runs.schemas import CAPE_CELL
+
+        cell = _verified_json(path, "generator cell", CAPE_CELL)
         scores[(cell["train"], cell["infer"], int(cell["seed"]))] = cell["item"]
     if not scores:
         raise VlgapError(f"{str(run_dir)!r} holds no generator cells (cells/*.json); run the experiment first")
@@ -370,7 +379,9 @@ def controls_from_run(run_dir: str | Path, *, n_permutations: int | None = None,
     from vlgap.io_utils import atomic_write_json, atomic_write_text
 
     run = Path(run_dir)
-    cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").is_file() else {}
+    from vlgap.runs.schemas import CAPE_CONFIG, read_run_json
+
+    cfg = read_run_json(run / "config.json", CAPE_CONFIG, fix=_REBUILD) if (run / "config.json").is_file() else {}
     texts = run_texts(run)
     res = experiment_controls(texts["train_captions"], texts["rewrites"], run_scores(run), run_embeddings(run),
                               n_permutations=n_permutations or cfg.get("n_permutations", 2000),

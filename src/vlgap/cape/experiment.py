@@ -78,8 +78,11 @@ class CapeConfig:
     gap_bootstrap: int = 500
     # added after the first runs (recorded only when set otherwise, so older run folders stay theirs):
     # the LMs' weights for SFT and rewriting: "bfloat16" halves the weight bytes each decoding step reads
-    # (~1.85x less CPU time per token on an AVX512-BF16 CPU; the demo uses it), at the cost of outputs that
-    # may differ from float32's (a non-float32 dtype is part of the model hash, so of every cache key)
+    # (~1.85x less CPU time per token on an AVX512-BF16 CPU), at the cost of outputs that may differ from
+    # float32's (a non-float32 dtype is part of the model hash, so of every cache key). "auto" (the demo's):
+    # bfloat16 where the run's device computes it natively, else float32 (vlgap.runtime.resolve_dtype),
+    # resolved when the run starts (`resolved`); records and keys hold what it resolved to. The full
+    # recipe keeps float32: its published run is float32
     dtype: str = "float32"
     sft_full: bool = False  # full-parameter SFT instead of LoRA
     lora_alpha: int = 32
@@ -105,18 +108,31 @@ class CapeConfig:
         check_count("lora_top_layers", self.lora_top_layers, 1, allow_none=True)
         check_count("lora_alpha", self.lora_alpha, 1, flag="--lora-alpha")
         from vlgap.cape.lm import parse_lora_layers, parse_lora_modules
-        from vlgap.runtime import parse_dtype
+        from vlgap.runtime import dtype_setting
 
-        object.__setattr__(self, "dtype", parse_dtype(self.dtype))  # canonical: bf16 and bfloat16 are one run
+        # canonical (bf16 and bfloat16 are one run), or auto until the run resolves it against its device
+        object.__setattr__(self, "dtype", dtype_setting(self.dtype))
         parse_lora_layers(self.lora_layers), parse_lora_modules(self.lora_modules)
         if not self.generator_seeds:
             raise VlgapError("--seeds: need at least 1 generator seed per cell, e.g. --seeds 0,1,2")
         for s in self.generator_seeds:
             check_count("generator seed", s, 0)
 
+    def resolved(self, device: Any = "cpu") -> tuple["CapeConfig", Any]:
+        """This configuration with its LMs' number format resolved on `device` (`auto` -> bfloat16 or
+        float32: vlgap.runtime.resolve_dtype), and that choice (what the run says and records)."""
+        from vlgap.runtime import resolve_dtype
+
+        choice = resolve_dtype(self.dtype, device, what="LMs")
+        return replace(self, dtype=choice.dtype), choice
+
     def record(self) -> dict[str, Any]:
         """The configuration as run folders and stage keys record it: fields added later appear only when
-        they differ from their default, so a folder of an older run keeps its key."""
+        they differ from their default, so a folder of an older run keeps its key. Its dtype must be
+        resolved (`resolved`): keys never hold "auto"."""
+        if self.dtype == "auto":
+            raise VlgapError("CapeConfig(dtype='auto') has no record before its run resolves the format against "
+                             "its device: use CapeConfig.resolved(device) (run_experiment does)")
         d = asdict(self)
         return {**{k: v for k, v in d.items() if k not in ADDED_LATER or v != ADDED_LATER[k]}, **RETIRED}
 
@@ -137,10 +153,11 @@ RETIRED = {"decode_dtype": None}
 PRESETS = {
     "full": CapeConfig(),
     # the full recipe's SFT data with fewer steps (4 steps left the PE valid on 2 of 12 prompts), the LMs in
-    # bfloat16 (~1.85x faster per decoded token here), SFT batches bucketed by length (1.04x the real
+    # auto: bfloat16 where the device computes it natively (~1.85x faster per decoded token on an
+    # AVX512-BF16 CPU), float32 where it would be emulated (several times slower there), SFT batches bucketed by length (1.04x the real
     # tokens instead of 1.25x) and 10 generator-training captions (14 before: rewriting them by three LM
     # operators was the largest stage), 12 held-out prompts kept for the 2x2 (docs/results/cape-experiment.md)
-    "demo": CapeConfig(sft_steps=24, n_train_videos=10, n_test=12, generator_seeds=(0,), dtype="bfloat16",
+    "demo": CapeConfig(sft_steps=24, n_train_videos=10, n_test=12, generator_seeds=(0,), dtype="auto",
                        sft_length_buckets=True,
                        n_bootstrap=1000, n_permutations=1000, gap_permutations=200, gap_bootstrap=200),
 }
@@ -160,12 +177,15 @@ STAGE_PATHS = ("sft", "rewrites", "cells", "mmd.json", "embeddings.npz", ".embed
 
 
 def claim_cape_folder(out: Path, cfg: "CapeConfig", *, force: bool = False,
-                      log: Callable[[str], None] = print) -> None:
+                      log: Callable[[str], None] = print, formats: dict[str, Any] | None = None) -> None:
     """Record `cfg` in `out` (`vlgap.runs.open_run_folder`: another configuration is refused with the
     differences unless `force`); a folder that is new or taken over loses every stage output of an
-    earlier run, so nothing (an HF checkpoint of other SFT settings, above all) is resumed into this one."""
+    earlier run, so nothing (an HF checkpoint of other SFT settings, above all) is resumed into this one.
+    formats: the LMs' number format as the run resolved it (recorded; `auto` resolved otherwise than in
+    the folder's run is refused in words)."""
     open_run_folder(out, "cape-experiment", {**cfg.record(), "format": STAGE_FORMAT}, force=force,
-                    legacy=("config.json",), log=log, clear=STAGE_PATHS)
+                    legacy=("config.json",), log=log, clear=STAGE_PATHS, formats=formats,
+                    results=tuple(p for p in STAGE_PATHS if p != "data.json"))
 
 
 #: the run folder's log of everything the libraries print (trainer log dicts, warnings, progress bars)
@@ -176,7 +196,8 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     """Run (or resume) the whole design; returns the results dict also written to out_dir/results.json.
     `force`: start over in a folder that holds a run of another configuration (refused otherwise).
     `device` (vlgap.runtime, `spread` included): where the LMs train and rewrite; where a run happens is not
-    part of its configuration (a run may resume on another device; the dtype is `config.dtype`).
+    part of its configuration (a run may resume on another device; the dtype is `config.dtype`, where
+    `auto` is resolved on `device` when the run starts: said in one line and recorded).
     The three LM lanes (the PE's SFT and rewrites, the third operator's, the prompted rewriter's) run side by
     side in spawned worker processes where there are free cores for them (`vlgap.cape.lanes`;
     VLGAP_WORKERS=1: one after another in this process), with the same outputs; `log` gets the workers'
@@ -184,12 +205,13 @@ def run_experiment(out_dir: str | Path, config: CapeConfig | None = None, *,
     workers re-import it). The console keeps vlgap's own progress lines; what the libraries print goes to
     out_dir/library.log, named in the last progress line."""
     from vlgap.cape.runlog import library_output_to
-    from vlgap.runtime import parse_device
+    from vlgap.runtime import announce_formats, parse_device
 
-    cfg = config or CapeConfig()
     device = parse_device(device, spread=True)
+    cfg, choice = (config or CapeConfig()).resolved(device)  # auto -> bfloat16 | float32 here, said once
+    announce_formats([choice], log)
     out = Path(out_dir)
-    claim_cape_folder(out, cfg, force=force, log=log)
+    claim_cape_folder(out, cfg, force=force, log=log, formats={"dtype": choice})
     with library_output_to(out / LIBRARY_LOG) as path:
         try:
             return _run_claimed(out, cfg, log, device)

@@ -117,6 +117,26 @@ def _layer_indices(choice: Any, n_layers: int) -> list[int] | None:
     return list(choice)
 
 
+def check_lora_targets(model, layers: Any = None, modules: Any = None) -> None:
+    """The LoRA targets exist in `model`, asked before a run folder records the run: every name of
+    `modules` (see parse_lora_modules) names modules of it, as peft matches them (the whole name or its
+    last parts), and every index of `layers` is one of its decoder layers. A one-line VlgapError names
+    what is missing and the model's linear layers."""
+    _layer_indices(parse_lora_layers(layers), int(getattr(model.config, "num_hidden_layers", 0) or 0))
+    targets = parse_lora_modules(modules)
+    if targets == "all-linear":
+        return
+    names = [n for n, _ in model.named_modules() if n]
+    missing = [t for t in targets if not any(n == t or n.endswith("." + t) for n in names)]
+    if missing:
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        linear = sorted({n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                         if isinstance(m, torch.nn.Linear) and m is not head})
+        raise VlgapError(f"--lora-modules {','.join(targets)}: {', '.join(missing)} "
+                         f"{'is not a module' if len(missing) == 1 else 'are not modules'} of this model; its linear "
+                         f"layers are {', '.join(linear)} (or all-linear)")
+
+
 def lora_model(model, r: int = 16, alpha: int = LORA_ALPHA, dropout: float = 0.05, seed: int = 0,
                top_layers: int | None = None, *, layers: Any = None, modules: Any = None):
     """LoRA on every projection (or `modules`: names, or 'all-linear'); `top_layers` restricts it to the

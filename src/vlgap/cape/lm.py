@@ -9,8 +9,9 @@ from vlgap.cape.decoding import (BUDGET_FACTOR, BUDGET_SLACK, FIELD_BUDGET, PROM
                                  failure_reason, generate_six, token_classes)
 from vlgap.cape.finetune import (LORA_ALPHA, LORA_LAYERS_HELP, LORA_MODULES, LORA_MODULES_HELP,  # noqa: F401
                                  SFT_FORMAT, _check_trained_files, _layer_indices, _precision, _spread, check_folder,
-                                 collate, encode_pairs, load_adapter, load_trained, lora_model, parse_lora_layers,
-                                 parse_lora_modules, seal_folder, sft_key, sft_prompt, train_lora, trained_pe)
+                                 check_lora_targets, collate, encode_pairs, load_adapter, load_trained, lora_model,
+                                 parse_lora_layers, parse_lora_modules, seal_folder, sft_key, sft_prompt, train_lora,
+                                 trained_pe)
 from vlgap.encoders.causal_lm import BUNDLED, LoadedLM, lm_source, load_lm, model_device  # noqa: F401
 from vlgap.encoders.causal_lm import bundled_folder as _bundled_folder  # noqa: F401
 from vlgap.runtime import DTYPE_HELP as _DTYPE_WORDS, SPREAD_DEVICE_HELP as DEVICE_HELP  # noqa: F401

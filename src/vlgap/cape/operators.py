@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from vlgap.arguments import checked_class
 from vlgap.cape import world as W
 from vlgap.cape.schema import PARTS, SixPart
 from vlgap.data import shapes as S
@@ -237,6 +238,7 @@ def _six_or_invalid(output: Any, where: str) -> dict[str, Any]:
     return result_dict(six, six.to_text(), True, 0)
 
 
+@checked_class
 class PrecomputedOperator(Operator):
     """Rewrites made elsewhere (a large rewriter, an API), read from a JSONL file: one object per line
     with "input" (the prompt text), "output" (the six parts as keys, or six-part text) and "model".
@@ -292,6 +294,7 @@ class PrecomputedOperator(Operator):
         return out
 
 
+@checked_class
 class OpenAICompatibleOperator(Operator):
     """A chat-completions endpoint the user runs (`--endpoint http://127.0.0.1:8000/v1 --endpoint-lm NAME`):
     the six-part instruction and few-shot pairs as the system message, the prompt as the user message;

@@ -25,10 +25,20 @@ CONSOLE_PREFIXES = ("[cape ", "vlgap: ")
 class _LineSplitter(io.TextIOBase):
     """A text stream that writes whole lines to `log`, and those starting with `prefixes` to `console`."""
 
-    def __init__(self, console: TextIO, log: TextIO, prefixes: tuple[str, ...] = CONSOLE_PREFIXES):
+    def __init__(self, console: TextIO, log: TextIO, prefixes: tuple[str, ...] = CONSOLE_PREFIXES,
+                 path: Path | None = None):
         super().__init__()
-        self.console, self.log, self.prefixes = console, log, prefixes
+        self.console, self.log, self.prefixes, self.path = console, log, prefixes, path
         self._pending = ""
+
+    def _log(self, text: str | None) -> None:
+        """Write `text` to the log (None: flush it); a full disk is one line naming the log file."""
+        try:
+            self.log.flush() if text is None else self.log.write(text)
+        except OSError as err:
+            from vlgap.errors import path_error
+
+            raise path_error(err, self.path, "write the log") from None
 
     @property
     def encoding(self) -> str:  # some libraries read it before writing
@@ -48,7 +58,7 @@ class _LineSplitter(io.TextIOBase):
         return len(s)
 
     def _emit(self, text: str) -> None:
-        self.log.write(text)
+        self._log(text)
         if text.startswith(self.prefixes):
             self.console.write(text)
             self.console.flush()
@@ -56,15 +66,15 @@ class _LineSplitter(io.TextIOBase):
     def flush(self) -> None:
         # a partial line that is not vlgap's (a tqdm bar redrawn with '\r') goes to the log as it is
         if self._pending and not self._pending.startswith(self.prefixes):
-            self.log.write(self._pending)
+            self._log(self._pending)
             self._pending = ""
-        self.log.flush()
+        self._log(None)
 
     def close_pending(self) -> None:
         if self._pending:
             self._emit(self._pending + "\n")
             self._pending = ""
-        self.log.flush()
+        self._log(None)
 
 
 def _console_handlers(streams: tuple[object, ...]) -> list[logging.StreamHandler]:
@@ -78,11 +88,12 @@ def _console_handlers(streams: tuple[object, ...]) -> list[logging.StreamHandler
 @contextmanager
 def library_output_to(path: str | Path) -> Iterator[Path]:
     """Send library output to the file `path` (appended) while vlgap's own lines stay on the console."""
+    from vlgap.io_utils import open_for_append
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     old_out, old_err = sys.stdout, sys.stderr
-    with open(path, "a", encoding="utf-8", buffering=1) as log:
-        out, err = _LineSplitter(old_out, log), _LineSplitter(old_err, log)
+    with open_for_append(path) as log:  # a device or a FIFO in its place is refused by name
+        out, err = _LineSplitter(old_out, log, path=path), _LineSplitter(old_err, log, path=path)
         handlers = _console_handlers((old_out, old_err, sys.__stdout__, sys.__stderr__))
         streams = [h.stream for h in handlers]
         for h in handlers:

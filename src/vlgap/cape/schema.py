@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Iterable
 
+from vlgap.arguments import checked_class
 from vlgap.errors import VlgapError
 from vlgap.io_utils import jsonl_lines
 
@@ -51,6 +52,7 @@ class SchemaError(VlgapError):
         self.part = part
 
 
+@checked_class
 @dataclass(frozen=True)
 class SixPart:
     short_caption: str

@@ -26,7 +26,6 @@ A cell is named `TRAIN/INFER` or `TRAIN/INFER/SEED` (e.g. pe/pe, rewriter/pe/1, 
 from __future__ import annotations
 
 import csv
-import json
 import re
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -96,9 +95,9 @@ def _rows(path: Path) -> list[dict[str, Any]]:
                 raise VlgapError(f"{path.name} line {n}: expected an object")
             rows.append({**rec, "_line": n})
         return rows
-    reader = csv.DictReader(path.read_text(encoding="utf-8").splitlines())
-    return [{**{(k or "").strip(): v for k, v in r.items()}, "_line": n}
-            for n, r in enumerate(reader, start=2)]
+    from vlgap.csv_files import read_csv  # a row with more fields than the header is refused by line
+
+    return [{**r, "_line": n} for n, r in enumerate(read_csv(path, "score file")[1], start=2)]
 
 
 def read_compbench(path: Path) -> DimScores:
@@ -154,10 +153,12 @@ def read_table(path: Path, *, judge: bool = False) -> dict[tuple[str, str, int] 
 
 def detect_format(path: Path) -> str:
     if path.suffix.lower() == ".json":
+        from vlgap.json_files import read_json
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError:
-            return "table"  # a JSONL named .json
+            data = read_json(path, "score file")
+        except VlgapError:
+            return "table"  # a JSONL named .json (read as a table, whose reader names a bad line)
         if isinstance(data, dict) and all(isinstance(v, list) and len(v) == 2 for v in data.values()):
             return "vbench"
         raise VlgapError(f"{path.name}: a JSON file that is not VBench's *_eval_results.json layout; "
@@ -179,11 +180,9 @@ def read_score_file(path: str | Path, fmt: str = "auto") -> dict[tuple[str, str,
     read_text_utf8(path, "score file")  # a folder, a missing file, non-UTF-8 bytes: one line naming it
     fmt = detect_format(path) if fmt == "auto" else fmt
     if fmt == "vbench":
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise VlgapError(f"{path.name}: not valid JSON ({err})") from None
-        return {None: read_vbench(path, data)}
+        from vlgap.json_files import read_json
+
+        return {None: read_vbench(path, read_json(path, "score file"))}
     if fmt == "compbench":
         return {None: read_compbench(path)}
     return read_table(path, judge=fmt == "judge")

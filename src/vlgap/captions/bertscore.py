@@ -155,6 +155,11 @@ def bertscore(model: TextTokenModel, candidates: Sequence[str], references: Sequ
         raise VlgapError(f"BERTScore: {len(candidates)} candidates but {len(references)} reference lists")
     flat = [r for refs in references for r in refs]
     model.embed(list(candidates) + flat, [layer])
+    if idf and len(set(flat)) < 2:
+        raise VlgapError(f"BERTScore idf over {len(set(flat))} distinct reference caption(s): every reference token "
+                         "occurs in every reference, so its idf is log(2 / 2) = 0 and the scores collapse to 0; "
+                         "idf needs many references (bert-score counts them over the whole reference set): score "
+                         "more items, or leave idf off")
     table = idf_weights([model._cache[r][0] for r in flat]) if idf else None
     p, r, f = (np.empty(len(candidates)) for _ in range(3))
     for i, (cand, refs) in enumerate(zip(candidates, references)):
@@ -164,6 +169,10 @@ def bertscore(model: TextTokenModel, candidates: Sequence[str], references: Sequ
         matches = []
         for ref in refs:
             r_ids, r_vecs = _layer_of(model, ref, layer)
+            if table is not None and ref.strip() and not np.sum(_weights(model, r_ids, table)) > 0:
+                raise VlgapError(f"item {i}: every token of the reference {ref!r} has idf 0 (each occurs in every "
+                                 "reference caption), so BERTScore's recall would divide by zero; score more items, "
+                                 "or leave idf off")
             match = greedy_match(c_vecs, r_vecs, _weights(model, c_ids, table), _weights(model, r_ids, table))
             if not cand.strip() or not ref.strip():  # an empty sentence: bert-score reports 0 for P, R and F
                 match = GreedyMatch(0.0, 0.0, 0.0)
@@ -245,13 +254,13 @@ def read_baseline(baseline: str | Path | dict, model: TextTokenModel, layer: int
     where = "in-memory baseline"
     if not isinstance(baseline, dict):
         where = str(baseline)
+        from vlgap.json_files import read_json
+
         try:
-            baseline = json.loads(Path(baseline).read_text())
-        except OSError as err:
-            raise VlgapError(f"cannot read BERTScore baseline {where}: {err.strerror or err}; build one with "
-                             "`vlgap caption-eval --bertscore-baseline build ...`") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise VlgapError(f"{where} is not a vlgap BERTScore baseline (not JSON)") from None
+            baseline = read_json(baseline)
+        except VlgapError as err:
+            raise VlgapError(f"not a vlgap BERTScore baseline: {err}; build one with `vlgap caption-eval "
+                             "--bertscore-baseline build ...`") from None
     if not isinstance(baseline, dict) or baseline.get("format") != BASELINE_FORMAT:
         raise VlgapError(f"{where} is not a vlgap BERTScore baseline (format {BASELINE_FORMAT!r} expected)")
     made_for = baseline.get("model", {})

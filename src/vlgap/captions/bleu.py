@@ -18,6 +18,7 @@ from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 _TINY = 1e-15
 _SMALL = 1e-9
@@ -92,6 +93,7 @@ class Bleu:
 
 
 @caption_metric("bleu", keys=tuple(f"BLEU-{k}" for k in range(1, 5)), title="BLEU", aliases=("bleu-4",),
+                score_range=ScoreRange(0.0, 1.0, "a brevity penalty times a geometric mean of precisions"),
                 default=True, order=10, summary="BLEU-1..4 as coco-caption (PTB tokens, closest reference length)")
 def score_bleu(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()

@@ -24,6 +24,7 @@ from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 
 @dataclass(frozen=True)
@@ -140,10 +141,18 @@ CIDER_VARIANT = "CIDEr-D"
 
 
 @caption_metric("cider", keys=("CIDEr",), aliases=("cider-d",), default=True, order=40,
+                score_range=ScoreRange(0.0, why="10 x a mean of clipped tf-idf cosines: never negative; reported "
+                                           "without an upper bound"),
                 summary="CIDEr-D as coco-caption; document frequencies of the references, or frozen (cider_df)")
 def score_cider(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()
     df = s.option("cider_df")
+    if (len(refs) if df is None else df.n_documents) < 2:
+        from vlgap.caveats import caveat
+
+        caveat("CIDEr: document frequencies from 1 item give every n-gram idf = log(1 / 1) = 0, so CIDEr is 0 "
+               "whatever the captions (as coco-caption scores it); score at least 2 items, or freeze the document "
+               "frequencies of a larger reference set (cider_df=)")
     scores = cider_d_scores(hyps, refs, df=df, index=s.ngram_index(4) if df is None else None)
     return mean_table("CIDEr", scores, {"variant": CIDER_VARIANT,
                                         "df": "corpus" if df is None else f"frozen ({df.n_documents} items)"})

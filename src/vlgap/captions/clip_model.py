@@ -305,12 +305,14 @@ def _files_state(where: str | None) -> tuple | None:
 def _load_hf(where: str, revision: str | None, spec: str):
     """(model, where transformers loads it from, what the result records of it). The processor is
     left for ClipModel.processor to make when a convention needs it."""
-    from transformers import AutoModel
-
     from vlgap.encoders._common import loading_from_the_hub, model_source
 
+    # before transformers is imported (seconds): a hub id that can come from nowhere is refused at once
     src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
-                                      "a hub id (e.g. hf:openai/clip-vit-base-patch32)")
+                                      "a hub id (e.g. hf:openai/clip-vit-base-patch32)", revision=revision,
+                               what=f"CLIP checkpoint {spec!r}", local_form="--clip hf:FOLDER")
+    from transformers import AutoModel
+
     is_local = folder is not None
     with loading_from_the_hub(f"CLIP checkpoint {spec!r}"):
         model = AutoModel.from_pretrained(src, revision=revision)
@@ -449,17 +451,15 @@ def openai_to_hf_state_dict(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def _load_pacs_weights(model, file: Path, spec: str) -> dict[str, Any]:
-    import torch
 
     from vlgap.io_utils import sha256_of_file
 
     if not file.is_file():
         raise VlgapError(f"PAC-S checkpoint {str(file)!r} not found (spec {spec!r}); give the .pth file "
                          "released with PAC-S, e.g. pacs:clip_ViT-B-32.pth")
-    try:
-        blob = torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as err:  # pickle / zip errors come in many types
-        raise VlgapError(f"cannot read PAC-S checkpoint {file}: {type(err).__name__}: {err}") from None
+    from vlgap.file_kinds import torch_load_plain
+
+    blob = torch_load_plain(file, f"PAC-S checkpoint {file}")
     state = blob.get("state_dict", blob) if isinstance(blob, dict) else None
     if not isinstance(state, dict) or not state:
         raise VlgapError(f"{file} holds no state dict; expected the PAC-S .pth ({{'state_dict': ...}})")

@@ -20,6 +20,7 @@ from vlgap.captions import embedding_scores as es
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import BadItemError, VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 HESSEL_PREFIX = "A photo depicts "
 
@@ -343,6 +344,7 @@ _PICTURES = dict(references="none", needs=("pictures", "clip model"), kind="mode
 
 
 @caption_metric("clipscore", keys=("CLIPScore",), aliases=("clip-s", "pac-s"), **_PICTURES, order=110,
+                score_range=ScoreRange(0.0, why="w x max(cos, 0): never negative, at most w (the convention's)"),
                 summary="CLIPScore (Hessel et al. 2021); PAC-S with a pacs: checkpoint")
 def score_clipscore(s: Scoring) -> MetricTable:
     shared = _clip_shared(s)

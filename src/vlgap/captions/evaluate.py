@@ -21,12 +21,14 @@ from typing import Any, Sequence
 
 from vlgap.captions.cider import CIDER_VARIANT, DocumentFrequencies  # noqa: F401 (CIDER_VARIANT: re-export)
 from vlgap.captions.intervals import PAIRED_DISAGREEMENT_WHY, paired_difference, sum_statistic_intervals
+from vlgap.stats.bounds import keep_in_range
 from vlgap.stats.resampling import disagreement_note
 from vlgap.captions.io import CaptionData, materialise, reference_rows, load_captions
 from vlgap.captions.ptb_tokenize import ptb_tokenize
 from vlgap.captions.registry import (Scoring, ScoringSettings, caption_metrics, check_references, get_metric,
                                      parse_metrics, set_up, tokenize_data)  # noqa: F401 (tokenize_data: re-export)
 from vlgap.captions.tables import MetricTable
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.memory import collector_paused
@@ -51,10 +53,29 @@ def _text_metrics(metrics: Sequence[str]) -> list[str]:
 
 
 def _frozen_df(cider_df: Any) -> DocumentFrequencies | None:
+    """None for "corpus" (coco-caption's: the document frequencies of the references scored), else frozen
+    document frequencies: given, or counted from references (a path or data) of at least 2 items."""
     if cider_df is None or (isinstance(cider_df, str) and cider_df == "corpus"):
         return None
     if isinstance(cider_df, DocumentFrequencies):
-        return cider_df
+        df = cider_df
+    else:
+        df = _count_df(cider_df)
+    if df.n_documents < 2:
+        raise VlgapError(f"cider_df: document frequencies from {df.n_documents} item would give every n-gram idf "
+                         "log(1 / 1) = 0 and CIDEr 0 for every caption; freeze them from the references of at least "
+                         "2 items (coco-caption: the whole test set), or use 'corpus'")
+    return df
+
+
+def _count_df(cider_df: Any) -> DocumentFrequencies:
+    if isinstance(cider_df, (str, os.PathLike)) and not Path(cider_df).expanduser().is_file():
+        raise VlgapError(f"cider_df={str(cider_df)!r}: neither 'corpus' (coco-caption's default: the document "
+                         "frequencies of the references scored) nor an existing file of references (coco "
+                         "annotations JSON or JSONL) to freeze them from")
+    if isinstance(cider_df, (bool, int, float)):
+        raise VlgapError(f"cider_df={cider_df!r}: use 'corpus', references (a path or data) to freeze document "
+                         "frequencies from, or a DocumentFrequencies")
     data, source = materialise(cider_df, "references for CIDEr document frequencies")
     grouped: dict[str, list[str]] = {}
     for item, cap in reference_rows(data, source):
@@ -97,7 +118,22 @@ def score_items(data: CaptionData, metrics: Sequence[str], *, cider_df: Document
             with step(f"scoring {len(data)} captions ({', '.join(group)})", enabled=len(data) >= LOUD_ITEMS), \
                     (collector_paused() if kind == "text" else nullcontext()):
                 out.update(_score_group(s, group) if kind == "text" else ((m, get_metric(m).compute(s)) for m in group))
+            if kind == "text":
+                _say_wordless(data.ids, data.predictions)
     return {m: out[m] for m in metrics if m in out}
+
+
+def _say_wordless(ids: Sequence[Any], predictions: Sequence[str]) -> None:
+    """Predictions without a letter or digit (punctuation or symbols only: "!!!", "...") are scored as
+    pycocoevalcap scores them (its tokeniser drops some punctuation and keeps "!!!" as a token): kept,
+    for parity, and said in one warning naming the items."""
+    empty = [str(ids[i]) for i, t in enumerate(predictions) if not any(ch.isalnum() for ch in t)]
+    if empty:
+        from vlgap.caveats import caveat
+
+        shown = ", ".join(repr(e) for e in empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+        caveat(f"{len(empty)} of {len(predictions)} predictions have no words (punctuation or symbols only): items "
+               f"{shown}; they are scored as pycocoevalcap scores them, which says nothing about a caption")
 
 
 LOUD_ITEMS = 1000  # inputs at least this large say on stderr what is being scored
@@ -247,6 +283,19 @@ def _load_data(pred: Any, refs: Any, metrics: list[str], ctx, *, on_missing: str
     return data
 
 
+def _ranged(iv, bounds, method: str, name: str) -> dict[str, Any]:
+    """{"ci", "ci_reason"?, "ci_note"?} of one score's interval, kept inside its metric's declared range. Percentile
+    and BCa intervals of a corpus statistic are quantiles of the statistic recomputed on resamples, so they lie
+    inside by construction; the guard says so if one ever would not (vlgap.stats.bounds)."""
+    if iv.ci is None:  # below the small-n rule's minimum, or degenerate: the reason says which
+        return {"ci": None, "ci_reason": iv.reason}
+    kept = keep_in_range(iv.low, iv.high, bounds, method=method, label=name)
+    if kept.withheld:
+        return {"ci": None, "ci_reason": kept.note}
+    return {"ci": kept.ci, **({"ci_note": kept.note} if kept.note else {})}
+
+
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", method="ci_method")
 def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | None = None, *, n_bootstrap: int = 0,
                  seed: int | None = 0, confidence: float = 0.95, ci_method: str = "bca",
@@ -301,7 +350,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
                          meteor_jar=meteor_jar, meteor_timeout=meteor_timeout)
     tables = score_items(data, wanted, settings=settings) if pred is not None else {}
     result = CaptionScores(n=len(data))
-    for table in tables.values():
+    for metric, table in tables.items():
         intervals = None
         if n_bootstrap:
             intervals = sum_statistic_intervals(table.stats, table.statistic, n_bootstrap=n_bootstrap,
@@ -309,9 +358,7 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
         for j, name in enumerate(table.names):
             entry: dict[str, Any] = {"score": table.estimates[j]}
             if intervals is not None:
-                entry["ci"] = intervals[j].ci  # None below the small-n rule's minimum, with the reason
-                if intervals[j].reason is not None:
-                    entry["ci_reason"] = intervals[j].reason
+                entry.update(_ranged(intervals[j], get_metric(metric).score_range, f"{ci_method} bootstrap", name))
             entry.update(table.extra)
             result[name] = entry
     if n_bootstrap:
@@ -373,6 +420,7 @@ def per_item_csv(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", method="ci_method")
 def compare_captions(pred_a: Any, pred_b: Any, refs: Any, metrics: Sequence[str] | str | None = None, *,
                      n_bootstrap: int = 1000, n_permutations: int = 10000, seed: int | None = 0,

@@ -18,7 +18,6 @@ bootstrap interval over items.
 """
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -32,13 +31,11 @@ PREFERENCE_WORDS = {"a": 1.0, "b": -1.0, "tie": 0.0, "1": 1.0, "-1": -1.0, "0": 
 
 def read_judgments(path: str | Path) -> tuple[str, list[dict[str, str]], str]:
     """(kind, rows, item column) of a judgments CSV; kind is 'ratings' or 'preferences'."""
-    from vlgap.paths import read_text_utf8
 
     path = Path(path)
-    text = read_text_utf8(path, "human judgments")
-    reader = csv.DictReader(text.splitlines())
-    columns = [c.strip() for c in (reader.fieldnames or [])]
-    rows = [{k.strip(): (v or "").strip() for k, v in row.items() if k is not None} for row in reader]
+    from vlgap.csv_files import read_csv  # a row with more fields than the header is refused by line
+
+    columns, rows = read_csv(path, "human judgments")
     item_col = next((c for c in ITEM_COLUMNS if c in columns), None)
     if item_col is None:
         raise VlgapError(f"{path}: no item column; the header needs one of {', '.join(ITEM_COLUMNS)}")

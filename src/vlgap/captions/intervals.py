@@ -77,7 +77,7 @@ def bootstrap_sums(stats: np.ndarray, n_bootstrap: int, seed: int | None) -> np.
 
 def _check(n: int, n_bootstrap: int, ci_method: str) -> None:
     if n < 2:
-        raise VlgapError(f"a bootstrap interval needs at least 2 items, got {n}")
+        raise VlgapError(f"a bootstrap interval needs at least 2 items (one gives its score and n/a), got {n}")
     if n_bootstrap < 1:
         raise VlgapError(f"n_bootstrap={n_bootstrap}: need at least 1 (1000 or more for a 95% interval)")
     if ci_method not in ("bca", "percentile"):
@@ -106,6 +106,10 @@ def sum_statistic_intervals(stats: np.ndarray, statistic: SumStatistic, *, n_boo
     """One interval per output of `statistic` (e.g. BLEU-1..4), resampling the rows of `stats`."""
     stats = np.asarray(stats, dtype=float)
     n = stats.shape[0]
+    if n == 1:  # one item: the score, and "n/a (too few items)" for its interval, as below the small-n rule
+        _check(2, n_bootstrap, ci_method)
+        estimate = np.atleast_1d(statistic(stats.sum(axis=0), n))
+        return [_withheld(float(e), float("nan"), float("nan"), confidence, ci_method, n_bootstrap, n) for e in estimate]
     _check(n, n_bootstrap, ci_method)
     total = stats.sum(axis=0)
     estimate = np.atleast_1d(statistic(total, n))

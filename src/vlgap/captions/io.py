@@ -20,7 +20,6 @@ Text that is not valid UTF-8 (or holds unpaired surrogates) is always an error.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -67,6 +66,8 @@ def _read_text(path: Path) -> str:
 
 
 def _load_path(path: str | os.PathLike) -> Any:
+    from vlgap.json_files import parse_json  # the one parser: syntax errors and nesting depth
+
     path = Path(path)
     text = _read_text(path)
     if path.suffix.lower() in (".jsonl", ".ndjson"):
@@ -74,15 +75,9 @@ def _load_path(path: str | os.PathLike) -> Any:
         for n, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as err:
-                raise VlgapError(f"{path}, line {n}: not valid JSON ({err.msg}); JSONL needs one object per line") from None
+            rows.append(parse_json(line, f"{path}, line {n}", hint="; JSONL needs one object per line"))
         return rows
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise VlgapError(f"{path}: not valid JSON at line {err.lineno}, column {err.colno} ({err.msg})") from None
+    return parse_json(text, str(path))
 
 
 def _row_id(row: dict, where: str) -> Any:

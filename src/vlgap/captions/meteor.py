@@ -33,6 +33,7 @@ from vlgap.captions.io import coco_pairs
 from vlgap.captions.registry import Scoring, ScoringSettings, caption_metric
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 #: Meteor 1.5, language "en", task "default"
 ALPHA, BETA, GAMMA, DELTA = 0.85, 0.20, 0.60, 0.75
@@ -50,8 +51,9 @@ def find_jar(jar: str | os.PathLike | None = None) -> Path:
     if jar is None:
         spec = importlib_util.find_spec("pycocoevalcap")
         if spec is None or not spec.submodule_search_locations:
-            raise VlgapError("METEOR needs meteor-1.5.jar: install pycocoevalcap (pip install pycocoevalcap==1.2), "
-                             f"set {JAR_ENV}=/path/to/meteor-1.5.jar, or leave 'meteor' out of metrics")
+            raise VlgapError("METEOR needs meteor-1.5.jar, which ships in pycocoevalcap, the meteor extra: "
+                             f"pip install \"vlgap[meteor]\" (or set {JAR_ENV}=/path/to/meteor-1.5.jar), or leave "
+                             "'meteor' out of metrics")
         jar = Path(list(spec.submodule_search_locations)[0]) / "meteor" / "meteor-1.5.jar"
     jar = Path(jar)
     if not jar.is_file():
@@ -296,6 +298,7 @@ def _setup(settings: ScoringSettings) -> MeteorJar:
 
 
 @caption_metric("meteor", keys=("METEOR",), needs=("java",), setup=_setup, default=True, order=20,
+                score_range=ScoreRange(0.0, 1.0, "an F-mean times one minus a fragmentation penalty"),
                 summary="METEOR 1.5 through pycocoevalcap's jar (Java)")
 def score_meteor(s: Scoring) -> MetricTable:
     meteor = s.resource("meteor")

@@ -29,6 +29,7 @@ import numpy as np
 
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import UNBOUNDED, ScoreRange
 
 #: what a metric may need besides the predictions, as its `needs` names them (for --help and errors)
 NEEDS = {
@@ -36,7 +37,7 @@ NEEDS = {
     "pictures": "the pictures (--images DIR or --videos manifest.jsonl)",
     "clip model": "a CLIP-family checkpoint (--clip)",
     "text model": "a text encoder (--bertscore-model)",
-    "java": "Java",
+    "java": "Java or the meteor extra (pycocoevalcap)",
 }
 #: how a metric reads references: it must have them, uses them where every item has some, or never
 REFERENCES = ("required", "optional", "none")
@@ -64,6 +65,8 @@ class CaptionMetric:
     concurrent: bool = False               # a "text" metric that reads only s.tokens() and s.split(): it may
     #                                        run in a worker thread beside the other text metrics
     summary: str = ""                      # one line for docs and listings
+    score_range: ScoreRange = UNBOUNDED    # the values each of its keys can take (vlgap.stats.bounds): intervals
+    #                                        are kept inside it and flagged where that clipped them
 
     @property
     def all_needs(self) -> tuple[str, ...]:
@@ -151,6 +154,15 @@ def metric_names(*, default: bool | None = None) -> list[str]:
 def get_metric(name: str) -> CaptionMetric:
     _discover()
     return _REGISTRY[name]
+
+
+def score_range(key: str) -> ScoreRange:
+    """The declared range of a score key ("BLEU-4", "CIDEr", ...): its metric's `score_range`; unbounded for
+    a key no registered metric writes."""
+    for m in caption_metrics():
+        if key in m.keys:
+            return m.score_range
+    return UNBOUNDED
 
 
 def choices() -> str:

@@ -21,6 +21,7 @@ from vlgap.captions.ngrams import SplitCorpus, _numbering
 from vlgap.captions.registry import Scoring, caption_metric, mean_table
 from vlgap.captions.tables import MetricTable
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import ScoreRange
 
 BETA = 1.2
 
@@ -247,6 +248,7 @@ class Rouge:
 
 
 @caption_metric("rouge", keys=("ROUGE-L",), aliases=("rouge-l",), default=True, order=30, concurrent=True,
+                score_range=ScoreRange(0.0, 1.0, "an F-measure of LCS precision and recall"),
                 summary="ROUGE-L F (beta 1.2) as coco-caption, mean over items")
 def score_rouge(s: Scoring) -> MetricTable:
     hyps, refs = s.tokens()

@@ -16,6 +16,7 @@ import numpy as np
 from vlgap.errors import VlgapError
 from vlgap.captions.registry import Scoring, caption_metric
 from vlgap.captions.tables import MetricTable
+from vlgap.stats.bounds import ScoreRange
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ def sacrebleu_corpus(hypotheses: Sequence[str], references: Sequence[Sequence[st
 
 
 @caption_metric("sacrebleu", keys=("SacreBLEU",), default=True, order=50,
+                score_range=ScoreRange(0.0, 100.0, "BLEU on sacrebleu's 0-100 scale"),
                 summary="corpus BLEU through sacrebleu (0-100, its own tokeniser), with its signature")
 def score_sacrebleu(s: Scoring) -> MetricTable:
     res = sacrebleu_corpus(s.data.predictions, s.data.references, **(s.option("sacrebleu_options") or {}))

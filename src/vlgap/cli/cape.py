@@ -110,12 +110,12 @@ def train_command(
 
     allow_remote_code(trust_remote_code)
     from vlgap.cape import world as W
-    from vlgap.cape.lm import load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
+    from vlgap.cape.lm import check_lora_targets, load_lm, parse_lora_layers, parse_lora_modules, sft_key, train_lora
     from vlgap.runtime import runtime
     from vlgap.cape.schema import read_targets_jsonl
     from vlgap.counts import check_count
     from vlgap.errors import VlgapError
-    from vlgap.io_utils import atomic_write_json, to_json
+    from vlgap.io_utils import append_text, atomic_write_json, to_json
     from vlgap.runs import open_run_folder
 
     check_count("steps", steps, 1, flag="--steps", example=16)
@@ -158,13 +158,15 @@ def train_command(
     try:
         with library_output_to(early):
             lm = load_lm(base, device=device, dtype=dtype)
+            if not full:  # the targets exist in this model: refused before the folder records the run
+                check_lora_targets(lm.model, lora_layers, lora_modules)
             options = dict(full=full, lora_alpha=lora_alpha, lora_layers=lora_layers, lora_modules=lora_modules)
             key = sft_key(pairs, base_model_hash=lm.model_hash, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                           r=lora_r, top_layers=None, max_length=max_length, save_every=10, **options)
             # a new or taken-over folder loses its checkpoints, adapter and model: nothing in it is this run's
-            open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"))
-        with open(out / LIBRARY_LOG, "a", encoding="utf-8") as f:
-            f.write(Path(early).read_text(encoding="utf-8"))
+            open_run_folder(out, "cape-train", key, force=force, clear=("checkpoints", "adapter", "model"),
+                            results=("checkpoints", "adapter", "model", "sft.json"))
+        append_text(out / LIBRARY_LOG, Path(early).read_text(encoding="utf-8"))
     finally:
         os.unlink(early)
     with library_output_to(out / LIBRARY_LOG) as log_path:
@@ -198,12 +200,13 @@ def demo_command(
     out: Path = typer.Option(Path("runs/cape_demo"), "--out", "-o", help="Run folder (resumable)."),
     as_json: bool = typer.Option(False, "--json"),
     device: str = device_option("cpu", spread=True),
-    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default bfloat16 (the demo preset)."),
+    dtype: Optional[str] = dtype_option(None, what=DTYPE_WHAT + " Default auto (the demo preset): bfloat16 where "
+                                        "the device computes it natively, else float32."),
     force: bool = typer.Option(False, "--force", help="Start over in an --out folder that holds a run with "
                                                       "another configuration (refused otherwise)."),
 ) -> None:
-    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16, one torch thread
-    unless OMP_NUM_THREADS is set)."""
+    """Reduced experiment (fewer SFT steps and prompts, one generator seed, LMs in bfloat16 where the device
+    computes it natively and float32 elsewhere, one torch thread unless OMP_NUM_THREADS is set)."""
     _run("demo", out, as_json, force=force, device=device, dtype=dtype)
 
 

@@ -79,7 +79,7 @@ def caption_eval_command(
     human: Optional[Path] = typer.Option(None, "--human", help="Human judgments CSV: item, rating, caption|system (ratings) or item, preference, caption_a/caption_b|system_a/system_b (A-vs-B votes); or Flickr8k's ExpertAnnotations.txt / CrowdFlowerAnnotations.txt (with Flickr8k.token.txt beside it; --pred then optional)."),
     human_pred: Optional[List[str]] = typer.Option(None, "--human-pred", help="NAME=FILE: another system's predictions that --human's system column names (repeatable)."),
     device: str = device_option("cpu", what="the CLIP and BERTScore models"),
-    bootstrap: int = typer.Option(0, "--bootstrap", help="Bootstrap resamples over items for intervals (0: none; 1000 is usual)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples over items for the intervals beside every corpus score (0: none)."),
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="File to write: the per-item scores (CSV; one system, no --compare), or with --bertscore-baseline build the baseline (default bertscore-baseline-<model>.json)."),
     seed: int = typer.Option(0, "--seed", help="Seed for bootstrap and permutations."),
     confidence: float = confidence_option("caption-eval"),
@@ -101,6 +101,7 @@ def caption_eval_command(
     from vlgap.captions.evaluate import caption_eval, compare_captions, per_item_csv
     from vlgap.errors import VlgapError
     from vlgap.io_utils import atomic_write_text, to_json
+    from vlgap.stats.bounds import SMALL_N_ITEMS, small_sample_warning
 
     if bertscore_baseline == "build":
         _build_baseline(bertscore_model, baseline_sentences, refs, baseline_pairs, seed, out, device, as_json)
@@ -174,6 +175,14 @@ def caption_eval_command(
     for k in score_keys:
         if result[k].get("note"):
             console.print(f"{k}: {result[k]['note']}", highlight=False)
+        if result[k].get("ci_note"):
+            console.print(f"{k} interval: {result[k]['ci_note']}", highlight=False)
+    if pred is not None and compare is None:
+        if not bootstrap:
+            console.print("no intervals (--bootstrap 0); --bootstrap 1000 gives each score its interval over items",
+                          highlight=False)
+        elif result["n"] < SMALL_N_ITEMS:
+            console.print(f"warning: {small_sample_warning(result['n'])}", highlight=False)
     if "SacreBLEU" in result:
         console.print(f"SacreBLEU signature: {result['SacreBLEU']['signature']}", highlight=False)
     if "BERTScore-F1" in result:
@@ -186,7 +195,7 @@ def caption_eval_command(
             break
     _print_agreement(console, result, confidence)
     for note in result.get("notes", []):
-        console.print(f"note: {note}", highlight=False)
+        console.print(f"note: {note}", highlight=False, markup=False)  # text: `vlgap[meteor]` keeps its brackets
     for key, value in result.get("input", {}).items():
         console.print(f"input policy {key}: {value}", highlight=False)
     if per_item is not None:

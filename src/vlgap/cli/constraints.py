@@ -186,10 +186,18 @@ class Choice(Constraint):
         if bad:
             raise VlgapError(f"{label} {bad[0]!r}: choose " + ("from" if self.multiple else "one of") + " "
                              + " | ".join(allowed))
+        folded = [self.fold(s) if self.fold else s for s in items]
+        twice = next((s for i, s in enumerate(folded) if s in folded[:i]), None)
+        if twice is not None:
+            raise VlgapError(f"{label} {value!r}: {twice!r} is given twice; name each once")
         return value
 
     def invalid(self, tmp):
-        return [("not a choice", "bogus-choice")]
+        out = [("not a choice", "bogus-choice")]
+        if self.multiple:
+            first = self.options()[0]
+            out.append(("repeated", f"{first},{first}"))
+        return out
 
     def valid(self, tmp):
         return self.options()[0]
@@ -278,6 +286,28 @@ def read_only_folder(tmp: Path) -> Path:
     return d
 
 
+def special_paths(tmp: Path) -> list[tuple[str, str]]:
+    """Paths no output may replace (vlgap.io_utils.output_target): a named pipe and a loop of symbolic
+    links made in `tmp`, and the full device /dev/full where the system has it (a command that wrote
+    there would replace the device with a file: only the door's refusal keeps it)."""
+    import os
+
+    out = []
+    fifo = tmp / "a-fifo"
+    if hasattr(os, "mkfifo"):
+        if not fifo.exists():
+            os.mkfifo(fifo)
+        out.append(("special file", str(fifo)))
+    loop = tmp / "a-loop"
+    if not loop.is_symlink():
+        (tmp / "a-loop-2").symlink_to(loop)
+        loop.symlink_to(tmp / "a-loop-2")
+    out.append(("symlink loop", str(loop)))
+    if Path("/dev/full").exists():
+        out.append(("full device", "/dev/full"))
+    return out
+
+
 @dataclass
 class InputFile(Constraint):
     """A file that must exist (a folder is "is a folder, expected a file"). `text`: it is read as text, so its
@@ -304,7 +334,7 @@ class InputFile(Constraint):
 
     def invalid(self, tmp):
         out = [("missing path", str(tmp / "missing" / f"nope{self.sample}")),
-               ("a folder for a file", str(_a_folder(tmp)))]
+               ("a folder for a file", str(_a_folder(tmp))), ("empty path", "")]
         if self.text:
             out.append(("not UTF-8", str(_utf8_bytes(tmp, "latin1" + (self.sample if self.text is True else ".txt")))))
         return out
@@ -333,7 +363,8 @@ class InputFolder(Constraint):
         return value
 
     def invalid(self, tmp):
-        out = [("missing path", str(tmp / "missing-folder")), ("a file for a folder", str(_a_file(tmp)))]
+        out = [("missing path", str(tmp / "missing-folder")), ("a file for a folder", str(_a_file(tmp))),
+               ("empty path", "")]
         if self.writable:
             out.append(("read-only path", str(read_only_folder(tmp))))
         return out
@@ -367,7 +398,7 @@ class Output(Constraint):
         wrong = ("a folder for a file", str(_a_folder(tmp))) if kind == "file" else \
             ("a file for a folder", str(_a_file(tmp, "a-file.bin")))
         return [wrong, ("read-only path", str(read_only_folder(tmp) / "out")),
-                ("below a file", str(_a_file(tmp, "a-file.bin") / "out"))]
+                ("below a file", str(_a_file(tmp, "a-file.bin") / "out")), *special_paths(tmp), ("empty path", "")]
 
     def valid(self, tmp):
         return str(tmp / "new-output")

@@ -38,6 +38,9 @@ def import_cmd(
     language: Optional[str] = typer.Option(None, help="msvd CSV: rows of this Language (default English)"),
     label_map: Optional[Path] = typer.Option(None, "--label-map", help="ssv2: labels.json (class name -> index), "
                                              "found automatically beside the annotations or videos"),
+    id_column: Optional[str] = typer.Option(None, "--id-column", help="folder: the captions file's id column (or JSON "
+                                            "key), when it is none of id, video_id, image_id, filename, file_name, "
+                                            "file"),
     encoding: str = encoding_option(),
 ):
     """Import VATEX, MSR-VTT, MSVD, Kinetics or SSv2 annotations, or your own folder of videos or images
@@ -45,7 +48,7 @@ def import_cmd(
     from vlgap.data.importers import import_dataset
 
     report = import_dataset(dataset, annotations, video_dir, out, limit=limit, seed=seed, skip_bad=skip_bad,
-                            split=split, mapping=mapping, language=language, label_map=label_map)
+                            split=split, mapping=mapping, language=language, label_map=label_map, id_column=id_column)
     console.print(report.summary(), markup=False, highlight=False, soft_wrap=True)
 
 

@@ -120,15 +120,15 @@ def _device(value, label, values):
 
 
 def _dtype(value, label, values):
-    from vlgap.runtime import parse_dtype
+    from vlgap.runtime import dtype_setting
 
-    parse_dtype(value)
+    dtype_setting(value)  # auto is valid: the command resolves it against its device
 
 
 def _text_dtype(value, label, values):
     from vlgap.runtime import parse_text_dtype
 
-    parse_text_dtype(value)
+    parse_text_dtype(value, keep_auto=True)
 
 
 def _temporal_pooling(value, label, values):
@@ -214,6 +214,9 @@ def _encoders(modality: str | None, many: bool = True):
         if not any(names) or not all(names):
             raise VlgapError(f"{label} {value!r}: give " + ("a comma list of encoders" if many else "an encoder")
                              + ", e.g. mobilenet_v2 (see `vlgap encoders`)")
+        twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+        if twice is not None:
+            raise VlgapError(f"{label} {value!r}: {twice!r} is given twice; name each encoder once")
         for name in names:
             shape = expected_shape(name)
             if modality and shape and shape["modality"] != modality:
@@ -225,7 +228,8 @@ def _encoders(modality: str | None, many: bool = True):
 def _encoder_option(modality: str | None, many: bool = True) -> Parsed:
     good = {"vision": "mobilenet_v2", "text": "minilm", None: "minilm"}[modality]
     other = {"vision": "minilm", "text": "mobilenet_v2", None: None}[modality]
-    bad = [("empty", ""), ("an empty name", "a,,b" if many else " ")] + ([("other modality", other)] if other else [])
+    bad = [("empty", ""), ("an empty name", "a,,b" if many else " ")] + ([("other modality", other)] if other else []) \
+        + ([("repeated", f"{good},{good}")] if many else [])
     return Parsed(_encoders(modality, many), bad=bad, good=good)
 
 
@@ -293,7 +297,7 @@ RUN_FOLDER = InputFolder(writable=True)
 FRACTION = Real(0, 1, closed=True, example=0.5)
 IMAGE_SIZE = Count(16, memory=_batch_memory)  # vlgap.encoders.registry.get_encoder: at least 16
 N_FRAMES_LIST = Parsed(_frame_counts, bad=[("zero", "0"), ("negative", "-1"), ("huge", "1000000000"),
-                                           ("wrong type", "a,b")], good="1,2")
+                                           ("wrong type", "a,b"), ("repeated", "1,1")], good="1,2")
 N_FRAMES_ONE = Parsed(_one(_max_n_frames), bad=[("zero", "0"), ("huge", "1000000000"), ("wrong type", "abc"),
                                                ("a list", "1,2")], good="8")
 N_CAPTIONS_ONE = Parsed(_one(lambda: MAX_N_CAPTIONS), bad=[("zero", "0"), ("huge", "1000000"),
@@ -308,7 +312,7 @@ SHARED: dict[str, Constraint] = {
     "encoding": Parsed(_encoding, bad=[("not an encoding", "klingon"), ("a binary codec", "base64")], good="cp1252"),
     "seed": SEED,
     "seeds": Parsed(_seeds, bad=[("negative", "-1"), ("huge", str(2 ** 40)), ("wrong type", "a,b"),
-                                 ("empty", ",")], good="0,1"),
+                                 ("empty", ","), ("repeated", "0,0")], good="0,1"),
     "bootstrap": RESAMPLES,
     "permutations": PERMUTATIONS,
     "confidence": Parsed(_confidence, bad=[("zero", "0"), ("one", "1"), ("huge", "2"), ("negative", "-0.5")],
@@ -328,7 +332,8 @@ SHARED: dict[str, Constraint] = {
     "batch_size": Count(1, 1_000_000),
     "image_size": IMAGE_SIZE,
     "n_frames": N_FRAMES_LIST,
-    "n_captions": Parsed(_caption_counts, bad=[("zero", "0"), ("huge", "1000000"), ("wrong type", "x")],
+    "n_captions": Parsed(_caption_counts, bad=[("zero", "0"), ("huge", "1000000"), ("wrong type", "x"),
+                                               ("repeated", "2,2")],
                          good="1,2"),
     "k": Count(1, MAX_K),
     "metric": Choice(lambda: __import__("vlgap.metrics.alignment", fromlist=["METRIC_NAMES"]).METRIC_NAMES),
@@ -372,7 +377,8 @@ SHARED: dict[str, Constraint] = {
 FLAGS = frozenset({
     "as_json", "force", "skip_bad", "allow_repeated_frames", "trust_remote_code", "random_weights", "quiet", "full",
     "truncate", "length_match", "c2st", "fd", "factorial", "idf", "no_truncate", "polish", "synthetic_only",
-    "summary_only", "encoder_matrix", "use_intervals", "check", "prune", "reorder", "frame_order", "emscore_idf",
+    "summary_only", "encoder_matrix", "use_intervals", "check", "prune", "reorder", "frame_order", "dry_run",
+    "list_only", "emscore_idf",
 })
 
 _SHAPES = {"n": Count(1, custom=_shapes_n), "n_frames": _NF(1, 108_000), "size": Count(1, custom=_shapes_size)}
@@ -384,7 +390,7 @@ COMMANDS: dict[str, dict[str, Constraint]] = {
                                fold=str.lower),
                "annotations": TEXT_FILE, "video_dir": InputFolder(), "out": FILE_OUT,
                "limit": Count(1, 1_000_000_000), "split": Text(), "mapping": TEXT_FILE, "language": Text(),
-               "label_map": JSON},
+               "label_map": JSON, "id_column": Text()},
     "extract": {"encoder": _encoder_option(None, False), "pooling": Choice(("auto", "cls", "mean", "last")),
                 "frame_sampling": Parsed(_frame_sampling, bad=[("not a strategy", "sideways"),
                                                                ("a list", "uniform,random")], good="uniform"),
@@ -499,6 +505,20 @@ def validate(command: str, params, values: dict[str, Any]) -> None:
             (decl.check_joint if joint else decl.check)(values[p.name], label(p), context)
 
 
+def refuse_empty_paths(command: str, params, raw: dict[str, Any]) -> None:
+    """An empty path typed for a path option or argument (`--out ''`) is refused by name: click would make
+    it ".", the current folder, written into (or read) without a word."""
+    for p in params:
+        decl = declaration(command, p.name)
+        inner = decl.each if isinstance(decl, Repeated) else decl.other if isinstance(decl, Either) else decl
+        if not isinstance(inner, (Output, InputFile, InputFolder)):
+            continue
+        typed = raw.get(p.name)
+        if any(str(v).strip() == "" for v in (typed if isinstance(typed, (list, tuple)) else [typed])
+               if v is not None):
+            raise VlgapError(f"{label(p)}: an empty path; name a file or folder (\".\" for the current folder)")
+
+
 def _call_body(callback, args, kwargs):
     """The command's own function, run once its values passed `validate` (a test replaces this to stop there)."""
     return callback(*args, **kwargs)
@@ -512,6 +532,8 @@ def guard(command, path: str) -> None:
 
     @functools.wraps(body)
     def checked(*args, **kwargs):
+        from vlgap.caveats import collecting
+        from vlgap.cli.tables import print_warnings
         from vlgap.paths import check_encoding, text_encoding
 
         encoding = kwargs.get("encoding")  # --encoding: every text file of the run, its door checks included
@@ -519,7 +541,11 @@ def guard(command, path: str) -> None:
             check_encoding(encoding)
         with text_encoding(encoding):
             validate(path, command.params, kwargs)
-            return _call_body(body, args, kwargs)
+            with collecting(process_wide=True) as found:
+                try:
+                    return _call_body(body, args, kwargs)
+                finally:  # the run's caveats (vlgap.caveats), once each, on stderr: --json stays parseable
+                    print_warnings(found)
 
     command.callback = checked
     command._vlgap_guarded = True
@@ -531,4 +557,5 @@ def undeclared(commands: dict[str, Any]) -> list[str]:
             if declaration(path, p.name) is None]
 
 
-__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "undeclared", "validate"]
+__all__ = ["COMMANDS", "FLAGS", "SHARED", "declaration", "guard", "label", "refuse_empty_paths", "undeclared",
+           "validate"]

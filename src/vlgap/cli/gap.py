@@ -163,7 +163,8 @@ def compare_command(
         print_table(console, t)
         from vlgap.stats.resampling import is_significant
 
-        verdict = ("no significant difference at alpha=0.05" if not is_significant(result["p_value"]) else
+        verdict = ("no test (--permutations 0)" if result["p_value"] is None else
+                   "no significant difference at alpha=0.05" if not is_significant(result["p_value"]) else
                    f"{result['system_a'] if result['difference'] > 0 else result['system_b']} scores higher (p < 0.05)")
         console.print(f"{verdict}; wins {result['wins_a']} / {result['wins_b']}, ties {result['ties']}", highlight=False)
         return
@@ -183,4 +184,7 @@ def compare_command(
     from vlgap.stats.resampling import is_significant
 
     significant = [k for k in ("main_a", "main_b", "interaction") if is_significant(result[k]["p_value"])]
+    if result["main_a"]["p_value"] is None:
+        console.print("no tests (--permutations 0)", highlight=False)
+        return
     console.print("significant at alpha=0.05: " + (", ".join(significant) if significant else "none"), highlight=False)

@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typer.core import TyperGroup
 
-from vlgap.cli.declarations import guard
+from vlgap.cli.declarations import guard, refuse_empty_paths
 from vlgap.cli.options import _command_path, refuse_old_spellings
 from vlgap.errors import VlgapError
+
+
+def _raw_values(cmd, ctx, args) -> dict:
+    """The command line's values as typed, by parameter name, before click converts them (an empty
+    `--out ''` would become the path "."); {} where the line does not parse (click then says why)."""
+    try:
+        sub = type(ctx)(cmd, parent=ctx, resilient_parsing=True)
+        return cmd.make_parser(sub).parse_args(list(args))[0]
+    except Exception:  # noqa: BLE001 - click's own parse reports a bad line
+        return {}
 
 
 class VocabGroup(TyperGroup):
@@ -20,6 +30,7 @@ class VocabGroup(TyperGroup):
         if name is not None and not getattr(cmd, "commands", None):
             path = " ".join(_command_path(ctx) + [name])
             refuse_old_spellings(path, rest)
+            refuse_empty_paths(path, cmd.params, _raw_values(cmd, ctx, rest))
             guard(cmd, path)
         return name, cmd, rest
 

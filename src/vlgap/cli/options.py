@@ -58,17 +58,11 @@ POOLING_HELP = ("auto (default: the paper's rule, CLS token where the model has 
 
 
 def int_list(text: str, name: str) -> list[int]:
-    """"1,2,4,8" -> [1, 2, 4, 8] (positive integers); a one-line error naming the flag otherwise."""
-    try:
-        vals = [int(x) for x in str(text).replace(" ", "").split(",") if x]
-    except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of positive integers, e.g. 1,2,4,8; "
-                         f"got {text!r}") from None
-    if not vals:
-        raise VlgapError(f"{name} is empty")
-    if min(vals) < 1:
-        raise VlgapError(f"{name} {text!r}: every value must be a positive integer")
-    return vals
+    """"1,2,4,8" -> [1, 2, 4, 8] (distinct positive integers, `vlgap.counts.count_list`); a one-line error
+    naming the flag otherwise."""
+    from vlgap.counts import count_list
+
+    return count_list(name.lstrip("-").replace("-", "_"), text, 1, flag=name, what="positive integers")
 
 
 #: the most frames `--n-frames` samples per video (an hour at 30 fps): a larger n_f is a typo, and its index
@@ -111,14 +105,10 @@ ALLOW_REPEATED_FRAMES_HELP = ("keep videos with fewer frames than n_f (frames re
 # ------------------------------------------------------------------------------------------------
 
 def seed_list(text: str, name: str = "--seeds") -> list[int]:
-    """"0,1,2" -> [0, 1, 2]: integers >= 0 (0 is a seed); a one-line error naming the flag otherwise."""
-    try:
-        vals = [int(x) for x in str(text).replace(" ", "").split(",") if x]
-    except ValueError:
-        raise VlgapError(f"{name} must be a comma-separated list of integers >= 0, e.g. 0,1,2; got {text!r}") from None
-    if not vals or min(vals) < 0:
-        raise VlgapError(f"{name} {text!r}: give at least one integer >= 0, e.g. 0,1,2")
-    return vals
+    """"0,1,2" -> [0, 1, 2]: distinct integers >= 0 (0 is a seed); a one-line error naming the flag otherwise."""
+    from vlgap.counts import count_list
+
+    return count_list(name.lstrip("-").replace("-", "_"), text, 0, flag=name, example="0,1,2")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -313,12 +303,14 @@ def device_option(default: str | None = "cpu", *, spread: bool = False, what: st
                                                                                 else DEVICE_HELP))
 
 
-def text_dtype_option():
-    """The one `--text-dtype` declaration: the text encoders' format when it differs from --dtype."""
+def text_dtype_option(default_help: str = ""):
+    """The one `--text-dtype` declaration: the text encoders' format when it differs from --dtype.
+    default_help: what leaving it out means, where that is not --dtype's format."""
     from vlgap.runtime import DTYPE_HELP
 
     return typer.Option(None, "--text-dtype", help="the text encoders' number format when it differs from --dtype "
-                        "(bfloat16 text beside float32 vision: `vlgap demo`'s setting): " + DTYPE_HELP)
+                        "(e.g. auto text beside float32 vision: `vlgap demo`'s default): " + DTYPE_HELP
+                        + (f". {default_help}" if default_help else ""))
 
 
 def dtype_option(default: str | None = "float32", *, what: str = ""):

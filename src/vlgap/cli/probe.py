@@ -72,6 +72,10 @@ def _print_search(res, x: Path, y: Path) -> None:
         line += (f"  {res.confidence:.0%} CI {interval(res.ci, 4, res.ci_reason)} ({res.bootstrap.method}, "
                  f"{res.bootstrap.n_resamples} resamples)")
     console.print(line, highlight=False)
+    if res.ci_note:
+        console.print(f"[yellow]interval:[/] {res.ci_note}", highlight=False)
+    if res.small_sample:
+        console.print(f"[yellow]warning:[/] {res.small_sample}", highlight=False)
     for note in getattr(res, "notes", []):
         console.print(f"[yellow]n/a:[/] {note}", highlight=False)
     prep = (f"preset {res.preset} (one clamp at the {res.q:g} quantile of |x| over all layers of a side, then L2 rows)"

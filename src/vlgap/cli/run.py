@@ -1,7 +1,6 @@
 """CLI commands that run the probe end to end: sweep, report, demo."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -15,6 +14,7 @@ from vlgap.cli.options import (ALLOW_REPEATED_FRAMES_HELP, CAPTION_DRAWS_HELP, F
                                TEMPORAL_POOLING_HELP, TRUST_REMOTE_CODE_HELP, confidence_option, frame_counts,
                                int_list)
 from vlgap.cli.tables import print_table
+from vlgap.stats.bounds import CLIPPED_MARK
 from vlgap.formatting import interval, number
 from vlgap.io_utils import to_json
 
@@ -34,10 +34,36 @@ def _print_rows(rows: list[dict]) -> None:
     for col in ("vision", "text", "n_f", "n_c", "score", "95% CI", "p", "layers", "N", "chance"):
         table.add_column(col)
     for r in sorted(rows, key=lambda r: (r["vision"], r["text"], r["n_f"], r["n_c"])):
+        ci = interval([r.get("ci_lo"), r.get("ci_hi")], reason=r.get("ci_reason"))
         table.add_row(row_label(r, "vision"), row_label(r, "text"), str(r["n_f"]), str(r["n_c"]), number(r["score"]),
-                      interval([r.get("ci_lo"), r.get("ci_hi")]), number(r.get("p_value"), 4),
+                      ci + (CLIPPED_MARK if r.get("ci_note") else ""), number(r.get("p_value"), 4),
                       f"{r['x_layer']},{r['y_layer']}", str(r["n"]), number(r["chance"]))
     print_table(console, table)
+    print_interval_warnings(rows)
+
+
+def print_interval_warnings(rows: list[dict]) -> None:
+    """Under a table of cells: the small-sample warning, and which intervals were clipped to the metric's range."""
+    from vlgap.stats.bounds import range_notes
+
+    for warning in range_notes(rows, "small_sample"):
+        console.print(f"warning: {warning}", style="yellow", highlight=False)
+    notes = range_notes(rows, "ci_note")
+    if notes:
+        clipped = sum(1 for r in rows if r.get("ci_note"))
+        console.print(f"{CLIPPED_MARK} {clipped} interval(s) widened or kept inside the metric's range (JSON: ci_note), "
+                      f"e.g. {notes[0]}" + (f" (and {len(notes) - 1} other notes)" if len(notes) > 1 else ""),
+                      style="yellow", highlight=False)
+
+
+def _print_items(items: dict | None, out) -> None:
+    """N kept and left out of every cell, by reason (`vlgap.probe.items`; the list: dropped_items.jsonl)."""
+    if items and items.get("n_dropped"):
+        from vlgap.probe.items import REASONS
+
+        said = ", ".join(f"{len(ids)} {REASONS.get(kind, kind)}" for kind, ids in items.get("by_reason", {}).items())
+        console.print(f"items: N = {items['n_kept']} of {items['n_items']} in every cell; {items['n_dropped']} left "
+                      f"out ({said}): {out}/dropped_items.jsonl", highlight=False, soft_wrap=True)
 
 
 def _print_fits(fits: dict[str, dict]) -> None:
@@ -104,10 +130,11 @@ def sweep_cmd(
                       cache_dir=str(cache_dir) if cache_dir else None)
     res = run_sweep(cfg, out, ray=ray, ray_workers=ray_workers, force=force)
     if as_json:
-        print(to_json({"rows": res.rows, "scaling": res.fits}))
+        print(to_json({"rows": res.rows, "scaling": res.fits, "items": res.items}))
     else:
         _print_rows(res.rows)
         _print_fits(res.fits)
+        _print_items(res.items, out)
         console.print(f"tables in {out}/sweep.csv and {out}/sweep.json; `vlgap report {out}` draws them")
 
 
@@ -129,6 +156,7 @@ def demo_cmd(
     out: Optional[str] = typer.Option(None, "--out", "-o", help="folder: the run folder (default runs/demo)"),
     n_videos: Optional[int] = typer.Option(None, help=f"number of shapes videos (default {_DEMO_DEFAULT_VIDEOS})"),
     device: Optional[str] = device_option(None, spread=True),
+    text_dtype: Optional[str] = text_dtype_option("Default auto (float32 vision beside it)."),
     temporal_pooling: Optional[str] = typer.Option(None, "--temporal-pooling", help=TEMPORAL_POOLING_HELP),
     frame_sampling: Optional[str] = typer.Option(None, "--frame-sampling", help=FRAME_SAMPLING_HELP + "; a comma "
                                                  "list runs them side by side (default uniform)"),
@@ -144,16 +172,20 @@ def demo_cmd(
     """The main job: the whole probe on the embedded shapes videos with real bundled encoders, then the report."""
     import time
 
-    from vlgap.probe.demo import load_config, run_demo
+    from vlgap.cli.config_file import load_config
+    from vlgap.probe.demo import run_demo
 
     t0 = time.perf_counter()
-    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device,
+    cfg = load_config(config, {"out": out, "n_videos": n_videos, "device": device, "text_dtype": text_dtype,
                                "temporal_pooling": temporal_pooling, "frame_sampling": frame_sampling,
                                "caption_draws": caption_draws,
                                "random_weights": True if random_weights else None, "preset": preset})
     report = run_demo(cfg, progress=not quiet, force=force)
-    rows = json.loads((Path(cfg.out) / "sweep.json").read_text())["rows"]
-    _print_rows(rows)
+    from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
+
+    doc = read_run_json(Path(cfg.out) / "sweep.json", SWEEP)
+    _print_rows(doc["rows"])
+    _print_items(doc.get("items"), cfg.out)
     scaling = Path(cfg.out) / "scaling.json"
-    _print_fits(json.loads(scaling.read_text()) if scaling.is_file() else {})
+    _print_fits(read_run_json(scaling, SCALING) if scaling.is_file() else {})
     console.print(f"[bold green]report:[/] {report.resolve()}  ({time.perf_counter() - t0:.0f} s)")

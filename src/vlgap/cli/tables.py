@@ -72,3 +72,13 @@ def print_table(console: Console, table: Table) -> None:
     for line in row_lines(table, console.width):
         # soft_wrap: a value longer than the width runs on (the terminal wraps it) instead of being cut
         console.print(Text(line), soft_wrap=True, highlight=False)
+
+
+def print_warnings(lines) -> None:
+    """The caveats of a run (vlgap.caveats: why a value printed means little), one "warning: ..." line
+    each, on stderr so that --json output stays parseable (the JSON carries them as "warnings")."""
+    if not lines:
+        return
+    err = Console(stderr=True)
+    for line in lines:
+        err.print(f"[yellow]warning:[/] {line}", highlight=False, soft_wrap=True)

@@ -59,6 +59,13 @@ def _p(p) -> str:
     return number(p)
 
 
+def _value(v, reason: str | None = None, nd: int = 3) -> str:
+    """A number, or "n/a (why)" where it cannot exist."""
+    from vlgap.formatting import is_missing, not_available, number
+
+    return not_available(reason) if is_missing(v) else number(v, nd)
+
+
 def _loo(loo: dict, key: str, nd: int) -> str:
     from vlgap.formatting import not_available, number
 
@@ -410,9 +417,10 @@ def downstream_cmd(
         table.add_column(c)
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
-        table.add_row(t["task"], str(t["n"]), f"{pe['r']:.3f}", _ci(pe["ci"]), f"{pe['p']:.3g}", f"{pe['p_holm']:.3g}",
-                      f"{sp['rho']:.3f}", _ci(sp["ci"], sp.get("ci_reason")), f"{sp['p_holm']:.3g}", _loo(lo, "rmse", 4),
-                      _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
+        why = pe.get("reason")  # a task whose correlation is undefined: n/a (why), and one warning line
+        table.add_row(t["task"], str(t["n"]), _value(pe["r"], why), _ci(pe["ci"], pe.get("ci_reason")), _value(pe["p"], why),
+                      _value(pe["p_holm"], why), _value(sp["rho"], why), _ci(sp["ci"], sp.get("ci_reason")),
+                      _value(sp["p_holm"], why), _loo(lo, "rmse", 4), _loo(lo, "baseline_rmse", 4), _loo(lo, "q2", 3))
     print_table(console, table)
     for n in res.notes:
         console.print(f"[yellow]note:[/] {n}", highlight=False)
@@ -437,8 +445,6 @@ def _proxies_cmd(manifest, alignment, *, task, labels, vision, text, n_f, n_c, k
                              features=src)
     if out is not None:
         write_proxies_section(res, out)
-    for w in res.warnings:  # on stderr, so that --json stays parseable; the JSON holds them too
-        Console(stderr=True).print(f"[yellow]warning:[/] {w}", highlight=False)
     if as_json:
         print(to_json(res.to_dict()))
         return

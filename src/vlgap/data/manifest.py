@@ -202,6 +202,8 @@ def read_manifest(path: str | Path) -> Manifest:
     from vlgap.paths import read_text_utf8
 
     path = Path(path).expanduser()
+    from vlgap.json_files import parse_json
+
     text = read_text_utf8(path, "manifest")  # a folder, a missing file, non-UTF-8 bytes: one line naming it
     root = path.resolve().parent
     items: list[Item] = []
@@ -209,10 +211,7 @@ def read_manifest(path: str | Path) -> Manifest:
     for lineno, line in enumerate(text.split("\n"), 1):  # as a file's lines: \n only
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise VlgapError(f"{path} line {lineno}: not valid JSON ({err.msg})") from None
+        obj = parse_json(line, f"{path} line {lineno}")
         item = _parse_line(obj, lineno, root, str(path))
         if item.id in seen:
             raise VlgapError(f"{path} line {lineno}: duplicate id {item.id!r} (first on line {seen[item.id]})")

@@ -2,7 +2,6 @@
 order): from a shapes manifest (meta["reorder"]), from vlgap's JSON form, or from VideoComp's JSON."""
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,10 +62,9 @@ def read_reorder_json(path: str | Path, *, video_dir: str | Path | None = None,
     p = Path(path).expanduser()
     if not p.is_file():
         raise VlgapError(f"reorder file {str(p)!r} does not exist")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise VlgapError(f"{p} is not valid JSON ({err.msg} at line {err.lineno})") from None
+    from vlgap.json_files import read_json
+
+    data = read_json(p, "reorder file")
     if isinstance(data, dict):
         data = data.get("data") or data.get("items") or list(data.values())
     if not isinstance(data, list) or not data:

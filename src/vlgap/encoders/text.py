@@ -323,8 +323,6 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     accelerate device map dict. random_weights: the architecture from its
     config with random weights (seed 0), for speed tests; labelled as such."""
     require("transformers", "transformers", for_what="a Hugging Face text encoder")
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
-
     pooling = pooling or "mean"
     if pooling not in POOLINGS:
         raise VlgapError(f"pooling {pooling!r} is not available for text encoders; use one of {', '.join(POOLINGS)}")
@@ -332,8 +330,10 @@ def load_hf_text(src: str, *, name: str | None = None, pooling: str | None = Non
     if not isinstance(device, dict):
         device = parse_device(device, spread=True)
     spec = name or f"hf:{src}"
+    # before transformers is imported (seconds): a hub id that can come from nowhere is refused at once
     where, folder = model_source(src, f"text model folder {src!r} does not exist; give a local folder, a hub id "
-                                      "(org/name) or a .gguf file")
+                                      "(org/name) or a .gguf file", revision=revision, what=f"text model {spec!r}")
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
     is_local = folder is not None
     remote = {"trust_remote_code": True} if trust_remote_code else {}
     with loading_from_the_hub(f"text model {src!r}"):

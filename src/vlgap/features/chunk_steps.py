@@ -445,12 +445,11 @@ def requested_values(n_frames, n_captions) -> tuple[str, list[int]]:
     (one of them; a list or a single int), each an integer >= 1."""
     if (n_frames is None) == (n_captions is None):
         raise VlgapError("give either n_frames (vision encoder) or n_captions (text encoder), e.g. n_frames=[8]")
+    from vlgap.counts import count_list
+
     param = "n_f" if n_frames is not None else "n_c"
-    given = n_frames if n_frames is not None else n_captions
-    values = sorted({int(v) for v in ([given] if isinstance(given, int) else given)})
-    if not values or values[0] < 1:
-        raise VlgapError(f"{param} values must be integers >= 1, got {values}")
-    return param, values
+    name = "n_frames" if n_frames is not None else "n_captions"
+    return param, sorted(count_list(name, n_frames if n_frames is not None else n_captions, 1))
 
 
 def make_steps(encoder: str, param: str, values: list[int], info: dict, frame_order: str = "ordered",

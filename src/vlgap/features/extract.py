@@ -49,6 +49,7 @@ from vlgap.features.item_policy import (MAX_WARNING_LINES, _check_items, _count,
                                         _warn_repeated, apply_item_policy, item_problems, repeated_items)
 from vlgap.features.key_notes import _note_alias_entries, _note_changed_weights, _weights_identity
 from vlgap.features.store import Chunk, Entry, FeatureKey, FeatureSet, cache_root, load_entry
+from vlgap.features.temporal_pooling import check_frames
 from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
 from vlgap.memory import reuse_freed_memory
@@ -394,19 +395,20 @@ def extract(
     image_size = check_count("image_size", image_size, example=160, allow_none=True)
     from vlgap.runtime import parse_device, parse_dtype
 
-    asked_dtype, dtype = dtype, parse_dtype(dtype)
     # a Ray driver may have no GPU of its own: its workers check the device where they run
+    asked_dtype, dtype = dtype, parse_dtype(dtype, device=device)  # auto: resolved against the device
     device = parse_device(device, spread=True, check=not ray)
     reuse_freed_memory()  # encoders' activations: ~2.5x faster on CPU, see vlgap.memory
     temporal_pooling = parse_temporal_pooling(temporal_pooling)
-    man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     param, values = requested_values(n_frames, n_captions)
+    man = manifest if isinstance(manifest, Manifest) else read_manifest(manifest)
     if frame_order not in FRAME_ORDERS:
         raise VlgapError(f"frame_order must be one of {FRAME_ORDERS}, got {frame_order!r}")
     if frame_order != "ordered" and param != "n_f":
         raise VlgapError("frame_order applies to vision encoders (n_frames) only")
     if temporal_pooling != "mean" and param != "n_f":
         raise VlgapError(f"temporal pooling {temporal_pooling!r} applies to vision encoders (n_frames) only")
+    check_frames(temporal_pooling, values if param == "n_f" else (), "n_frames")
     frame_sampling = parse_frame_sampling(frame_sampling)
     if frame_sampling != "uniform" and param != "n_f":
         raise VlgapError(f"frame sampling {frame_sampling!r} applies to vision encoders (n_frames) only")

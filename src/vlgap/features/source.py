@@ -9,10 +9,12 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from vlgap.arguments import checked_class
 from vlgap.errors import VlgapError
 from vlgap.keywords import refused_keywords, renamed_notes
 
 
+@checked_class
 @dataclass(frozen=True)
 class FeatureOptions:
     """How features are extracted and cached; part of the cache key where it changes the features
@@ -42,6 +44,13 @@ class FeatureOptions:
 
         # a bad mode fails here, before any model loads; the canonical spelling is what gets recorded
         object.__setattr__(self, "temporal_pooling", parse_mode(self.temporal_pooling))
+        if "auto" in (str(self.dtype).strip().lower(), str(self.text_dtype).strip().lower()):
+            from vlgap.runtime import parse_dtype, parse_text_dtype
+
+            # resolved once, against the device: cache keys hold bfloat16 or float32, never auto
+            dtype = parse_dtype(self.dtype, device=self.device)
+            object.__setattr__(self, "text_dtype", parse_text_dtype(self.text_dtype, dtype, device=self.device))
+            object.__setattr__(self, "dtype", dtype)
 
 
 #: FeatureOptions field names: old probe keywords with these names now go into the options object
@@ -62,6 +71,7 @@ class LazyEncoder:
         return getattr(self._obj, name)
 
 
+@checked_class
 class FeatureSource:
     """Features by (manifest, encoder, n_f or n_c, frame order): from the cache, else extracted with an
     encoder that is loaded once per name (or taken from `encoders`, name -> loaded encoder)."""
@@ -71,6 +81,24 @@ class FeatureSource:
             raise VlgapError(f"options must be a FeatureOptions, got {type(options).__name__}")
         self.options = options or FeatureOptions()
         self.encoders: dict[str, Any] = dict(encoders or {})
+        #: items --skip-bad left out of a feature set ({id, reason, encoder, features}), each said on stderr
+        self.skipped: list[dict] = []
+        self._said: set[tuple[str, str]] = set()
+
+    def _say_skipped(self, name: str, what: str, bad: list[dict]) -> None:
+        """--skip-bad: the items an extraction left out, said once per feature set on stderr (the cache
+        entry's bad_items.jsonl is not the only place that names them) and kept in `skipped`."""
+        if not bad or (name, what) in self._said:
+            return
+        self._said.add((name, what))
+        self.skipped += [{**b, "encoder": name, "features": what} for b in bad]
+        from rich.markup import escape
+
+        from vlgap.progress import stderr_console
+
+        shown = "; ".join(f"{b['id']}: {b['reason']}" for b in bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        stderr_console.print(f"[yellow]warning:[/] --skip-bad left {len(bad)} item(s) out of {escape(name)} {what}: "
+                             f"{escape(shown)}", highlight=False, soft_wrap=True)
 
     @classmethod
     def of(cls, features: "FeatureSource | FeatureOptions | None") -> "FeatureSource":
@@ -118,6 +146,7 @@ class FeatureSource:
                       frame_sampling=frame_sampling,
                       temporal_pooling=self.options.temporal_pooling, shard=shard,
                       loaded_encoder=self._encoder(name, True), **self._common())
+        self._say_skipped(name, f"n_f={n_f}", res.bad_items)
         return res.features[n_f]
 
     def text(self, man, name: str, n_c: int = 1, caption_draw: tuple[int, int] | None = None):
@@ -125,6 +154,7 @@ class FeatureSource:
 
         res = extract(man, name, n_captions=[n_c], pooling=self.options.text_pooling, caption_draw=caption_draw,
                       loaded_encoder=self._encoder(name, False), **{**self._common(), "dtype": self.text_dtype})
+        self._say_skipped(name, f"n_c={n_c}", res.bad_items)
         return res.features[n_c]
 
     @property

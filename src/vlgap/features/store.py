@@ -46,7 +46,7 @@ import numpy as np
 from vlgap import reuse
 from vlgap.data.frame_convert import DECODING
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_json, cache_root, sha256_of_file  # noqa: F401
+from vlgap.io_utils import atomic_write_json, cache_root, make_folder, sha256_of_file  # noqa: F401
 
 #: bump when the extraction code changes the numbers or the files' layout: every entry is then stale
 FEATURE_FORMAT = 1
@@ -321,7 +321,7 @@ class Entry:
         folder, released by the kernel if the process dies; Ray actors write chunks under the driver's lock."""
         import fcntl
 
-        self.dir.mkdir(parents=True, exist_ok=True)
+        make_folder(self.dir)
         with open(self.dir / LOCK_FILE, "a") as handle:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -53,6 +53,18 @@ def n_segments(mode: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def check_frames(mode: str | None, n_frames, label: str = "n_frames") -> None:
+    """Refuse 'segments:S' where no requested n_f reaches S frames: every segment would be a repeat of one
+    of those few frames, an S*D-wide vector of a handful of distinct ones. (n_f below S beside larger
+    ones is the documented nearest repeat, which keeps the width of a sweep's cells equal.)"""
+    s = n_segments(mode) if mode is not None else None
+    values = [int(v) for v in n_frames or ()]
+    if s is not None and values and max(values) < s:
+        raise VlgapError(f"temporal pooling segments:{s} with {label} {values}: no cell samples {s} frames, so every "
+                         f"one of the {s} segments would repeat one of at most {max(values)} frames; use "
+                         f"segments:S with S <= {max(values)} (or sample more frames)")
+
+
 def output_width(mode: str, d: int) -> int:
     """Width of the pooled vector for per-frame width d."""
     mode = parse_mode(mode)
@@ -98,11 +110,24 @@ def pool_frames(per_frame, mode: str | None = DEFAULT):
     """Pool per-frame embeddings [T, D] (numpy or torch, in the order the frames were sampled) into one
     vector: [D] for 'mean', [S*D] for 'segments:S', [2D] for 'meandiff'."""
     mode = parse_mode(mode)
+    if not hasattr(per_frame, "ndim") or not hasattr(per_frame, "mean"):
+        from vlgap.arguments import as_numbers
+
+        per_frame = as_numbers(per_frame, "per_frame", ndim=2, what="a [T frames, D] array of numbers")
+    if getattr(getattr(per_frame, "dtype", None), "kind", "f") not in "biuf":  # numpy; torch tensors are numbers
+        raise VlgapError(f"per_frame: expected a [T frames, D] array of numbers, got dtype {per_frame.dtype}")
     if per_frame.ndim != 2 or per_frame.shape[0] < 1:
-        raise VlgapError(f"pool_frames needs a [T, D] array with T >= 1, got shape {tuple(per_frame.shape)}")
+        raise VlgapError(f"per_frame: pool_frames needs a [T frames, D] array with T >= 1, got shape "
+                         f"{tuple(per_frame.shape)}")
     if mode == "mean":
         return per_frame.mean(0)
     if mode == "meandiff":
         return _cat([per_frame.mean(0), per_frame[-1] - per_frame[0]])
-    t = per_frame.shape[0]
-    return _cat([per_frame[a:b].mean(0) for a, b in segment_bounds(t, n_segments(mode))])
+    t, s = per_frame.shape[0], n_segments(mode)
+    if t < s:
+        from vlgap.caveats import caveat
+
+        caveat(f"temporal pooling segments:{s} from {t} frame{'s' if t != 1 else ''}: {s - t} of the {s} segments "
+               "repeat a frame (nearest repeat), so the vector holds only "
+               f"{t} distinct frame embedding{'s' if t != 1 else ''}")
+    return _cat([per_frame[a:b].mean(0) for a, b in segment_bounds(t, s)])

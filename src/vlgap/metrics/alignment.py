@@ -36,22 +36,10 @@ from vlgap.metrics.knn import DENSE_TABLE_BYTES, NeighbourLookup, active_memo, w
 from vlgap.metrics.knn_bits import bits_pay, n_words, neighbour_bits, overlap_totals, stack_layers
 from vlgap.metrics.ordinal import EditDistanceKnn, LcsKnn
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES, as_matrix, check_same_items, prepare, resolve_device
+from vlgap.stats.bounds import ScoreRange
 
 METRIC_NAMES: tuple[str, ...] = ("mutual_knn", "cycle_knn", "cknna", "cka", "unbiased_cka", "svcca",
                                  "lcs_knn", "edit_distance_knn")
-
-#: the range each metric's score can take (lower, upper): k-NN overlaps, biased CKA and SVCCA's mean
-#: canonical correlation lie in [0, 1]; CKNNA and unbiased CKA are normalised (Cauchy-Schwarz) but can go
-#: below 0; lcs_knn counts common neighbours, in [0, k]. Figures and intervals stop there.
-METRIC_BOUNDS: dict[str, tuple[float | None, float | None]] = {
-    "mutual_knn": (0.0, 1.0), "cycle_knn": (0.0, 1.0), "cknna": (-1.0, 1.0), "cka": (0.0, 1.0),
-    "unbiased_cka": (-1.0, 1.0), "svcca": (0.0, 1.0), "lcs_knn": (0.0, None), "edit_distance_knn": (0.0, 1.0)}
-
-
-def metric_bounds(metric: str) -> tuple[float | None, float | None]:
-    """(lower, upper) a score of `metric` can take; (None, None) for a name not in METRIC_BOUNDS."""
-    return METRIC_BOUNDS.get(metric, (None, None))
-
 
 #: memory allowed for per-layer Gram matrices in CKA (float64); above it CKA uses feature products
 GRAM_BYTES = 1024 * 2**20
@@ -73,6 +61,8 @@ class MutualKnn(KnnMetric):
     """
 
     name = "mutual_knn"
+    score_range = ScoreRange(0.0, 1.0, "a mean over items of |kNN_X & kNN_Y| / k")
+    trivial_at_all = True
 
     def __init__(self, k: int, *, depth: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  bootstrap_neighbours: str = "distinct"):
@@ -270,6 +260,8 @@ class CycleKnn(KnnMetric):
     (platonic-rep `cycle_knn(feats_A=X, feats_B=Y)`: knn_A[knn_B] contains i)."""
 
     name = "cycle_knn"
+    score_range = ScoreRange(0.0, 1.0, "a fraction of items")
+    trivial_at_all = True
 
     def pair_scores(self, sx, sy):
         k = self.k
@@ -311,6 +303,9 @@ class Cknna(KnnMetric):
 
     name = "cknna"
     keep_sims = True
+    #: no fixed range: the unbiased HSIC of masked, non-symmetric kernels is not an inner product, so
+    #: Cauchy-Schwarz does not bound the ratio by 1 (random data at N < 30 reach 1.13)
+    score_range = ScoreRange(why="unbiased HSIC of masked kernels: no fixed range (values above 1 occur)")
 
     def check(self, n):
         check_k(self.k, n, 2, self.name)
@@ -356,6 +351,10 @@ class Cka(AlignmentMetric):
         self.unbiased = unbiased
         self.name = "unbiased_cka" if unbiased else "cka"
         self.use_gram = True
+        # biased HSIC is trace(K H L H) >= 0; the unbiased one is an inner product of U-centred Gram matrices
+        # (Szekely & Rizzo 2014), so Cauchy-Schwarz bounds the ratio by 1 in absolute value
+        self.score_range = (ScoreRange(-1.0, 1.0, "unbiased HSIC ratio (Cauchy-Schwarz)") if unbiased
+                            else ScoreRange(0.0, 1.0, "HSIC ratio of centred Gram matrices"))
 
     def check(self, n):
         if self.unbiased and n < 4:
@@ -436,6 +435,7 @@ class Svcca(AlignmentMetric):
     left singular vectors of each side, report the mean canonical correlation between them."""
 
     name = "svcca"
+    score_range = ScoreRange(0.0, 1.0, "a mean canonical correlation")
 
     def __init__(self, *, cca_dim: int = 10, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
         super().__init__(None, chunk_bytes=chunk_bytes)
@@ -481,6 +481,11 @@ def make_metric(metric: str, k: int | None = 10, *, cca_dim: int = 10, depth: in
     if metric == "edit_distance_knn":
         return EditDistanceKnn(k, chunk_bytes=chunk_bytes)
     raise VlgapError(f"metric={metric!r}: choose one of {', '.join(METRIC_NAMES)}")
+
+
+def metric_range(metric: str, k: int | None = 10) -> ScoreRange:
+    """The range `metric`'s score can take with k neighbours (each metric's declared `score_range`)."""
+    return make_metric(metric, k if k else 10).score_range
 
 
 # ------------------------------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import torch
 from vlgap.errors import VlgapError
 from vlgap.metrics.knn import topk_neighbours
 from vlgap.metrics.prepare import DEFAULT_CHUNK_BYTES
+from vlgap.stats.bounds import UNIT, ScoreRange
 
 
 def chance_level(metric: str, n: int, k: int | None) -> float | None:
@@ -57,6 +58,9 @@ class AlignmentMetric:
 
     name = ""
     uses_k = False
+    #: the values the score can take, declared once per metric (vlgap.stats.bounds): every interval of it is
+    #: kept inside and flagged when its method would have left it
+    score_range: ScoreRange = UNIT
 
     def __init__(self, k: int | None = None, *, chunk_bytes: int = DEFAULT_CHUNK_BYTES):
         self.k = k
@@ -118,9 +122,25 @@ def state_device(states: list, feats: Sequence) -> torch.device:
     return feats[0].device
 
 
-def check_k(k: int | None, n: int, minimum: int = 1, metric: str = "") -> int:
-    if k is None or int(k) != k or not minimum <= k <= n - 1:
-        raise VlgapError(f"{metric}: k={k!r}: need an integer with {minimum} <= k <= N-1 = {n - 1}")
+def check_k(k: int | None, n: int, minimum: int = 1, metric: str = "", *, trivial_at_all: bool = False) -> int:
+    """k as an int with minimum <= k <= N-1, else VlgapError naming k. trivial_at_all: the metric is 1
+    whatever the features when every other item is a neighbour (mutual k-NN, cycle k-NN), so k = N-1 is
+    refused too; a k whose chance level k/(N-1) is 0.5 or more is allowed with a caveat."""
+    top = n - 2 if trivial_at_all else n - 1
+    whole = not isinstance(k, (bool, np.bool_)) and isinstance(k, (int, float, np.integer, np.floating)) \
+        and float(k).is_integer()
+    if not whole or not minimum <= k <= top:
+        if trivial_at_all and whole and k == n - 1 >= minimum:
+            raise VlgapError(f"{metric}: k={k} with N={n} items: every item's k nearest neighbours are all the "
+                             f"other items, so {metric} is 1 whatever the features (chance is 1 too); need "
+                             f"{minimum} <= k <= N-2 = {n - 2}, e.g. k=10 for N=1024 as the paper")
+        raise VlgapError(f"{metric}: k={k!r}: need an integer with {minimum} <= k <= N-{2 if trivial_at_all else 1} "
+                         f"= {top}")
+    if trivial_at_all and k / (n - 1) >= 0.5:
+        from vlgap.caveats import caveat
+
+        caveat(f"{metric}: k={k} of N={n} items: chance level is k/(N-1) = {k / (n - 1):.3f}, so the score has "
+               "little room above chance; use k much smaller than N (the paper: k=10 for N=1024)")
     return int(k)
 
 
@@ -144,8 +164,11 @@ class KnnMetric(AlignmentMetric):
         super().__init__(k, chunk_bytes=chunk_bytes)
         self.depth = depth  # ranked list length kept per item (>= k; longer for fast bootstraps)
 
+    #: the score is 1 whatever the features when k = N-1 (every other item a neighbour)
+    trivial_at_all = False
+
     def check(self, n: int) -> None:
-        check_k(self.k, n, 2 if self.name == "cknna" else 1, self.name)
+        check_k(self.k, n, 2 if self.name == "cknna" else 1, self.name, trivial_at_all=self.trivial_at_all)
 
     def layer_state(self, feats, groups=None):
         ids, sims = topk_neighbours(feats, self.list_depth(feats.shape[0], groups is not None), groups=groups,

@@ -14,6 +14,8 @@ combines the two sources:
   Adding the variances is conservative where the item resamples already carry some draw variance
   (each item keeps its drawn captions); its coverage is checked by simulation with planted draw
   variance in tests/test_caption_draws.py.
+- range: like the basic interval it is the estimate plus or minus a width, so it is intersected with the
+  metric's range and flagged when that clipped it (`DrawInterval.note`, vlgap.stats.bounds).
 Permutation null: the same permutations on every draw (same seed), the null maximum averaged over
 draws per permutation, compared with the averaged score.
 """
@@ -25,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
+from vlgap.stats.bounds import UNBOUNDED, ScoreRange, keep_in_range
 from vlgap.stats.resampling import percentile_interval, permutation_p_value
 
 
@@ -37,12 +40,15 @@ class DrawInterval:
     item_high: float
     draw_sd: float       # SD of the per-draw scores (0 with one draw)
     n_draws: int
+    note: str | None = None  # the interval was clipped to the metric's range (or withheld: low, high NaN)
 
 
 def combine_draws(estimates: Sequence[float], boot_maxima: Sequence[np.ndarray] | np.ndarray,
-                  confidence: float = 0.95) -> DrawInterval:
+                  confidence: float = 0.95, score_range: ScoreRange = UNBOUNDED,
+                  label: str = "the metric") -> DrawInterval:
     """Mean over draws and the combined interval (see module doc). estimates: [R] per-draw best-pair
-    scores; boot_maxima: [R, B] per-draw re-selected bootstrap maxima on the same item resamples."""
+    scores; boot_maxima: [R, B] per-draw re-selected bootstrap maxima on the same item resamples;
+    score_range: the metric's (both intervals are kept inside it, `note` says when that clipped one)."""
     from scipy.stats import t as student_t
 
     est = np.asarray(estimates, dtype=np.float64)
@@ -60,7 +66,9 @@ def combine_draws(estimates: Sequence[float], boot_maxima: Sequence[np.ndarray] 
     extra = (student_t.ppf(0.5 + confidence / 2, r - 1) * sd / np.sqrt(r)) ** 2 if r > 1 else 0.0
     lo = mean - np.sqrt((mean - item_lo) ** 2 + extra)
     hi = mean + np.sqrt((item_hi - mean) ** 2 + extra)
-    return DrawInterval(mean, float(lo), float(hi), float(item_lo), float(item_hi), sd, r)
+    items = keep_in_range(item_lo, item_hi, score_range, method="basic bootstrap", label=label)
+    kept = keep_in_range(float(lo), float(hi), score_range, method="draw-widened basic bootstrap", label=label)
+    return DrawInterval(mean, kept.low, kept.high, items.low, items.high, sd, r, kept.note)
 
 
 def draws_p_value(estimates: Sequence[float], null_maxima: Sequence[np.ndarray] | np.ndarray) -> tuple[float, float]:

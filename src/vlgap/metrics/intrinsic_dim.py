@@ -13,7 +13,10 @@ manifold as the encoder sees it; these estimators measure d_v directly from feat
   (d = 1 / mean of 1/m_k, less biased than the mean of m_k), then averaged over k = k1..k2 (10..20, the
   paper's range).
 
-Points at distance zero from a neighbour (duplicates) have no ratio: they are left out and counted.
+Repeated rows (duplicates) have no distance ratio, and their twins' ratio would be 1: they are left out,
+counted ("n_duplicates") and said in one warning; fewer than 20 distinct points also get a warning, and
+intervals follow vlgap.stats' small-n rule. x is rescaled by a power of two first (exact): d does not
+depend on a global scale.
 Intervals: percentile bootstrap over points of the per-point statistics (log mu, or 1/m_k), computed
 once on the full cloud; resampling points themselves would create duplicates (zero distances).
 """
@@ -23,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from vlgap.arguments import check_array_like
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 
 METHODS = ("twonn", "twonn-mle", "levina-bickel")
@@ -43,13 +48,39 @@ def _neighbour_distances(x: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
+#: fewer distinct points than this: the estimate is printed with a caveat (TwoNN's relative error is
+#: about 1 / sqrt(N), 22 % at 20 points)
+FEW_POINTS = 20
+
+
 def _check(x) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
+    """x as float64 [N, D], finite, scaled by a power of two so that its largest |value| is about 1: exact,
+    and every estimator here uses ratios of distances, so d does not depend on a global scale."""
+    check_array_like(x, "x", "a 2-D array [N points, D dims]")
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise VlgapError(f"x: expected a 2-D array of numbers [N points, D dims] ({err})") from None
     if a.ndim != 2:
-        raise VlgapError(f"X must be a 2-D array [N points, D dims], got shape {a.shape}")
+        raise VlgapError(f"x must be a 2-D array [N points, D dims], got shape {a.shape}")
     if not np.all(np.isfinite(a)):
-        raise VlgapError("X has non-finite values; intrinsic dimension needs finite features")
+        bad = np.flatnonzero(~np.all(np.isfinite(a), axis=1))
+        raise VlgapError(f"x has NaN or Inf in rows {bad[:5].tolist()}; intrinsic dimension needs finite features")
+    peak = float(np.abs(a).max()) if a.size else 0.0
+    if peak > 0:
+        a = np.ldexp(a, -int(np.frexp(peak)[1]))
     return a
+
+
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """The distinct rows of a (first occurrences, in order); duplicates are left out with a caveat: a
+    point at distance 0 from another has no distance ratio, and its twin's ratio would be 1."""
+    _, first = np.unique(a, axis=0, return_index=True)
+    if first.size == a.shape[0]:
+        return a
+    caveat(f"x: {a.shape[0] - first.size} of {a.shape[0]} rows repeat another row and were left out (distance "
+           f"ratios need distinct points); d is estimated from the {first.size} distinct points")
+    return a[np.sort(first)]
 
 
 def _twonn_fit(log_mu: np.ndarray, discard_fraction: float) -> float:
@@ -64,24 +95,27 @@ def _twonn_fit(log_mu: np.ndarray, discard_fraction: float) -> float:
     return float(np.dot(xs, ys) / den) if den > 0 else float("nan")
 
 
+@reports_caveats
 def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20, discard_fraction: float = 0.1,
                         n_bootstrap: int = 500, confidence: float = 0.95, seed: int = 0) -> dict[str, Any]:
     """Intrinsic dimension of the rows of x [N, D] (see the module docstring for the methods).
 
-    Returns {"d", "ci" (percentile bootstrap over points, None without bootstrap), "method", "n" (points
-    used), "n_duplicates" (left out), ...}."""
-    from vlgap.stats.resampling import percentile_interval
+    Returns {"d", "ci" (percentile bootstrap over points, None without bootstrap or below 10 points, with
+    "ci_reason"), "method", "n" (points used), "n_duplicates" (repeated rows, left out), "warnings", ...}.
+    d does not depend on a global scale of x."""
+    from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL, interval_reason, percentile_interval, too_few_items_reason
 
     if method not in METHODS:
         raise VlgapError(f"unknown intrinsic-dimension method {method!r}; choose one of {', '.join(METHODS)}")
     a = _check(x)
     n_points = a.shape[0]
+    a = _distinct(a)
     rng = np.random.default_rng([0x1D, int(seed)])
     out: dict[str, Any] = {"method": method, "n_points": int(n_points), "confidence": confidence,
                            "n_bootstrap": int(n_bootstrap)}
     if method.startswith("twonn"):
-        if n_points < 3:
-            raise VlgapError(f"TwoNN needs at least 3 points, got {n_points}")
+        if a.shape[0] < 3:
+            raise VlgapError(f"x: TwoNN needs at least 3 distinct points, got {a.shape[0]} (of {n_points} rows)")
         if not 0 <= discard_fraction < 1:
             raise VlgapError(f"discard_fraction must be in [0, 1), got {discard_fraction}")
         dist = _neighbour_distances(a, 2)
@@ -90,7 +124,7 @@ def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20,
         n = log_mu.size
         if n < 3:
             raise VlgapError(f"TwoNN: only {n} of {n_points} points have a nonzero nearest-neighbour distance "
-                             "(the rest are duplicates)")
+                             "(the rest are duplicates or closer than rounding)")
         if method == "twonn-mle":
             def stat(lm):
                 s = float(lm.sum())
@@ -104,8 +138,9 @@ def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20,
     else:
         if not 2 <= k1 <= k2:
             raise VlgapError(f"Levina-Bickel needs 2 <= k1 <= k2, got k1={k1}, k2={k2}")
-        if n_points <= k2:
-            raise VlgapError(f"Levina-Bickel with k2={k2} needs more than {k2} points, got {n_points}")
+        if a.shape[0] <= k2:
+            raise VlgapError(f"x: Levina-Bickel with k2={k2} needs more than {k2} distinct points, got {a.shape[0]} "
+                             f"(of {n_points} rows)")
         dist = _neighbour_distances(a, k2)
         ok = dist[:, 0] > 0
         dist = dist[ok]
@@ -123,8 +158,17 @@ def intrinsic_dimension(x, method: str = "twonn", *, k1: int = 10, k2: int = 20,
             return float(np.mean(1.0 / mean_inv)) if np.all(mean_inv > 0) else float("nan")
         d = stat_idx(np.arange(n))
         boot = np.array([stat_idx(rng.integers(0, n, n)) for _ in range(n_bootstrap)])
-    out.update(d=float(d), n=int(n), n_duplicates=int(n_points - n),
-               ci=list(percentile_interval(boot, confidence)) if n_bootstrap else None)
+    ci, ci_reason = None, None
+    if n_bootstrap and n < MIN_ITEMS_FOR_INTERVAL:
+        ci_reason = too_few_items_reason(n)
+    elif n_bootstrap:
+        ci = list(percentile_interval(boot, confidence))
+        ci_reason = interval_reason(*ci)
+        ci = None if ci_reason else ci
+    if n < FEW_POINTS:
+        caveat(f"intrinsic dimension from {n} distinct points: its relative error is about 1/sqrt(N) = "
+               f"{1 / np.sqrt(n):.0%}, and a manifold is barely sampled; use hundreds of points")
+    out.update(d=float(d), n=int(n), n_duplicates=int(n_points - a.shape[0]), ci=ci, ci_reason=ci_reason)
     return out
 
 

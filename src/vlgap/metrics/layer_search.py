@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from vlgap.arguments import check_array_like
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.alignment import make_metric
@@ -179,6 +181,9 @@ def precompute_layers(xs, k: int | None = 10, metric: str = "mutual_knn", *, q: 
     ray: compute the layers' states on a Ray cluster ("auto" or an address; see
     vlgap.distributed.knn: exact k-NN in row blocks, the same lists as here).
     """
+    k = check_k_value(k)
+    if not isinstance(xs, LayerStates):
+        check_array_like(xs, name)
     q = preset_quantile(preset, q)
     _check_layout(layout)
     if _is_3d(xs) and layout is None:
@@ -232,6 +237,8 @@ class LayerSearchResult:
     preset: str | None = None
     #: why some pairs are n/a (zero-variance layers), one line each
     notes: list[str] = field(default_factory=list)
+    #: why the score means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def best(self) -> dict[str, Any]:
@@ -245,6 +252,18 @@ class LayerSearchResult:
     def ci_reason(self) -> str | None:
         """Why the bootstrap gave no interval (vlgap.stats.resampling's rule), None otherwise."""
         return None if self.bootstrap is None else self.bootstrap.reason
+
+    @property
+    def ci_note(self) -> str | None:
+        """One line when the interval was clipped to the metric's range (vlgap.stats.bounds), None otherwise."""
+        return None if self.bootstrap is None else self.bootstrap.note
+
+    @property
+    def small_sample(self) -> str | None:
+        """The small-sample warning for N items and k neighbours (vlgap.stats.bounds), None when N is ample."""
+        from vlgap.stats.bounds import small_sample_warning
+
+        return small_sample_warning(self.n, self.k)
 
     @property
     def confidence(self) -> float | None:
@@ -271,13 +290,18 @@ class LayerSearchResult:
         }
         if self.bootstrap is not None:
             d["ci"], d["ci_reason"] = self.ci, self.ci_reason
+            if self.ci_note:
+                d["ci_note"] = self.ci_note
             d["bootstrap"] = self.bootstrap.to_dict()
+        if self.small_sample:
+            d["small_sample"] = self.small_sample
         if self.permutation is not None:
             d["p_value"] = self.permutation.p_value
             d["null_mean"] = self.permutation.null_mean
             d["permutation"] = self.permutation.to_dict()
         if self.notes:
             d["notes"] = list(self.notes)
+        d["warnings"] = list(self.warnings)
         if self.bootstrap is not None or self.permutation is not None:
             d["seed"] = self.seed
         return d
@@ -314,6 +338,24 @@ def _n_layers(obj) -> int:
     return obj.shape[0] if getattr(obj, "ndim", 2) == 3 else 1
 
 
+def check_k_value(k) -> int | None:
+    """k's type, before anything reads it: a whole number (not a bool, not a str) as an int, or None."""
+    if k is None:
+        return None
+    if not isinstance(k, (bool, np.bool_)) and isinstance(k, (int, np.integer)):
+        return int(k)
+    if isinstance(k, (float, np.floating)) and float(k).is_integer():
+        return int(k)
+    raise VlgapError(f"k={k!r}: need a whole number of neighbours >= 1 (e.g. 10 for N=1024, as the paper), "
+                     "or None for the metrics without k")
+
+
+def _check_side(obj, name: str) -> None:
+    if not isinstance(obj, LayerStates):
+        check_array_like(obj, name, "a list of [N, D] arrays, one [L, N, D] array or precompute_layers' LayerStates")
+
+
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations", interval="ci_method")
 def layer_search(
     xs,
@@ -357,6 +399,9 @@ def layer_search(
 
     n_bootstrap = check_count("n_bootstrap", n_bootstrap, 0, flag="--bootstrap", example=1000)
     n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=1000)
+    k = check_k_value(k)
+    _check_side(xs, "xs")
+    _check_side(ys, "ys")
     q = preset_quantile(preset, q)
     kw = dict(k=k, metric=metric, q=q, preset=preset, cca_dim=cca_dim, for_bootstrap=n_bootstrap > 0,
               device=device, chunk_bytes=chunk_bytes, ray=ray)
@@ -396,6 +441,12 @@ def layer_search(
         result.bootstrap = bootstrap_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                observed=scores, n_bootstrap=n_bootstrap,
                                                confidence=confidence, ci_method=ci_method, seed=seed)
+    if n_permutations and sx.n <= 12:
+        import math
+
+        from vlgap.stats.resampling import few_permutations_caveat
+
+        few_permutations_caveat(math.factorial(sx.n), n_permutations, f"pairings of {sx.n} items", exact=False)
     if n_permutations:
         result.permutation = permutation_best_pair(engine, sx.feats, sy.feats, sx.states, sy.states,
                                                    observed=best, n_permutations=n_permutations, seed=seed)
@@ -443,17 +494,27 @@ class AlignResult:
     n_permutations: int = 0
     preset: str | None = None
     q: float | None = None
+    #: why there is no interval, and the line saying it was clipped to the metric's range
+    ci_reason: str | None = None
+    ci_note: str | None = None
+    #: why the score means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         d = {"metric": self.metric, "score": self.score, "chance": self.chance, "n": self.n, "k": self.k,
-             "q": self.q, "preset": self.preset}
+             "q": self.q, "preset": self.preset, "warnings": list(self.warnings)}
         if self.n_bootstrap:
             d.update(ci=self.ci, confidence=self.confidence, n_bootstrap=self.n_bootstrap)
+            if self.ci_reason:
+                d["ci_reason"] = self.ci_reason
+            if self.ci_note:
+                d["ci_note"] = self.ci_note
         if self.n_permutations:
             d.update(p_value=self.p_value, null_mean=self.null_mean, n_permutations=self.n_permutations)
         return d
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None, *,
           preset: str | None = None, cca_dim: int = 10, n_bootstrap: int = 0, n_permutations: int = 0,
@@ -465,8 +526,13 @@ def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None,
     bootstrap interval over items, `n_permutations` > 0 a permutation p-value against shuffled
     pairing. For several layers per side use `layer_search`.
     """
+    k = check_k_value(k)
     for name, arr in (("X", X), ("Y", Y)):
-        ndim = arr.ndim if hasattr(arr, "ndim") else np.asarray(arr).ndim
+        check_array_like(arr, name, "one [N, D] array (numpy or torch)")
+        try:
+            ndim = arr.ndim if hasattr(arr, "ndim") else np.asarray(arr).ndim
+        except ValueError as err:  # a ragged list
+            raise VlgapError(f"{name}: cannot be read as an array [N items, D features] ({err})") from None
         if ndim != 2:
             raise VlgapError(f"{name}: align takes one [N, D] array per side, got {ndim}-D; "
                              "for per-layer features use vlgap.layer_search")
@@ -476,4 +542,5 @@ def align(X, Y, k: int = 10, metric: str = "mutual_knn", q: float | None = None,
     return AlignResult(metric=metric, score=res.best_score, chance=res.chance, n=res.n, k=res.k,
                        ci=res.ci, confidence=res.confidence if n_bootstrap else None,
                        p_value=res.p_value, null_mean=res.null_mean,
-                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, preset=preset, q=res.q)
+                       n_bootstrap=n_bootstrap, n_permutations=n_permutations, preset=preset, q=res.q,
+                       ci_reason=res.ci_reason, ci_note=res.ci_note)

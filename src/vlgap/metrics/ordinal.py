@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from vlgap.metrics.base import KnnMetric
+from vlgap.stats.bounds import ScoreRange
 
 
 def lcs_lengths(eq: torch.Tensor) -> torch.Tensor:
@@ -74,6 +75,10 @@ class LcsKnn(_OrdinalKnn):
 
     name = "lcs_knn"
 
+    @property
+    def score_range(self) -> ScoreRange:
+        return ScoreRange(0.0, float(self.k), "a mean common-subsequence length of two k-lists")
+
     def per_item(self, eq):
         return lcs_lengths(eq)
 
@@ -85,6 +90,7 @@ class EditDistanceKnn(_OrdinalKnn):
     """1 - mean Levenshtein distance / k of the ranked k-NN lists (platonic-rep `edit_distance_knn`)."""
 
     name = "edit_distance_knn"
+    score_range = ScoreRange(0.0, 1.0, "1 - a mean edit distance / k")
 
     def per_item(self, eq):
         return edit_distances(eq)

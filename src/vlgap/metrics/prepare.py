@@ -10,11 +10,14 @@ does with its [N, L, D] feature files (`prepare_features`).
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 import numpy as np
 import torch
 
+from vlgap.arguments import check_array_like
+from vlgap.caveats import caveat
 from vlgap.errors import VlgapError
 
 #: working memory per block of rows for quantiles and similarity chunks (bytes)
@@ -38,13 +41,16 @@ def as_matrix(x: Any, name: str, device: torch.device, *, check_finite: bool = T
     finite unless `check_finite=False` (then `prepare(..., name=...)` checks it on the way)."""
     if isinstance(x, torch.Tensor):
         t = x.detach()
+        if t.is_complex():
+            raise VlgapError(f"{name}: expected real numbers, got dtype {t.dtype}")
     else:
+        check_array_like(x, name, "a 2-D array [N items, D features]")
         try:
             arr = np.asarray(x)
-        except Exception as err:  # pragma: no cover - exotic inputs
-            raise VlgapError(f"{name}: cannot be read as an array ({err})") from err
+        except Exception as err:  # ragged lists and other shapes numpy cannot stack
+            raise VlgapError(f"{name}: cannot be read as an array [N items, D features] ({err})") from None
         if arr.dtype.kind not in "biuf":
-            raise VlgapError(f"{name}: expected numbers, got dtype {arr.dtype}")
+            raise VlgapError(f"{name}: expected real numbers [N items, D features], got dtype {arr.dtype}")
         t = torch.from_numpy(np.ascontiguousarray(arr))
     if t.ndim != 2:
         raise VlgapError(f"{name}: expected a 2-D array [N items, D features], got shape {tuple(t.shape)}")
@@ -68,6 +74,7 @@ def _check_finite(t: torch.Tensor, row_summary: torch.Tensor, name: str) -> None
 
 def as_layers(xs: Any, name: str, device: torch.device, *, check_finite: bool = True) -> list[torch.Tensor]:
     """A list of [N, D_l] layers from a list/tuple of 2-D arrays or one 3-D array [L, N, D]."""
+    check_array_like(xs, name)
     kw = {"check_finite": check_finite}
     if isinstance(xs, (list, tuple)):
         if not xs:
@@ -167,7 +174,47 @@ def prepare(feats: torch.Tensor, q: float | None = None, normalize: bool = True,
     norms = feats.norm(2.0, 1, keepdim=True)
     if name is not None:
         _check_finite(feats, norms, name)
-    return feats / norms.clamp_min(1e-12).expand_as(feats)
+    unsafe = ~((norms >= safe_norm_floor(feats.dtype)) & torch.isfinite(norms))
+    if bool(unsafe.any()):
+        return _normalize_rescaled(feats, norms, unsafe.flatten(), name or "features")
+    return feats / norms.expand_as(feats)
+
+
+def safe_norm_floor(dtype: torch.dtype) -> float:
+    """The smallest row norm whose square (a sum of squares) keeps full precision in `dtype`:
+    sqrt(smallest normal) / epsilon (6.7e-139 in float64, 9.1e-13 in float32). Rows below it, and
+    rows whose squares overflow, are normalised after dividing by their largest |value| instead."""
+    info = torch.finfo(dtype)
+    return math.sqrt(info.tiny) / info.eps
+
+
+def _normalize_rescaled(feats: torch.Tensor, norms: torch.Tensor, unsafe: torch.Tensor, name: str) -> torch.Tensor:
+    """Rows scaled to unit length where the plain norm under- or overflows: each such row is first
+    divided by its largest |value| (the LAPACK nrm2 idea), so a global scale of the features (x 1e-300,
+    x 1e300) leaves the normalised rows, and every score on them, unchanged. An all-zero row has no
+    direction: it stays zero (similarity 0 to every item) and is named in one warning line, unless every row
+    is zero (a constant layer: see metrics.base)."""
+    rows = torch.nonzero(unsafe).flatten()
+    sub = feats[rows]
+    peak = sub.abs().amax(dim=1, keepdim=True)
+    zero = peak.flatten() == 0
+    if bool(zero.any()) and int(zero.sum()) < feats.shape[0]:
+        # a few zero rows happen in real layers (a black frame through ReLU blocks): the run goes on, said once
+        bad = rows[zero][:5].tolist()
+        caveat(f"{name}: item rows {bad}{' ...' if int(zero.sum()) > 5 else ''} ({int(zero.sum())} of "
+               f"{feats.shape[0]}) are all zero: a zero vector has no direction, so those items' cosine "
+               "neighbours are decided by index ties and their share of the score means little")
+    info = torch.finfo(feats.dtype)
+    if bool(((peak > 0) & (peak < info.tiny)).any()):
+        caveat(f"{name}: features as small as {float(peak[peak > 0].min()):.3g} are subnormal numbers (below "
+               f"{info.tiny:.3g} in {str(feats.dtype).removeprefix('torch.')}) and carry fewer significant bits: "
+               "near-ties between neighbours may order differently than at a normal scale; multiply the "
+               "features by a common factor first")
+    scaled = sub / torch.where(peak > 0, peak, torch.ones_like(peak))
+    scaled = scaled / scaled.norm(2.0, 1, keepdim=True).clamp_min(info.tiny)  # zero rows (all rows) stay zero
+    out = feats / norms.where(~unsafe[:, None], torch.ones_like(norms)).expand_as(feats)
+    out[rows] = scaled
+    return out
 
 
 def prepare_layers(xs: Any, name: str, device: torch.device, q: float | None = None,

@@ -43,9 +43,9 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> list[fl
 
 
 def _as_matrix(x, name: str) -> np.ndarray:
-    a = np.asarray(x, dtype=np.float64)
-    if a.ndim != 2 or a.shape[0] == 0:
-        raise VlgapError(f"{name} must be a 2-D array [N, D] with N >= 1, got shape {a.shape}")
+    from vlgap.arguments import as_numbers
+
+    a = as_numbers(x, name, ndim=2)
     if not np.all(np.isfinite(a)):
         bad = np.flatnonzero(~np.all(np.isfinite(a), axis=1))
         raise VlgapError(f"{name} has non-finite values in rows {bad[:5].tolist()}")
@@ -53,16 +53,26 @@ def _as_matrix(x, name: str) -> np.ndarray:
 
 
 def _normalise(a: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, each divided by its largest |value| first so that no norm under- or
+    overflows (a global scale of the features changes nothing); an all-zero row stays zero."""
+    peak = np.abs(a).max(axis=1, keepdims=True)
+    a = a / np.where(peak > 0, peak, 1.0)
     norm = np.linalg.norm(a, axis=1, keepdims=True)
     return a / np.where(norm > 0, norm, 1.0)
 
 
 def _labels(y, n: int) -> tuple[np.ndarray, np.ndarray]:
     """(class names sorted, integer codes) of a label vector of length n."""
+    if y is None or isinstance(y, (str, bytes, dict, set)) or not hasattr(y, "__iter__"):
+        raise VlgapError(f"y: expected one label per item (a list or 1-D array of length {n}), got "
+                         f"{'None' if y is None else type(y).__name__}")
     arr = np.asarray([str(v) for v in y])
     if arr.shape != (n,):
         raise VlgapError(f"labels must give one label per item ({n}), got {arr.shape[0] if arr.ndim else 0}")
     classes, codes = np.unique(arr, return_inverse=True)
+    if classes.size < 2:
+        raise VlgapError(f"y: every one of the {n} items has the same label {str(classes[0])!r}, so a classifier's "
+                         "accuracy is 1 = chance whatever the features; give labels of at least 2 classes")
     return classes, codes
 
 
@@ -70,8 +80,8 @@ def weighted_knn_predict(train_x, train_y, test_x, *, k: int = PAPER_K,
                          temperature: float = DINO_TEMPERATURE) -> np.ndarray:
     """Class codes predicted for test rows by the weighted vote of their k most similar training rows
     (cosine similarity, weight exp(sim / T)). train_y: integer class codes >= 0."""
-    tr = _normalise(_as_matrix(train_x, "training features"))
-    te = _normalise(_as_matrix(test_x, "test features"))
+    tr = _normalise(_as_matrix(train_x, "train_x"))
+    te = _normalise(_as_matrix(test_x, "test_x"))
     ty = np.asarray(train_y, dtype=np.int64)
     if ty.shape != (tr.shape[0],):
         raise VlgapError(f"train_y must have one class per training row ({tr.shape[0]}), got shape {ty.shape}")
@@ -138,7 +148,7 @@ def _summary(task: str, codes: np.ndarray, pred: np.ndarray, classes: np.ndarray
 def knn_classify_cv(x, y, *, k: int = PAPER_K, temperature: float = DINO_TEMPERATURE, n_folds: int = 5,
                     seed: int = 0, confidence: float = 0.95) -> dict[str, Any]:
     """Cross-validated weighted k-NN accuracy of features x [N, D] on labels y (one per row)."""
-    a = _as_matrix(x, "features")
+    a = _as_matrix(x, "x")
     classes, codes = _labels(y, a.shape[0])
     folds, notes = stratified_folds(codes, n_folds, seed)
     pred = np.full(codes.size, -1)
@@ -151,7 +161,7 @@ def linear_probe_cv(x, y, *, c: float = 1.0, n_folds: int = 5, seed: int = 0, co
                     max_iter: int = 2000) -> dict[str, Any]:
     """Cross-validated accuracy of a linear probe: scikit-learn LogisticRegression (L2, inverse strength
     `c`) on standardised features, fitted on each training fold."""
-    a = _as_matrix(x, "features")
+    a = _as_matrix(x, "x")
     classes, codes = _labels(y, a.shape[0])
     folds, notes = stratified_folds(codes, n_folds, seed)
     pred = np.full(codes.size, -1)
@@ -203,8 +213,8 @@ def retrieval_scores(video, text, caption_owner: Sequence[int] | None = None, *,
     chance k / (number of candidates); median rank with a percentile bootstrap interval over queries."""
     from vlgap.stats.resampling import percentile_interval
 
-    v = _normalise(_as_matrix(video, "video features"))
-    t = _normalise(_as_matrix(text, "text features"))
+    v = _normalise(_as_matrix(video, "video"))
+    t = _normalise(_as_matrix(text, "text"))
     if v.shape[1] != t.shape[1]:
         raise VlgapError(f"retrieval needs one joint space: video features have {v.shape[1]} dimensions, "
                          f"text features {t.shape[1]}")

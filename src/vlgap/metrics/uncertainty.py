@@ -30,6 +30,18 @@ data, N = 300 and 1000, k = 10, 3 x 3 layers; Monte-Carlo truth from 200-300 ind
       25 pairs, no alignment at all      100 % (0.018)  12 % (0.018)   100 % (0.035)
   The bootstrap SE of the best score was within 5 % of its true SD when there was signal. When
   many pairs tie (`best_pair_frequency` of the top pair well below 1) prefer `simultaneous`.
+- Near a bound of the metric's range (`AlignmentMetric.score_range`, [0, 1] for mutual k-NN) and at
+  small N the resampled maxima are skewed against the bound, and reflecting them (`basic`) moves the
+  interval the wrong way: an estimate of 1.000 became [0.803, 1.403] at N = 8, k = 5. Coverage at
+  nominal 95 % with the truth near 1 (one or two pairs, N = 12-16, k = 3-4, 300 data sets each, Monte-
+  Carlo truth from 1000; tests/test_interval_ranges.py): basic 0.77-0.90, percentile 0.87-0.95, the hull
+  of the two 0.93-0.97. So `basic` is widened to that hull wherever N < 30 (vlgap.stats.bounds.
+  SMALL_N_ITEMS) or the reflected interval leaves the range, and says so (`BootstrapSummary.note`).
+- Every interval (the centred maxima are shifted, so not even `percentile` is inside by construction) is
+  then intersected with the range, which cannot lower coverage (the truth lies in the range), and
+  flagged when that clipped it (`BootstrapSummary.note`; vlgap.stats.bounds).
+- Small N: below `vlgap.stats.resampling.MIN_ITEMS_FOR_INTERVAL` (10) items no interval is given
+  (`reason`), as for every bootstrap over items in vlgap.
 For mutual k-NN this runs without new similarity searches: each item's M = 4k + 32 nearest items
 are ranked once, and a resample walks those rankings with its multiplicities (exactly what a new
 search returns; rows whose M items hold fewer than k draws are re-ranked in full), and overlaps are
@@ -52,7 +64,9 @@ import numpy as np
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.metrics.base import AlignmentMetric
-from vlgap.stats.resampling import interval_reason, percentile_interval, permutation_p_value
+from vlgap.stats.bounds import SMALL_N_ITEMS, keep_in_range
+from vlgap.stats.resampling import (MIN_ITEMS_FOR_INTERVAL, interval_reason, percentile_interval,
+                                    permutation_p_value, too_few_items_reason)
 
 IntervalMethod = Literal["basic", "percentile", "simultaneous"]
 INTERVAL_METHODS = ("basic", "percentile", "simultaneous")
@@ -109,6 +123,11 @@ class BootstrapSummary:
     samples: np.ndarray | None = field(default=None, repr=False)
     #: why there is no interval (too few resamples, degenerate: vlgap.stats.resampling's rule); None when there is
     reason: str | None = None
+    #: the interval before it was kept inside the metric's range, and the one line saying it was clipped
+    #: (None when the method's interval lay inside; vlgap.stats.bounds)
+    raw_low: float | None = None
+    raw_high: float | None = None
+    note: str | None = None
 
     @property
     def ci(self) -> list[float] | None:
@@ -120,6 +139,9 @@ class BootstrapSummary:
         d.pop("samples")
         d["ci"] = self.ci
         d["ci_reason"] = d.pop("reason")
+        d["ci_note"] = d.pop("note")
+        if d["ci_note"] is None:
+            d.pop("raw_low"), d.pop("raw_high")
         return d
 
 
@@ -177,21 +199,40 @@ def bootstrap_best_pair(
     centred = observed.reshape(1, -1) + scores - np.nanmean(scores, axis=0, keepdims=True)
     best = np.nanmax(centred, axis=1)
     arg = np.nanargmax(centred, axis=1)
+    widened = None
     if ci_method == "simultaneous":
         lo, hi = _simultaneous_interval(observed.reshape(-1), scores, confidence)
     else:
         lo, hi = percentile_interval(best, confidence)
         if ci_method == "basic":
-            lo, hi = 2 * estimate - hi, 2 * estimate - lo
+            p_lo, p_hi = lo, hi
+            lo, hi = 2 * estimate - p_hi, 2 * estimate - p_lo
+            bounds = metric.score_range
+            if n < SMALL_N_ITEMS or lo < bounds.low or hi > bounds.high:
+                # skewed against a bound: reflection moves the interval the wrong way (see module doc)
+                widened = (f"widened to the hull of the basic [{lo:.4g}, {hi:.4g}] and percentile [{p_lo:.4g}, "
+                           f"{p_hi:.4g}] intervals ({'N < ' + str(SMALL_N_ITEMS) if n < SMALL_N_ITEMS else 'near the range bound'})")
+                lo, hi = min(lo, p_lo), max(hi, p_hi)
     pairs, counts = np.unique(arg, return_counts=True)
     order = np.argsort(-counts, kind="stable")[:5]
     n_y = len(sy)
     freq = [{"x_layer": int(pairs[i] // n_y), "y_layer": int(pairs[i] % n_y),
              "frequency": float(counts[i] / n_bootstrap)} for i in order]
-    reason = (f"{n_bootstrap} resample: an interval needs at least 2 (1000 or more for a {confidence:.0%} interval)"
-              if n_bootstrap < 2 else interval_reason(float(lo), float(hi)))
-    return BootstrapSummary(float(lo), float(hi), confidence, ci_method, float(np.std(best, ddof=1))
-                            if n_bootstrap > 1 else float("nan"), n_bootstrap, freq, best, reason)
+    kept = keep_in_range(float(lo), float(hi), metric.score_range,
+                         method="widened basic bootstrap" if widened else f"{ci_method} bootstrap",
+                         label=metric.name or "the metric")
+    if n_bootstrap < 2:
+        reason = f"{n_bootstrap} resample: an interval needs at least 2 (1000 or more for a {confidence:.0%} interval)"
+    elif n < MIN_ITEMS_FOR_INTERVAL:
+        reason = too_few_items_reason(n, label="N")
+    elif kept.withheld:
+        reason = kept.note
+    else:
+        reason = interval_reason(kept.low, kept.high)
+    note = "; ".join(x for x in (widened, kept.note) if x) or None if reason is None else None
+    return BootstrapSummary(kept.low, kept.high, confidence, ci_method, float(np.std(best, ddof=1))
+                            if n_bootstrap > 1 else float("nan"), n_bootstrap, freq, best, reason,
+                            kept.raw_low if note else None, kept.raw_high if note else None, note)
 
 
 def _simultaneous_interval(observed: np.ndarray, scores: np.ndarray, confidence: float) -> tuple[float, float]:

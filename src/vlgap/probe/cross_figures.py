@@ -16,7 +16,6 @@ and the dr-full sections live in `vlgap.probe.cross_model_report`.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -286,17 +285,15 @@ def best_score_matrix(rows: Sequence[dict], *, n_c: int = 1, n_f: NFChoice = Non
 # ------------------------------------------------------------------------------------------------
 
 def read_sweep(run_dir: str | Path) -> dict[str, Any]:
-    """RUN_DIR/sweep.json, refused when it was changed after the sweep sealed it."""
-    from vlgap.reuse import check_artefact
+    """RUN_DIR/sweep.json, refused when it was changed after the sweep sealed it, and checked field by
+    field (vlgap.runs.schemas) whether sealed or not."""
+    from vlgap.runs.schemas import SWEEP, read_run_json
 
     run = Path(run_dir)
     path = run / "sweep.json"
     if not path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
-    verdict = check_artefact(path)
-    if verdict.status == "corrupt":
-        raise VlgapError(f"{verdict.message()}; rerun `vlgap sweep ... --out {run}` to rewrite it")
-    return json.loads(path.read_text())
+    return read_run_json(path, SWEEP, fix=f"rerun `vlgap sweep ... --out {run}` to rewrite it")
 
 
 def cross_model_figures(rows: Sequence[dict], *, n_f: NFChoice = None, text: str | Sequence[str] | None = None,

@@ -8,7 +8,6 @@ from options or a TOML config (see `DemoConfig` fields).
 from __future__ import annotations
 
 import contextlib
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -47,10 +46,13 @@ class DemoConfig:
     #: image encoders on video: mean | segments:S | meandiff (vlgap.features.temporal_pooling)
     temporal_pooling: str = "mean"
     device: str = "cpu"
+    #: the vision encoders' number format (float32: their features exactly as the encoders compute them)
     dtype: str = "float32"
-    #: the text encoders' number format: bfloat16 (SmolLM2 is most of the demo's compute; on CPUs with
-    #: AMX or AVX512-BF16 it runs several times faster than float32); "float32" (or None) for float32 text
-    text_dtype: str | None = "bfloat16"
+    #: the text encoders' number format: auto (vlgap.runtime.resolve_dtype, against `device` when the run
+    #: starts): bfloat16 where the device computes it natively (SmolLM2 is most of the demo's compute and
+    #: runs several times faster in bfloat16 on CPUs with AMX or AVX512-BF16), else float32 (bfloat16 is
+    #: emulated there, several times slower); float32 | bfloat16 | float16 set it; None: `dtype`
+    text_dtype: str | None = "auto"
     temporal: bool = True
     out: str = "runs/demo"
     cache_dir: str | None = None
@@ -65,19 +67,24 @@ class DemoConfig:
 
     def check(self) -> "DemoConfig":
         """Counts checked before anything runs (one-line errors naming the key)."""
-        from vlgap.counts import check_count
+        from vlgap.counts import check_count, count_list, name_list
 
+        for name in ("n_frames", "n_captions"):  # a string is a comma list, never its characters
+            setattr(self, name, count_list(name, getattr(self, name), 1))
+        for name in ("vision", "text"):
+            setattr(self, name, name_list(name, getattr(self, name), example="mobilenet_v2,minilm"))
         for name, minimum in (("n_videos", 1), ("n_frames_per_video", 1), ("video_size", 8), ("k", 1),
                               ("n_bootstrap", 0), ("n_permutations", 0)):
             setattr(self, name, check_count(name, getattr(self, name), minimum,
                                             flag="--n-videos" if name == "n_videos" else None))
         from vlgap.data.sampling import parse_frame_samplings
 
-        from vlgap.runtime import parse_dtype, parse_text_dtype
+        from vlgap.runtime import dtype_setting, parse_text_dtype
 
-        self.dtype = parse_dtype(self.dtype)
-        # (kept when equal to dtype: the demo's default is bfloat16 text, and "float32" says "not that")
-        self.text_dtype = parse_text_dtype(self.text_dtype)
+        # canonical, or auto until the run resolves it against its device (`resolve_formats`); text_dtype is
+        # kept when equal to dtype: the demo's default is auto text, and "float32" says "not that"
+        self.dtype = dtype_setting(self.dtype)
+        self.text_dtype = parse_text_dtype(self.text_dtype, keep_auto=True)
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws")
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
         if self.preset not in DEMO_PRESETS:
@@ -85,19 +92,8 @@ class DemoConfig:
         return self
 
 
-def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None) -> DemoConfig:
-    cfg = DemoConfig()
-    data: dict[str, Any] = {}
-    if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise VlgapError(f"config file {p} not found")
-        try:
-            data = tomllib.loads(p.read_text())
-        except tomllib.TOMLDecodeError as err:
-            raise VlgapError(f"{p} is not valid TOML: {err}") from None
-        data = data.get("demo", data)
-    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+def check_keys(data: dict[str, Any]) -> None:
+    """Every key of `data` a DemoConfig field: a renamed one says its new name, an unknown one the valid keys."""
     names = {f.name for f in fields(DemoConfig)}
     renamed = sorted(set(data) & set(RENAMED_KEYS))
     if renamed:
@@ -105,6 +101,14 @@ def load_config(path: str | Path | None, overrides: dict[str, Any] | None = None
     unknown = sorted(set(data) - names)
     if unknown:
         raise VlgapError(f"unknown config keys {unknown}; valid keys: {sorted(names)}")
+
+
+def config_from(values: dict[str, Any] | None = None) -> DemoConfig:
+    """DemoConfig's defaults with `values` (checked values: a TOML file's keys are checked field by field by
+    vlgap.cli.config_file, which reads the file), then its own checks."""
+    cfg = DemoConfig()
+    data = dict(values or {})
+    check_keys(data)
     for k, v in data.items():
         setattr(cfg, k, v)
     from vlgap.features.temporal_pooling import parse_mode
@@ -129,6 +133,24 @@ def shapes_manifest(cfg: DemoConfig) -> Path:
                                       cfg.cache_dir, log=say, progress=report)
 
 
+def resolve_formats(cfg: DemoConfig, log=say) -> tuple[DemoConfig, dict[str, Any]]:
+    """The demo with its number formats resolved against its device (`auto` -> bfloat16 or float32:
+    `vlgap.runtime.resolve_dtype`), said in one line through `log`, and the choices by config key (what
+    the run folder records). Everything after this sees canonical names only: cache keys, the sweep's
+    configuration, the run record."""
+    from dataclasses import replace
+
+    from vlgap.runtime import announce_formats, resolve_dtype
+
+    cfg = cfg.check()
+    vision = resolve_dtype(cfg.dtype, cfg.device, what="vision encoders" if cfg.text_dtype else "encoders")
+    formats = {"dtype": vision}
+    if cfg.text_dtype:
+        formats["text_dtype"] = resolve_dtype(cfg.text_dtype, cfg.device, option="--text-dtype", what="text encoders")
+    announce_formats(list(formats.values()), log)
+    return replace(cfg, dtype=vision.dtype, text_dtype=formats["text_dtype"].dtype if cfg.text_dtype else None), formats
+
+
 def run_fields(cfg: DemoConfig) -> dict[str, Any]:
     """The configuration a demo folder records; options at their defaults are left out, so folders
     written before they existed keep an equal configuration."""
@@ -149,18 +171,20 @@ def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> 
 
     from vlgap.data.manifest import read_manifest
     from vlgap.probe.report import write_report
+    from vlgap.probe.items import check_sweep
     from vlgap.probe.sweep import claim_sweep_folder, data_record
 
-    cfg.check()
+    cfg, formats = resolve_formats(cfg)  # auto -> bfloat16 | float32 on this device, said once
     manifest = shapes_manifest(cfg)
     record = {**run_fields(cfg), "data": data_record(read_manifest(manifest))}
-    claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"))
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, text_dtype=cfg.text_dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights),
                             caption_draws=cfg.caption_draws, frame_sampling=list(cfg.frame_sampling))
+    check_sweep(sweep_cfg, read_manifest(manifest))  # every check before the folder records anything
+    claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"), formats=formats)
     import time
 
     started = time.perf_counter()

@@ -15,7 +15,6 @@ Error metrics (lower is better) give negative correlations; nothing is flipped.
 """
 from __future__ import annotations
 
-import csv
 import html
 import itertools
 import math
@@ -26,6 +25,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.io_utils import atomic_write_json
@@ -56,8 +56,10 @@ def holm(p_values: Sequence[float]) -> np.ndarray:
 
 
 def _check_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
+    from vlgap.arguments import as_numbers
+
+    x = as_numbers(x, "x", what="a 1-D array of numbers (one per model)", min_items=0)
+    y = as_numbers(y, "y", what="a 1-D array of numbers (one per model)", min_items=0)
     if x.ndim != 1 or x.shape != y.shape:
         raise VlgapError(f"x and y must be 1-D arrays of the same length, got {x.shape} and {y.shape}")
     bad = np.flatnonzero(~(np.isfinite(x) & np.isfinite(y)))
@@ -67,8 +69,10 @@ def _check_xy(x, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pearson_fisher(x, y, confidence: float = 0.95) -> dict[str, Any]:
-    """Pearson r, its Fisher-z interval (needs n >= 4) and the two-sided t-test p-value."""
+    """Pearson r, its Fisher-z interval (needs n >= 4, else "ci_reason") and the two-sided t-test p-value."""
     from scipy import stats
+
+    from vlgap.stats.resampling import too_few_items_reason
 
     x, y = _check_xy(x, y)
     n = x.size
@@ -76,13 +80,14 @@ def pearson_fisher(x, y, confidence: float = 0.95) -> dict[str, Any]:
         return {"r": float("nan"), "ci": None, "p": float("nan"), "n": int(n)}
     res = stats.pearsonr(x, y)
     r = float(np.clip(res.statistic, -1.0, 1.0))
-    ci = None
+    ci, ci_reason = None, too_few_items_reason(n, 4) + " (Fisher z)"
     if n >= 4:
+        ci_reason = None
         zc = float(stats.norm.ppf(0.5 + confidence / 2))
         z = math.atanh(min(max(r, -1 + 1e-15), 1 - 1e-15))
         se = 1.0 / math.sqrt(n - 3)
         ci = [math.tanh(z - zc * se), math.tanh(z + zc * se)]
-    return {"r": r, "ci": ci, "p": float(res.pvalue), "n": int(n)}
+    return {"r": r, "ci": ci, "p": float(res.pvalue), "n": int(n), "ci_reason": ci_reason}
 
 
 def _rank_rows(a: np.ndarray) -> np.ndarray:
@@ -196,14 +201,10 @@ def loo_linear(x, y, groups: Sequence | None = None) -> dict[str, Any]:
 # ==================================================================================================
 
 def _read_csv(path: str | Path) -> tuple[list[str], list[dict[str, str]]]:
-    import io
-
-    from vlgap.paths import read_text_utf8
+    from vlgap.csv_files import read_csv  # folder, missing, non-UTF-8, a row with extra fields
 
     p = Path(path).expanduser()
-    reader = csv.DictReader(io.StringIO(read_text_utf8(p, "CSV file"), newline=""))  # folder, missing, non-UTF-8
-    rows = [{(k or "").strip().lower(): (v or "").strip() for k, v in r.items()} for r in reader]
-    cols = [(c or "").strip().lower() for c in (reader.fieldnames or [])]
+    cols, rows = read_csv(p, "CSV file", lower=True)
     if not rows:
         raise VlgapError(f"{p} has no data rows")
     return cols, rows
@@ -281,12 +282,34 @@ class DownstreamResult:
     n_bootstrap: int
     seed: int
     notes: list[str] = field(default_factory=list)
+    #: why a task's correlations are n/a or mean little (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {"tasks": self.tasks, "models": self.models, "missing_alignment": self.missing_alignment,
-                "confidence": self.confidence, "n_bootstrap": self.n_bootstrap, "seed": self.seed, "notes": self.notes}
+                "confidence": self.confidence, "n_bootstrap": self.n_bootstrap, "seed": self.seed, "notes": self.notes,
+                "warnings": self.warnings}
 
 
+def undefined_reason(x: np.ndarray, y: np.ndarray, what: str = "model") -> tuple[str, str] | None:
+    """Why a correlation of y with x over these points is undefined, (short, sentence), or None: fewer than
+    3 points, or a column that does not vary."""
+    n = x.size
+    if n < 3:
+        return f"n={n} < 3", f"{n} {what}{'s' if n != 1 else ''}: a correlation needs at least 3"
+    if np.ptp(x) == 0:
+        return "constant alignment", f"every one of the {n} {what}s has the same alignment ({x[0]:.4g})"
+    if np.ptp(y) == 0:
+        return "constant score", f"every one of the {n} {what}s has the same score ({y[0]:.4g})"
+    return None
+
+
+def _undefined_entry(n: int, reason: str, rho: bool = False) -> dict[str, Any]:
+    key = "rho" if rho else "r"
+    return {key: float("nan"), "ci": None, "p": float("nan"), "n": n, "reason": reason, "ci_reason": reason}
+
+
+@reports_caveats
 def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path | dict[str, Any], *,
                n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0, text: str | None = None,
                n_f: int | None = None, n_c: int | None = None) -> DownstreamResult:
@@ -320,14 +343,18 @@ def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path 
         y = np.array([r["score"] for r in sub], dtype=float)
         entry: dict[str, Any] = {"task": task, "n": len(models), "models": models, "alignment": x.tolist(),
                                  "score": y.tolist()}
-        entry["pearson"] = pearson_fisher(x, y, confidence) if len(models) >= 3 else {
-            "r": float("nan"), "ci": None, "p": float("nan"), "n": len(models)}
-        entry["spearman"] = spearman_bootstrap(x, y, n_bootstrap=n_bootstrap, confidence=confidence,
-                                               seed=seed + ti) if len(models) >= 3 else {
-            "rho": float("nan"), "ci": None, "p": float("nan"), "n": len(models)}
-        entry["loo"] = loo_linear(x, y) if len(models) >= 3 else None
+        undefined = undefined_reason(x, y)
+        why = undefined[0] if undefined else None
+        if undefined:
+            caveat(f"task {task!r}: {undefined[1]}, so its correlations, p-values and held-out prediction are n/a")
+            entry["pearson"], entry["spearman"] = _undefined_entry(len(models), why), _undefined_entry(len(models), why, True)
+            entry["loo"] = None
+        else:
+            entry["pearson"] = pearson_fisher(x, y, confidence)
+            entry["spearman"] = spearman_bootstrap(x, y, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed + ti)
+            entry["loo"] = loo_linear(x, y)
         fams = [family.get(m) for m in models]
-        if len(models) >= 3 and all(fams) and len(set(fams)) >= 2:
+        if not why and all(fams) and len(set(fams)) >= 2:
             entry["lofo"] = loo_linear(x, y, groups=fams)
             entry["families"] = fams
         fit = _line(x, y)
@@ -380,7 +407,7 @@ def downstream_figure(res: DownstreamResult):
 
 
 def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path:
-    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, warning_paragraphs, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "temporal" / "downstream.json", res.to_dict())
@@ -389,8 +416,8 @@ def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path
     for t in res.tasks:
         pe, sp, lo = t["pearson"], t["spearman"], t.get("loo") or {}
         lofo = t.get("lofo")
-        rows.append([t["task"], t["n"], pe["r"], Raw(fmt_ci(pe["ci"])), Raw(f"{pe['p']:.3g}"),
-                     Raw(f"{pe['p_holm']:.3g}"), sp["rho"], Raw(fmt_ci(sp["ci"], 3, sp.get("ci_reason"))), Raw(f"{sp['p_holm']:.3g}"),
+        rows.append([t["task"], t["n"], pe["r"], Raw(fmt_ci(pe["ci"], 3, pe.get("ci_reason"))), pe["p"],
+                     pe["p_holm"], sp["rho"], Raw(fmt_ci(sp["ci"], 3, sp.get("ci_reason"))), sp["p_holm"],
                      lo.get("rmse", float("nan")), lo.get("baseline_rmse", float("nan")), lo.get("q2", float("nan")),
                      lofo["q2"] if lofo else Raw("-")])
     conf = f"{res.confidence:.0%}"
@@ -402,7 +429,7 @@ def write_downstream_section(res: DownstreamResult, run_dir: str | Path) -> Path
             "family out.</p>"
             + html_table(["task", "n", "Pearson r", f"{conf} CI", "p", "Holm p", "Spearman rho", f"{conf} CI",
                           "Holm p", "LOO RMSE", "baseline RMSE", "LOO Q²", "LOFO Q²"], rows)
-            + "".join(f"<p class='warn'>{html.escape(n)}</p>" for n in res.notes))
+            + "".join(f"<p class='warn'>{html.escape(n)}</p>" for n in res.notes) + warning_paragraphs(res.warnings))
     return write_section(run_dir, "50_downstream", "Alignment and downstream performance", body, figs)
 
 

@@ -9,7 +9,6 @@ the sweep's scaling.json (its bootstrap interval) at the layer the sweep picked 
 from __future__ import annotations
 
 import html
-import json
 import time
 from pathlib import Path
 from typing import Any, Sequence
@@ -22,38 +21,36 @@ from vlgap.io_utils import atomic_write_json
 
 def layer_dimensions(layers: Sequence[np.ndarray], method: str = "twonn", *, n_bootstrap: int = 200,
                      confidence: float = 0.95, seed: int = 0, layer_names: Sequence[str] | None = None,
-                     **kw) -> list[dict[str, Any]]:
-    """intrinsic_dimension of every layer ([N, D_l] arrays); zero-variance layers get d = NaN and a reason."""
+                     where: str = "", **kw) -> list[dict[str, Any]]:
+    """intrinsic_dimension of every layer ([N, D_l] arrays); a layer where it is refused gets d = NaN and a
+    reason; each row carries its layer's "warnings" (vlgap.caveats; `where` + "layer L: " names it in the
+    run's lines)."""
+    from vlgap.caveats import collecting
     from vlgap.metrics.intrinsic_dim import intrinsic_dimension
 
     out = []
     for i, x in enumerate(layers):
         name = layer_names[i] if layer_names is not None and i < len(layer_names) else str(i)
-        try:
-            r = intrinsic_dimension(x, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, **kw)
-        except VlgapError as err:
-            r = {"d": float("nan"), "ci": None, "method": method, "reason": str(err)}
+        with collecting(prefix=f"{where}layer {name}: "):  # which layer a caveat is about, in the run's lines
+            try:
+                r = intrinsic_dimension(x, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, **kw)
+            except VlgapError as err:
+                r = {"d": float("nan"), "ci": None, "method": method, "reason": str(err)}
         out.append(dict(r, layer=i, layer_name=name))
     return out
 
 
 def read_feature_file(path: str | Path) -> tuple[list[np.ndarray], list[str]]:
-    """Layers from a .npy ([N, D] one layer, or [L, N, D]) or a .npz (one array per layer, file order)."""
+    """Layers of a feature file, read by the one reader of feature files (`vlgap.features.arrays.read_layers`:
+    .npy [N, D] or [L, N, D], .npz / .safetensors one array per layer, platonic-rep .pt; the bytes checked
+    to be what the name says), as float64, with their names."""
+    from vlgap.features.arrays import read_layers
+
     p = Path(path)
     if not p.is_file():
         raise VlgapError(f"feature file {str(p)!r} does not exist (give a .npy [N, D] or [L, N, D], or a .npz)")
-    if p.suffix == ".npz":
-        with np.load(p) as z:
-            names = list(z.files)
-            return [np.asarray(z[n], dtype=np.float64) for n in names], names
-    if p.suffix == ".npy":
-        a = np.load(p)
-        if a.ndim == 2:
-            return [a.astype(np.float64)], ["0"]
-        if a.ndim == 3:
-            return [a[i].astype(np.float64) for i in range(a.shape[0])], [str(i) for i in range(a.shape[0])]
-        raise VlgapError(f"{p}: expected [N, D] or [L, N, D], got shape {a.shape}")
-    raise VlgapError(f"{p}: feature files are .npy or .npz")
+    la = read_layers(p)
+    return [np.asarray(a, dtype=np.float64) for a in la.layers], list(la.names)
 
 
 def _sweep_layer(rows: list[dict], vision: str, text: str) -> tuple[int, int, int] | None:
@@ -124,7 +121,7 @@ def _figure(dims: dict[tuple[str, int], list[dict]]):
 def write_intrinsic_section(run_dir: str | Path, dims: dict[tuple[str, int], list[dict]], comparison: list[dict],
                             method: str, confidence: float = 0.95, name: str = "71_intrinsic_dimension",
                             random_weights: list[str] | None = None) -> Path:
-    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, write_section
+    from vlgap.probe.report import Raw, fmt_ci, html_table, save_figure, warning_paragraphs, write_section
 
     run_dir = Path(run_dir)
     atomic_write_json(run_dir / "intrinsic" / "intrinsic_dimension.json",
@@ -148,7 +145,10 @@ def write_intrinsic_section(run_dir: str | Path, dims: dict[tuple[str, int], lis
             f"features (bootstrap {conf} intervals over points), at the layer the sweep picked for the largest "
             "n_f and n_c; the figure shows every layer.</p>"
             + html_table(["vision", "text", "alpha", f"{conf} CI", "layer", "d_v", f"{conf} CI", "2/d_v", f"{conf} CI",
-                          "verdict"], rows))
+                          "verdict"], rows)
+            + warning_paragraphs(f"{v} (n_f={n}) layer {r['layer_name']}: {w}"
+                                 for (v, n), layer_rows in dims.items() for r in layer_rows
+                                 for w in r.get("warnings", [])))
     return write_section(run_dir, name, "Intrinsic dimension and the frame exponent (App. B)", body, figs,
                          random_weights=random_weights)
 
@@ -172,8 +172,12 @@ def run_intrinsic_dimension(manifest, vision: Sequence[str], *, n_f: int = 8, me
         for f in ("sweep.json", "scaling.json"):
             if not (sd / f).is_file():
                 raise VlgapError(f"{sd} has no {f}: give a sweep run folder (`vlgap sweep` / `vlgap demo` output)")
-        rows = json.loads((sd / "sweep.json").read_text())["rows"]
-        fits = {k: v for k, v in json.loads((sd / "scaling.json").read_text()).items() if k.split("|")[0] in vision}
+        from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
+
+        fix = f"rerun `vlgap sweep ... --out {sd}` to rewrite it"
+        rows = read_run_json(sd / "sweep.json", SWEEP, fix=fix)["rows"]
+        fits = {k: v for k, v in read_run_json(sd / "scaling.json", SCALING, fix=fix).items()
+                if k.split("|")[0] in vision}
         for key in fits:
             v, _, t = key.partition("|")
             pick = _sweep_layer(rows, v, t)
@@ -183,7 +187,7 @@ def run_intrinsic_dimension(manifest, vision: Sequence[str], *, n_f: int = 8, me
     for v, nf in sorted(wanted):
         fs = src.vision(man, v, nf)
         dims[(v, nf)] = layer_dimensions(fs.layers, method, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed,
-                                         layer_names=layer_names(fs) or None, **kw)
+                                         layer_names=layer_names(fs) or None, where=f"{v} (n_f={nf}) ", **kw)
     comparison = alpha_vs_dimension(fits, rows, dims) if fits else []
     rw = src.random_weight_names(vision)
     if out is not None:

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.io_utils import atomic_write_json
 
@@ -80,6 +81,10 @@ def manifest_labels(manifest, key: str) -> list[str]:
                 f"`vlgap import kinetics|ssv2`; a dotted path such as spec.background), or for shapes videos one "
                 f"of {', '.join(SHAPES_LABELS)}")
         out.append(str(value))
+    if len(set(out)) < 2 and out:
+        raise VlgapError(f"label {key!r}: every one of the {len(out)} items has the same value {out[0]!r}, so a "
+                         "classifier's accuracy is 1 = chance whatever the features; choose a label with at least "
+                         "2 classes")
     return out
 
 
@@ -99,7 +104,8 @@ class ProxyResult:
     per_layer: dict[str, Any] | None  # per-layer analysis
     config: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-    #: what the run changed from the request (e.g. --folds lowered for a small class): printed as warnings
+    #: what the run changed from the request (e.g. --folds lowered for a small class) and why a value means
+    #: little (vlgap.caveats): printed as warnings
     warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -139,6 +145,7 @@ def layer_alignment(vision_layers, text_layers, k: int = 10) -> np.ndarray:
         return np.full((len(vision_layers), len(text_layers)), np.nan)
 
 
+@reports_caveats
 def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str = "knn-classify",
                        labels: str | Sequence[str] = "label", n_f: int = 8, n_c: int = 1, k: int = 8,
                        temperature: float = 0.07, n_folds: int = 5, alignment_k: int = 10, c: float = 1.0,
@@ -238,12 +245,12 @@ def downstream_proxies(manifest, vision: Sequence[str], text: str, *, task: str 
                      f"T = {temperature} follows DINO (weights exp(sim / T))")
     from vlgap.metrics.proxies import FOLDS_REDUCED
 
-    warnings = list(dict.fromkeys(n for r in rows for n in (r["detail"].get("notes") or [])
-                                  if n.startswith(FOLDS_REDUCED)))
+    for line in dict.fromkeys(n for r in rows for n in (r["detail"].get("notes") or []) if n.startswith(FOLDS_REDUCED)):
+        caveat(line)  # in the result's warnings (and the command's warning lines), as every caveat
     used = sorted({r["detail"]["n_folds"] for r in rows if "n_folds" in r["detail"]})
     if used:
         config["n_folds_used"] = used[0] if len(used) == 1 else used
-    return ProxyResult(rows, encoders, correlation, per, config, notes, warnings)
+    return ProxyResult(rows, encoders, correlation, per, config, notes)
 
 
 # ---- report ---------------------------------------------------------------------------------------

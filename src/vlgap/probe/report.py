@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +73,11 @@ def write_section(run_dir: str | Path, name: str, title: str, body: str, figures
     return path
 
 
+def warning_paragraphs(lines) -> str:
+    """A result's warnings (vlgap.caveats: why a value shown means little) as the report's warning lines."""
+    return "".join(f"<p class='warn'>warning: {html.escape(line)}</p>" for line in lines)
+
+
 def heatmap_figure(matrix: np.ndarray, best: tuple[int, int], title: str, chance: float, x_names=None, y_names=None):
     import matplotlib
 
@@ -137,18 +141,25 @@ def scaling_figure(rows: list[dict], axis: str, fit: dict | None, title: str):
     return fig
 
 
-def score_bounds(metric: str) -> tuple[float | None, float | None]:
+def score_bounds(metric: str, k: int | None = None) -> tuple[float | None, float | None]:
     """The range a score of `metric` can take (None: unbounded on that side): figure axes stop there."""
-    from vlgap.metrics.alignment import metric_bounds
+    import math
 
-    return metric_bounds(metric)
+    from vlgap.errors import VlgapError
+    from vlgap.metrics.alignment import metric_range
+
+    try:
+        r = metric_range(metric, k)
+    except VlgapError:  # a metric this vlgap does not know (a table from elsewhere): no bound to keep
+        return None, None
+    return (r.low if math.isfinite(r.low) else None), (r.high if math.isfinite(r.high) else None)
 
 
 def _score_axis(ax, rows: list[dict]) -> None:
     """The y axis over the rows' scores, interval ends and chance level, within the metric's range."""
     values = [v for r in rows for v in (r.get("score"), r.get("ci_lo"), r.get("ci_hi"), r.get("chance"))
               if v is not None]
-    within_range(ax, values, score_bounds(rows[0]["metric"]))
+    within_range(ax, values, score_bounds(rows[0]["metric"], rows[0].get("k")))
 
 
 def frame_sampling_figure(rows: list[dict], title: str):
@@ -416,7 +427,27 @@ def fit_console_line(fit: dict, title: str) -> str:
 
 def _ci_cell(row: dict, why: str) -> Raw:
     ci = [row.get("ci_lo"), row.get("ci_hi")]
-    return na(why) if interval(ci) == "n/a" else Num(fmt_ci(ci))
+    if interval(ci) == "n/a":
+        return na(row.get("ci_reason") or why)
+    from vlgap.stats.bounds import CLIPPED_MARK
+
+    return Num(fmt_ci(ci) + (CLIPPED_MARK if row.get("ci_note") else ""))
+
+
+def interval_warnings(rows: list[dict]) -> str:
+    """The report's warning lines about its intervals: the small-sample warning and, once per distinct note,
+    the intervals clipped to the metric's range (vlgap.stats.bounds); "" when there is nothing to say."""
+    from vlgap.stats.bounds import CLIPPED_MARK, range_notes
+
+    lines = [f"warning: {w}" for w in range_notes(rows, "small_sample")]
+    clipped = [r for r in rows if r.get("ci_note")]
+    if clipped:
+        lines.append(f"{CLIPPED_MARK} {len(clipped)} of {len(rows)} intervals were widened (basic reflected against a "
+                     "bound undercovers) or clipped to the metric's range (the truth lies inside it, so coverage is "
+                     "unchanged): "
+                     + "; ".join(f"n_f={r['n_f']}, n_c={r['n_c']} ({r['vision']} × {r['text']}): {r['ci_note']}"
+                                 for r in clipped[:6]) + ("; ..." if len(clipped) > 6 else ""))
+    return "".join(f"<p class='warn'>{html.escape(line)}</p>" for line in lines)
 
 
 def write_report(run_dir: str | Path, progress: bool = True) -> Path:
@@ -428,20 +459,21 @@ def write_report(run_dir: str | Path, progress: bool = True) -> Path:
     sweep_path = run / "sweep.json"
     if not sweep_path.is_file():
         raise VlgapError(f"{run} holds no sweep.json: run `vlgap sweep ... --out {run}` (or `vlgap demo`) first")
-    from vlgap.reuse import check_artefact
+    from vlgap.runs.schemas import SCALING, SWEEP, read_run_json
 
-    for table in (sweep_path, run / "scaling.json"):
-        verdict = check_artefact(table)  # sealed by the sweep: a table changed since is not drawn
-        if verdict.status == "corrupt":
-            raise VlgapError(f"{verdict.message()}; rerun `vlgap sweep ... --out {run}` to rewrite it")
+    # sealed by the sweep: a table changed since is not drawn; sealed or not, each is checked field by field
+    fix = f"rerun `vlgap sweep ... --out {run}` to rewrite it"
+    sweep = read_run_json(sweep_path, SWEEP, fix=fix)
+    fits = read_run_json(run / "scaling.json", SCALING, fix=fix) if (run / "scaling.json").is_file() else {}
     with step(f"drawing figures and writing {run / 'report.html'}", enabled=progress):
-        return _write_report(run, sweep_path)
+        return _write_report(run, sweep, fits)
 
 
-def _write_report(run: Path, sweep_path: Path) -> Path:
-    sweep = json.loads(sweep_path.read_text())
+def _write_report(run: Path, sweep: dict, fits: dict) -> Path:
+    from vlgap.probe.items import items_html
+    from vlgap.runs.schemas import SECTION, read_run_json
+
     rows = sweep["rows"]
-    fits = json.loads((run / "scaling.json").read_text()) if (run / "scaling.json").is_file() else {}
     figs = run / "figures"
     parts = [f"<h1>vlgap alignment report</h1><p>{html.escape(sweep.get('description', ''))}</p>",
              provenance_block(sweep.get("provenance"))]
@@ -450,6 +482,8 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
         f"N = {rows[0]['n']} items, k = {rows[0]['k']}, metric = {rows[0]['metric']}, chance level k/(N-1) = "
         f"{rows[0]['chance']:.4f}. Intervals: {cfg.get('interval', 'bootstrap over items')}; p-values: permutation "
         f"null with shuffled pairing.") + "</p>")
+    parts.append(interval_warnings(rows))
+    parts.append(items_html(sweep.get("items")))  # N kept and left out, each item with its reasons
     # sweep.json files written before the rename say "bootstrap" / "permutations"
     no_ci = "no bootstrap" if not cfg.get("n_bootstrap", cfg.get("bootstrap")) else "bootstrap failed"
     no_p = "no permutations" if not cfg.get("n_permutations", cfg.get("permutations")) else "no null"
@@ -486,7 +520,9 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
             from vlgap.reuse import verified_input
 
             verified_input(mpath, "score matrix", fix=f"rerun `vlgap sweep ... --out {run}` to recompute its cell")
-            m = np.load(mpath)
+            from vlgap.file_kinds import load_npy
+
+            m = load_npy(mpath, "score matrix")
             data = _save(heatmap_figure(m, (top["x_layer"], top["y_layer"]),
                                         f"{v_label} × {t_label}, n_f={top['n_f']}, n_c={top['n_c']}: every layer pair",
                                         top["chance"]), figs / f"{tag}_heatmap.png")
@@ -502,7 +538,7 @@ def _write_report(run: Path, sweep_path: Path) -> Path:
              for r in sorted(sub, key=lambda r: (r["n_f"], r["n_c"]))]))
     parts += frame_sampling_sections(rows, figs)
     for extra in sorted((run / "sections").glob("*.json")) if (run / "sections").is_dir() else []:
-        sec = json.loads(extra.read_text())
+        sec = read_run_json(extra, SECTION)
         parts.append(f"<h2>{html.escape(sec.get('title', extra.stem))}</h2>{sec.get('html', '')}")
         for png in sec.get("figures", []):
             p = run / png

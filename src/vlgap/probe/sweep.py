@@ -1,5 +1,8 @@
 """`vlgap sweep`: alignment over a grid of n_f x n_c for every vision x text encoder pair.
 
+Before anything is extracted or recorded, every item is checked against the grid (`vlgap.probe.items`:
+max n_f frames, max n_c captions, readable media); every cell uses one item set, and each item left out
+is named with its reasons in the console, dropped_items.jsonl, sweep.json ("items") and the report.
 Features come from the cache (extracted once per encoder for all grid values). Each cell runs the full
 layer search, a bootstrap interval that re-selects the best pair inside every resample, and a
 permutation null. Finished cells are stored one file each under RUN_DIR/cells, so a killed sweep
@@ -27,10 +30,11 @@ import numpy as np
 from vlgap.data.frame_convert import DECODING
 from vlgap.data.manifest import Manifest, read_manifest
 from vlgap.errors import VlgapError
-from vlgap.features.extract import ExtractResult, extract
+from vlgap.features.extract import extract
 from vlgap.features.source import layer_names
-from vlgap.io_utils import atomic_write_json, atomic_write_text, to_json
+from vlgap.io_utils import atomic_write_json, atomic_write_text, make_folder, to_json
 from vlgap.keywords import renamed_fields
+from vlgap.probe.items import check_sweep, settle
 from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 from vlgap.runs.cells import read_cell, write_cell
@@ -91,16 +95,24 @@ class SweepConfig:
 
     def __post_init__(self):
         from vlgap.counts import check_count
-        from vlgap.features.temporal_pooling import parse_mode
+        from vlgap.features.temporal_pooling import check_frames, parse_mode
 
         from vlgap.data.sampling import parse_frame_samplings
 
         from vlgap.runtime import parse_dtype, parse_text_dtype
 
-        self.dtype = parse_dtype(self.dtype)
-        self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype)
+        # auto resolved now, against the sweep's device: keys and records hold bfloat16 or float32
+        self.dtype = parse_dtype(self.dtype, device=self.device)
+        self.text_dtype = parse_text_dtype(self.text_dtype, self.dtype, device=self.device)
         self.temporal_pooling = parse_mode(self.temporal_pooling)
         self.frame_sampling = parse_frame_samplings(self.frame_sampling)
+        from vlgap.metrics.alignment import METRIC_NAMES
+        from vlgap.metrics.layer_search import PRESETS
+
+        if self.metric not in METRIC_NAMES:
+            raise VlgapError(f"metric={self.metric!r}: choose one of {', '.join(METRIC_NAMES)}")
+        if self.preset is not None and self.preset not in PRESETS:
+            raise VlgapError(f"preset={self.preset!r}: choose one of {', '.join(PRESETS)}, or none")
         self.caption_draws = check_count("caption_draws", self.caption_draws, 1, flag="--caption-draws", example=5)
         self.k = check_count("k", self.k, 1, flag="--k", example=10)
         self.n_bootstrap = check_count("n_bootstrap", self.n_bootstrap, 0, flag="--bootstrap", example=200)
@@ -109,11 +121,13 @@ class SweepConfig:
         self.batch_size = check_count("batch_size", self.batch_size, 1, flag="--batch-size", example=32)
         self.image_size = check_count("image_size", self.image_size, 1, flag="--image-size", example=224,
                                       allow_none=True)
+        from vlgap.counts import count_list, name_list
+
         for name, flag in (("n_frames", "--n-frames"), ("n_captions", "--n-captions")):
-            values = list(getattr(self, name))
-            if not values:
-                raise VlgapError(f"{flag} ({name}) is empty: give at least one value, e.g. 1,2,4,8")
-            setattr(self, name, [check_count(name, v, 1, flag=flag, example=4) for v in values])
+            setattr(self, name, count_list(name, getattr(self, name), 1, flag=flag))
+        for name, flag in (("vision", "--vision"), ("text", "--text")):
+            setattr(self, name, name_list(name, getattr(self, name), flag=flag, example="mobilenet_v2,minilm"))
+        check_frames(self.temporal_pooling, self.n_frames, "--n-frames")
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
@@ -150,7 +164,10 @@ class SweepResult:
     run_dir: Path
     rows: list[dict]
     fits: dict[str, dict] = field(default_factory=dict)
+    #: the items left out of every cell, each with its reasons (dropped_items.jsonl)
     dropped: list[dict] = field(default_factory=list)
+    #: N kept and left out, why, and what each cell could use on its own (sweep.json "items", probe.items)
+    items: dict = field(default_factory=dict)
 
     def to_frame(self):
         """pandas DataFrame, one row per sweep cell (encoder pair x n_f x n_c), the sweep.csv columns
@@ -178,12 +195,15 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     except ZeroVarianceError as err:
         n_x, n_y = (len(s.states) if hasattr(s, "states") else len(s) for s in (xs, ys))
         n = xs.n if hasattr(xs, "n") else len(xs[0])
+        from vlgap.metrics.alignment import make_metric
         from vlgap.metrics.base import chance_level
+        from vlgap.stats.bounds import small_sample_warning
 
         chance = chance_level(metric, n, k)
         return {"matrix": np.full((n_x, n_y), nan), "score": nan, "x_layer": -1, "y_layer": -1,
                 "chance": chance if chance is not None else nan, "n": int(n), "k": int(k or 0), "ci_lo": nan,
-                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err)}
+                "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err),
+                **interval_fields(None, None, small_sample_warning(int(n), k if make_metric(metric, k).uses_k else None))}
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
             "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
@@ -192,7 +212,14 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "ci_lo": float(ci[0]) if ci else nan, "ci_hi": float(ci[1]) if ci else nan,
             "p_value": float(res.p_value) if res.p_value is not None else nan,
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
+            **interval_fields(res.ci_reason, res.ci_note, res.small_sample),
             **({"notes": list(res.notes)} if res.notes else {})}
+
+
+def interval_fields(reason: str | None, note: str | None, small: str | None) -> dict[str, str]:
+    """A cell's words about its interval, each only when there is one: ci_reason (why n/a), ci_note (clipped to
+    the metric's range) and small_sample (the warning of vlgap.stats.bounds)."""
+    return {key: value for key, value in (("ci_reason", reason), ("ci_note", note), ("small_sample", small)) if value}
 
 
 def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: int, n_permutations: int, seed: int,
@@ -226,8 +253,19 @@ def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: in
            "null_mean": nan, "caption_draws": len(runs), "draw_scores": scores,
            "draw_sd": float(np.std(scores, ddof=1)) if len(scores) > 1 else 0.0}
     if n_bootstrap:
-        iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence)
-        out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high)
+        from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL
+
+        if first.n < MIN_ITEMS_FOR_INTERVAL:  # the small-n rule of every draw's own interval
+            out["ci_reason"] = first.ci_reason
+        else:
+            from vlgap.metrics.alignment import metric_range
+
+            iv = combine_draws(scores, [r.bootstrap.samples for r in runs], confidence,
+                               metric_range(metric, k), metric)
+            out.update(ci_lo=iv.low, ci_hi=iv.high, ci_items_lo=iv.item_low, ci_items_hi=iv.item_high,
+                       **interval_fields(None if np.isfinite(iv.low) else iv.note,
+                                         iv.note if np.isfinite(iv.low) else None, None))
+    out.update(interval_fields(None, None, first.small_sample))
     if n_permutations:
         out["p_value"], out["null_mean"] = draws_p_value(scores, [r.permutation.samples for r in runs])
     notes = [n for r in runs for n in r.notes]
@@ -250,18 +288,6 @@ def weights_fields(vision_record: dict, text_record: dict) -> dict[str, str]:
         if note:
             out[f"{side}_weights"] = note
     return out
-
-
-def _common_ids(results: list[ExtractResult]) -> tuple[list[str], list[dict]]:
-    """Items present in every feature set (bad items skipped by any encoder are dropped everywhere)."""
-    sets = [fs for r in results for fs in r.features.values()]
-    order = sets[0].ids
-    keep = set(order)
-    for fs in sets[1:]:
-        keep &= set(fs.ids)
-    dropped = [{"id": i, "reason": "missing from some feature set (bad item for one encoder or n)"}
-               for i in order if i not in keep]
-    return [i for i in order if i in keep], dropped
 
 
 def data_record(man: Manifest) -> dict[str, Any]:
@@ -297,15 +323,21 @@ def cell_key(cfg: SweepConfig, data: dict[str, Any], items_digest: str, cell: tu
 LEGACY_FILES = ("config.json", "cells")
 
 
+#: what a sweep (or demo) computes in its folder: a folder without any of them has nothing to protect
+RESULT_FILES = ("cells", "matrices", "sweep.json", "sweep.csv", "sections")
+
+
 def legacy_run_folder(run: Path) -> bool:
     """A sweep folder written before run folders recorded their configuration."""
     return is_legacy_folder(run, LEGACY_FILES)
 
 
 def claim_sweep_folder(run: Path, kind: str, record: dict[str, Any], *, force: bool = False,
-                       ignore: tuple[str, ...] = ()) -> bool:
-    """The sweep's run folder (`vlgap.runs.open_run_folder`), also taking over one of an older vlgap."""
-    return open_run_folder(run, kind, record, force=force, ignore=ignore, legacy=LEGACY_FILES, log=_report)
+                       ignore: tuple[str, ...] = (), formats: dict[str, Any] | None = None) -> bool:
+    """The sweep's run folder (`vlgap.runs.open_run_folder`, with the run's number formats), also taking
+    over one of an older vlgap, or one whose run computed no cell (refused or stopped before its first)."""
+    return open_run_folder(run, kind, record, force=force, ignore=ignore, legacy=LEGACY_FILES, log=_report,
+                           formats=formats, results=RESULT_FILES)
 
 
 def _report(line: str) -> None:
@@ -355,17 +387,13 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     if len(cfg.vision) == 0 or len(cfg.text) == 0:
         raise VlgapError("a sweep needs at least one vision encoder and one text encoder")
     man: Manifest = read_manifest(cfg.manifest)
-    if cfg.k >= len(man) - 1:
-        raise VlgapError(f"k={cfg.k} needs more than k+1 items; the manifest has {len(man)}")
-    from vlgap.encoders.registry import check_encoder_name
-
-    for name in (*cfg.vision, *cfg.text):  # a misspelt name is refused before the run folder is written
-        if name not in (encoders or {}):
-            check_encoder_name(name, cfg.cache_dir)
+    plan = check_sweep(cfg, man, encoders, ray=ray, progress=progress)
+    for line in plan.lines():
+        _report(line)
     record = run_record(cfg, man)
     if claim:
         claim_sweep_folder(run, "sweep", record, force=force, ignore=RUN_IGNORE)
-    run.mkdir(parents=True, exist_ok=True)
+    make_folder(run)
     atomic_write_json(run / "config.json", cfg.to_dict())
     t0 = time.perf_counter()
     common = dict(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype, skip_bad=cfg.skip_bad,
@@ -373,8 +401,6 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
                   batch_size=cfg.batch_size, progress=progress, ray=ray, ray_workers=ray_workers,
                   trust_remote_code=cfg.trust_remote_code, random_weights=cfg.random_weights)
     loaded = dict(encoders or {})
-    if ray and cfg.caption_draws > 1:
-        raise VlgapError("--caption-draws above 1 runs in this process only for now: drop --ray, or use one draw")
     if not ray:  # an encoder used for several strategies or draws loads once, and only if something is missing
         lazy = lazy_encoders(cfg, skip=loaded)
         if len(cfg.frame_sampling) > 1:
@@ -390,13 +416,24 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     text_common = {**common, "dtype": cfg.text_encoder_dtype}
     txt_draws = {t: [extract(man, t, n_captions=cfg.n_captions, pooling=cfg.text_pooling, caption_draw=d,
                              loaded_encoder=loaded.get(t), **text_common) for d in draws] for t in cfg.text}
-    ids, dropped = _common_ids(list(vis.values()) + [r for runs in txt_draws.values() for r in runs])
-    if len(ids) <= cfg.k + 1:
-        raise VlgapError(f"only {len(ids)} items are usable in every feature set; k={cfg.k} needs more")
-    stderr_console.print(f"features ready in {time.perf_counter() - t0:.1f} s; N = {len(ids)} items"
-                         + (f" ({len(dropped)} dropped, see dropped_items.jsonl)" if dropped else ""))
+    sets = [("vision", name, "n_f", v, fs) for name, res in vis.items() for v, fs in res.features.items()]
+    sets += [("text", t, "n_c", v, fs) for t, runs in txt_draws.items() for res in runs
+             for v, fs in res.features.items()]
+    plan, ids = settle(plan, sets)
+    if any(p.kind == "extraction" for p in plan.problems):  # what the plan could not foresee
+        for line in plan.lines():
+            _report(line)
+    dropped = plan.dropped_records()
     if dropped:
         atomic_write_text(run / "dropped_items.jsonl", "".join(json.dumps(d) + "\n" for d in dropped))
+    else:
+        (run / "dropped_items.jsonl").unlink(missing_ok=True)
+    if len(ids) <= cfg.k + 1:
+        raise VlgapError(f"only {len(ids)} of {len(man)} items are usable in every feature set; k={cfg.k} needs "
+                         f"more than k+1 (the items left out: {run / 'dropped_items.jsonl'})")
+    stderr_console.print(f"features ready in {time.perf_counter() - t0:.1f} s; N = {len(ids)} of {len(man)} items"
+                         + (f" ({len(dropped)} left out of every cell, see dropped_items.jsonl)" if dropped else ""),
+                         highlight=False, soft_wrap=True)
     cells_dir, mats_dir = run / "cells", run / "matrices"
     cells = [(v, t, nf, nc) for v in variants for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
     from functools import lru_cache
@@ -485,8 +522,8 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             prog.advance(task)
     rows = [by_cell[ci] for ci in range(len(cells))]
     fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
-    write_tables(run, rows, cfg, fits, key=record)
-    return SweepResult(run, rows, fits, dropped)
+    write_tables(run, rows, cfg, fits, key=record, items=plan.to_dict())
+    return SweepResult(run, rows, fits, dropped, plan.to_dict())
 
 
 def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:
@@ -532,9 +569,10 @@ def _fit_grid(grid: list[dict], n_bootstrap: int) -> dict:
 
 
 def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, dict],
-                 key: dict[str, Any] | None = None) -> None:
+                 key: dict[str, Any] | None = None, items: dict[str, Any] | None = None) -> None:
     """sweep.csv, sweep.json and scaling.json, sealed under the run's configuration (`key`): a table
-    edited afterwards is caught by `vlgap.reuse.check_artefact` (the report checks sweep.json)."""
+    edited afterwards is caught by `vlgap.reuse.check_artefact` (the report checks sweep.json).
+    `items`: N kept and left out with the reasons (`vlgap.probe.items.ItemPlan.to_dict`)."""
     from vlgap.reuse import write_artefact
 
     key = key if key is not None else cfg.to_dict()
@@ -556,5 +594,7 @@ def write_tables(run: Path, rows: list[dict], cfg: SweepConfig, fits: dict[str, 
            "provenance": record("vlgap.sweep")}  # beside the key, not in it: another day or machine is the same run
     if isinstance(key.get("data"), dict):
         doc["data"] = key["data"]
+    if items is not None:
+        doc["items"] = items
     write_artefact(run / "sweep.json", (to_json(doc) + "\n").encode(), key)
     write_artefact(run / "scaling.json", (to_json(fits) + "\n").encode(), key)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from vlgap.io_utils import process_alive
+from vlgap.io_utils import make_folder, process_alive
 
 
 def lock_path(cell_path: str | os.PathLike) -> Path:
@@ -37,7 +37,7 @@ def claim(lock: str | os.PathLike) -> bool:
     """Take a cell for this process: create `lock` exclusively with this pid in it (True). False when a
     live process (or one still writing its pid) holds it; a lock whose process is gone is taken over."""
     lock = Path(lock)
-    lock.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(lock.parent)
     for _ in range(2):
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)

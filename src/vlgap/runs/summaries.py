@@ -1,7 +1,7 @@
 """Summaries of an experiment's cells: intervals over seeds and over items, tables and DataFrames.
 
 - `t_interval(values)`: mean and Student-t interval over seeds (the seeds are the replications: each
-  trains afresh), None below two seeds; `over_seeds(values, **per_seed)` the same as a record
+  trains afresh), None below two seeds, kept inside a bounded metric's range when given (vlgap.stats.bounds); `over_seeds(values, **per_seed)` the same as a record
   {mean, t_ci, per_seed, ...}.
 - `over_items(values)`: mean and bootstrap interval over the items of one cell (`vlgap.stats.resampling`,
   with its small-n rule: no interval below its minimum number of items).
@@ -17,25 +17,48 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from vlgap.frames import FLOAT, INT, STRING, make_frame
+from vlgap.stats.bounds import ScoreRange
 
 Table = Mapping[str, Any]
 
 
-def t_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, list[float] | None]:
-    """Mean and Student-t interval over seeds (None with fewer than two values)."""
+def t_interval(values: Sequence[float], confidence: float = 0.95, score_range: ScoreRange | None = None
+               ) -> tuple[float, list[float] | None]:
+    """Mean and Student-t interval over seeds (None with fewer than two values). A t interval is the mean
+    plus or minus a width, so with few seeds it can leave a bounded metric's range: give `score_range`
+    (e.g. vlgap.stats.bounds.UNIT for an accuracy) and it is intersected with it (`t_interval_note` says
+    when that clipped it; the truth lies in the range, so coverage is unchanged)."""
+    return _t_interval(values, confidence, score_range)[:2]
+
+
+def t_interval_note(values: Sequence[float], confidence: float = 0.95, score_range: ScoreRange | None = None,
+                    label: str = "the metric") -> str | None:
+    """The line saying that `t_interval` clipped this interval to `score_range`, None when it did not."""
+    return _t_interval(values, confidence, score_range, label)[2]
+
+
+def _t_interval(values, confidence, score_range, label="the metric"):
     from scipy import stats
+
+    from vlgap.stats.bounds import keep_in_range
 
     v = np.asarray(values, float)
     if len(v) < 2:
-        return float(v.mean()), None
+        return float(v.mean()), None, None
     half = stats.t.ppf(0.5 + confidence / 2, len(v) - 1) * v.std(ddof=1) / math.sqrt(len(v))
-    return float(v.mean()), [float(v.mean() - half), float(v.mean() + half)]
+    lo, hi = float(v.mean() - half), float(v.mean() + half)
+    if score_range is None:
+        return float(v.mean()), [lo, hi], None
+    kept = keep_in_range(lo, hi, score_range, method="Student-t", label=label)
+    return float(v.mean()), kept.ci, kept.note
 
 
-def over_seeds(values: Sequence[float], confidence: float = 0.95, **per_seed: Sequence[Any]) -> dict[str, Any]:
-    """{mean, t_ci, per_seed} of one number's per-seed values, plus per-seed extras (intervals, p-values)."""
-    mean, ci = t_interval(values, confidence)
-    return {"mean": mean, "t_ci": ci, "per_seed": list(values), **per_seed}
+def over_seeds(values: Sequence[float], confidence: float = 0.95, score_range: ScoreRange | None = None,
+               **per_seed: Sequence[Any]) -> dict[str, Any]:
+    """{mean, t_ci, per_seed} of one number's per-seed values, plus per-seed extras (intervals, p-values);
+    with `score_range` the interval is kept inside it and "t_ci_note" says when that clipped it."""
+    mean, ci, note = _t_interval(values, confidence, score_range)
+    return {"mean": mean, "t_ci": ci, "per_seed": list(values), **({"t_ci_note": note} if note else {}), **per_seed}
 
 
 def over_items(values: Sequence[float], *, n_bootstrap: int = 1000, confidence: float = 0.95,

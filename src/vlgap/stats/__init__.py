@@ -1,6 +1,7 @@
 """Distribution-gap statistics with calibrated uncertainty (pure functions unless noted).
 
 resampling  bootstrap intervals (percentile, BCa), paired bootstrap, sign-flip test: shared by all
+bounds      a statistic's range, intervals kept inside it (flagged when clipped), the small-sample warning
 kernels     RBF (median heuristic), linear, KID cubic, CMMD preset
 mmd         MMD^2 (unbiased, biased), `mmd_test` with permutation p-value and bootstrap interval
 permutation vectorised permutation null / bootstrap / jackknife from one cached kernel matrix

@@ -18,12 +18,14 @@ p-value, two exact options:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import math
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 from scipy import stats
 
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 
 
@@ -38,6 +40,8 @@ class C2STResult:
     n_permutations: int
     p_value_method: str
     balanced_accuracy: float
+    #: why the value means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,6 +63,7 @@ def _cv_probabilities(x: np.ndarray, y: np.ndarray, n_folds: int, c: float, seed
     return cross_val_predict(_classifier(c, seed), x, y, cv=folds, method="predict_proba")[:, 1]
 
 
+@reports_caveats
 def c2st(
     a: Any,
     b: Any,
@@ -100,6 +105,10 @@ def c2st(
     if n_folds < 2 or min(m, n) < n_folds:
         raise VlgapError(f"{n_folds}-fold C2ST needs at least {max(n_folds, 2)} items per side "
                          f"(got {m} and {n}): lower n_folds or add items")
+    if n_permutations and m + n <= 64:
+        from vlgap.stats.resampling import few_permutations_caveat
+
+        few_permutations_caveat(math.comb(m + n, m), n_permutations, f"labellings of {m} + {n} items", exact=False)
     proba = _cv_probabilities(x, y, n_folds, C, seed)
     pred = (proba >= 0.5).astype(int)
     auc = float(roc_auc_score(y, proba))

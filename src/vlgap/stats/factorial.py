@@ -19,7 +19,7 @@ import numpy as np
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
-from vlgap.stats.resampling import bootstrap_ci, sign_flip_inference
+from vlgap.stats.resampling import bootstrap_ci, sign_flip_or_none
 
 EFFECTS = ("main_a", "main_b", "interaction")
 
@@ -69,9 +69,11 @@ def factorial_effects(
     for k, name in enumerate(EFFECTS):
         d = contrasts[name]
         sub_seed = None if seed is None else seed + 10 + k
-        iv, test = sign_flip_inference(d, n_permutations=n_permutations, confidence=confidence, seed=sub_seed)
+        iv, test = sign_flip_or_none(d, n_permutations=n_permutations, confidence=confidence, seed=sub_seed)
         out[name] = {"estimate": iv.estimate, "ci": iv.ci, "ci_reason": iv.reason, "ci_method": iv.method,
-                     "p_value": test.p_value, "n_permutations": test.n_permutations, "exact": test.exact}
+                     "p_value": None if test is None else test.p_value,
+                     "n_permutations": 0 if test is None else test.n_permutations,
+                     "exact": False if test is None else test.exact}
     return out
 
 

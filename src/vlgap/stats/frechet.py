@@ -10,11 +10,12 @@ patch: FD(x, x) is 0 up to rounding and FD >= 0 always.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.stats.resampling import MIN_ITEMS_FOR_INTERVAL, interval_reason, percentile_interval, too_few_items_reason
 
@@ -29,6 +30,8 @@ class FrechetResult:
     confidence: float
     #: why `ci` is None although a bootstrap was asked for (vlgap.stats' small-n rule)
     ci_reason: str | None = None
+    #: why the value means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,6 +64,7 @@ def _fit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis=0), np.cov(x, rowvar=False, ddof=1).reshape(x.shape[1], x.shape[1])
 
 
+@reports_caveats
 def frechet_distance(
     a: Any,
     b: Any,
@@ -80,6 +84,12 @@ def frechet_distance(
     ta, tb = to_tensor(a, name="A"), to_tensor(b, name="B")
     validate_pair(ta, tb)
     xa, xb = ta.cpu().numpy(), tb.cpu().numpy()
+    few = min(len(xa), len(xb))
+    if few <= xa.shape[1]:
+        side = "n_a" if len(xa) <= len(xb) else "n_b"
+        caveat(f"Frechet distance from {side}={few} items in D={xa.shape[1]} dimensions: a covariance from N items "
+               f"has rank at most N-1 = {few - 1} < D, so the FD is mostly estimation noise (biased upwards); "
+               "compare FDs only with N well above D, at equal N")
     fd = frechet_distance_gaussian(*_fit(xa), *_fit(xb))
     ci = None
     ci_reason = None

@@ -14,6 +14,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from vlgap.caveats import caveat, reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
 from vlgap.stats.inputs import ItemSet, load_item_set
@@ -49,6 +50,10 @@ class GapResult:
     #: why `ci` is None although a bootstrap was asked for (small-n rule, degenerate interval)
     ci_reason: str | None = None
     fd_ci_reason: str | None = None
+    #: why a value means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
+    #: the MMD p-value enumerated every distinct split (fewer than n_permutations asked)
+    exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -122,6 +127,9 @@ def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
     if isinstance(x, ItemSet):
         return x
     if isinstance(x, (str, Path)):
+        if not Path(x).expanduser().exists():
+            raise VlgapError(f"{side.lower()}: {str(x)!r} is no file; give an array [N, D], a list of captions, or the "
+                             "path of a feature file (.npy/.npz/.safetensors/.pt) or a caption file (.txt/.jsonl)")
         return load_item_set(x, layer)
     if isinstance(x, (list, tuple)) and x and all(isinstance(t, str) for t in x):
         return ItemSet(f"<{side} captions>", texts=list(x))
@@ -130,6 +138,7 @@ def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
     return ItemSet(f"<{side} array>", array=np.asarray(x))
 
 
+@reports_caveats
 @renamed_keywords(bootstrap="n_bootstrap", permutations="n_permutations")
 def gap(
     a: Any,
@@ -204,6 +213,7 @@ def gap(
         keep_a, keep_b = match.index_a, match.index_b
 
     arrays = []
+    truncated: dict[str, int] = {}
     for s in (set_a, set_b):
         if s.is_text:
             from vlgap.stats.text_sets import check_captions, embed_texts, load_text_encoder
@@ -214,8 +224,10 @@ def gap(
             if text_encoder is None:
                 text_encoder = load_text_encoder(encoder, device=device or "cpu", pooling=pooling) \
                     if isinstance(encoder, str) else encoder
-            emb = embed_texts(s.texts, text_encoder, layer=-1 if layer is None else layer, batch_size=batch_size)
-            embedding = emb.to_dict() | {"n_truncated": getattr(text_encoder, "n_truncated", None)}
+            emb = embed_texts(s.texts, text_encoder, layer=-1 if layer is None else layer, batch_size=batch_size,
+                              name=s.source)
+            truncated[s.source] = emb.n_truncated
+            embedding = emb.to_dict() | {"n_truncated": sum(truncated.values())}
             arrays.append(emb.array)
         else:
             arrays.append(s.array)
@@ -237,7 +249,7 @@ def gap(
         n_a=res.n_a, n_b=res.n_b, kernel=res.kernel, bandwidth=res.bandwidth, method=res.method,
         confidence=confidence, ci_method=res.ci_method, n_permutations=res.n_permutations,
         n_bootstrap=res.n_bootstrap, seed=seed, kernel_params=res.kernel_params, details=res.details,
-        ci_reason=res.ci_reason,
+        ci_reason=res.ci_reason, exact=res.exact,
         length_match=match_summary, embedding=embedding,
         inputs={"a": set_a.source, "b": set_b.source})
     if witness and kmat is not None:

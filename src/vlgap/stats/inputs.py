@@ -8,8 +8,6 @@ string). Nothing is dropped silently: an empty caption line is an error naming i
 """
 from __future__ import annotations
 
-import csv
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,10 +58,9 @@ def load_captions(path: str | Path) -> list[str]:
             raise VlgapError(f"{path}, line {number}: empty line; every line must hold one caption "
                              "(remove the line or write the caption)")
         if suffix in JSONL_SUFFIXES:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise VlgapError(f"{path}, line {number}: not valid JSON ({err.msg})") from None
+            from vlgap.json_files import parse_json
+
+            obj = parse_json(line, f"{path}, line {number}")
             caption = obj.get("caption") if isinstance(obj, dict) else None
             if not isinstance(caption, str):
                 raise VlgapError(f"{path}, line {number}: expected an object with a string field \"caption\"")
@@ -94,14 +91,11 @@ def load_item_set(path: str | Path, layer: int | str | None = None) -> ItemSet:
 
 def read_table(path: str | Path, required: tuple[str, ...]) -> list[dict[str, Any]]:
     """Rows of a CSV file with a header; checks that the `required` columns exist."""
-    import io
-
-    from vlgap.paths import read_text_utf8
+    from vlgap.csv_files import read_csv  # folder, missing, non-UTF-8, a row with extra fields
 
     path = Path(path)
-    reader = csv.DictReader(io.StringIO(read_text_utf8(path, "SCORES"), newline=""))  # folder, missing, non-UTF-8
-    header = reader.fieldnames or []
+    header, rows = read_csv(path, "SCORES")
     missing = [c for c in required if c not in header]
     if missing:
         raise VlgapError(f"{path}: missing column(s) {missing}; found {header}, need {list(required)}")
-    return list(reader)
+    return rows

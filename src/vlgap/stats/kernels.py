@@ -13,6 +13,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
+from vlgap.caveats import caveat
 from vlgap.errors import VlgapError
 
 KernelName = Literal["rbf", "linear", "poly", "cmmd"]
@@ -64,6 +65,12 @@ def to_tensor(x: Any, *, device: Any = None, dtype: torch.dtype | None = None, n
         raise VlgapError(f"{name}: expected a 2-D array [N items, D features], got shape {tuple(t.shape)}")
     target_device = torch.device(device) if device is not None else t.device
     target_dtype = dtype if dtype is not None else torch.float64
+    if target_dtype != t.dtype and t.numel() and t.dtype.is_floating_point:
+        # a narrower number format could turn the values into Inf or 0: refuse that by name, before the cast
+        from vlgap.arguments import check_scale
+
+        finite = t[torch.isfinite(t)]
+        check_scale(float(finite.abs().max()) if finite.numel() else 0.0, name, target_dtype, "squared distances")
     return t.to(device=target_device, dtype=target_dtype)
 
 
@@ -80,6 +87,35 @@ def validate_pair(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A
     if a.shape[1] != b.shape[1]:
         raise VlgapError(f"{names[0]} has width {a.shape[1]} but {names[1]} has width {b.shape[1]}: "
                          "both sets must be embedded in the same space (same encoder and layer)")
+    check_scale(a, b, names)
+    for t, name in zip((a, b), names):
+        if bool((t == t[:1]).all()):
+            caveat(f"{name}: all {t.shape[0]} items are the same vector (a constant set): the statistic compares "
+                   "a single point with the other set, not two distributions")
+    if same_items(a, b):
+        caveat(f"{names[0]} and {names[1]} hold the same {a.shape[0]} items (identical sets): the gap is 0 by "
+               "construction, the test cannot reject, and the witness items of both sides are the same items")
+
+
+def check_scale(a: torch.Tensor, b: torch.Tensor, names: tuple[str, str] = ("A", "B")) -> None:
+    """Refuse sets whose values would overflow (or underflow to 0) in squared distances
+    (`vlgap.arguments.check_scale`: one line with the largest |value|, the safe range and the fix; every
+    kernel statistic but the linear and cubic kernels is invariant to one common factor, so dividing both
+    sets by it changes nothing else)."""
+    from vlgap.arguments import check_scale as check_peak
+
+    peak = max(float(a.abs().max()), float(b.abs().max()))
+    check_peak(peak, f"{names[0]} and {names[1]}", a.dtype, "squared distances")
+
+
+def same_items(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether a and b hold the same rows, in any order (the same multiset of items)."""
+    # cheap exact screen first: the same multiset has the same sorted first column
+    if a.shape != b.shape or not torch.equal(a[:, 0].sort().values, b[:, 0].sort().values):
+        return False
+    sa = np.unique(a.cpu().numpy(), axis=0, return_counts=True)
+    sb = np.unique(b.cpu().numpy(), axis=0, return_counts=True)
+    return sa[0].shape == sb[0].shape and bool(np.array_equal(sa[0], sb[0]) and np.array_equal(sa[1], sb[1]))
 
 
 def squared_distances(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -101,12 +137,23 @@ def median_heuristic(z: torch.Tensor, *, max_points: int = MEDIAN_HEURISTIC_MAX_
         z = z.index_select(0, idx)
         n = max_points
     d = squared_distances(z, z).cpu().numpy()
+    # identical items are at distance 0 exactly (the Gram expansion leaves rounding residue there, which
+    # would otherwise become a bandwidth of ~1e-8 when most pairs are duplicates)
+    _, label = np.unique(z.cpu().numpy(), axis=0, return_inverse=True)
+    label = label.reshape(-1)
+    if label.max() < n - 1:
+        d[label[:, None] == label[None, :]] = 0.0
     vals = d[np.triu_indices(n, k=1)]
     med = float(np.median(vals))  # numpy's median averages the middle pair (torch's takes the lower)
     if med <= 0.0:
         med = float(vals.mean())
+        if med > 0.0:
+            caveat(f"at least half of the pooled pairs are identical items ({int(label.max()) + 1} distinct of {n}): "
+                   f"the median-heuristic bandwidth fell back to the root mean squared distance ({med ** 0.5:.3g}), "
+                   "and the statistics mostly compare duplicates")
     if med <= 0.0:
-        raise VlgapError("all items are identical: the median-heuristic bandwidth is 0; pass bandwidth=")
+        raise VlgapError("all items of both sets are identical: the median-heuristic bandwidth is 0 and there is no "
+                         "gap to measure; pass bandwidth= only if that is what you mean to test")
     return med ** 0.5
 
 

@@ -76,7 +76,9 @@ def fit_line(x, y, *, n_bootstrap: int = 2000, confidence: float = 0.95, seed: i
 
     band_x: where to evaluate the pointwise band (default: `band_points` values across the range of x).
     Needs at least 3 points with two distinct x values (two points fit any line exactly)."""
-    x, y = np.asarray(x, dtype=float).ravel(), np.asarray(y, dtype=float).ravel()
+    from vlgap.arguments import as_numbers
+
+    x, y = as_numbers(x, "x", min_items=0).ravel(), as_numbers(y, "y", min_items=0).ravel()
     if x.shape != y.shape:
         raise VlgapError(f"a line fit needs as many x as y values, got {x.size} and {y.size}")
     if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y))):

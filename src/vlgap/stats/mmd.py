@@ -20,11 +20,14 @@ from memory), the block estimator of `vlgap.stats.linear_time` is used instead.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.stats.kernels import Kernel, kernel_matrix, resolve_kernel, to_tensor, validate_pair
 from vlgap.stats.permutation import (
@@ -38,6 +41,7 @@ from vlgap.stats.resampling import (
     MIN_ITEMS_FOR_INTERVAL,
     bca_interval,
     disagreement_note,
+    few_permutations_caveat,
     interval_reason,
     percentile_interval,
     permutation_p_value,
@@ -75,6 +79,10 @@ class MMDResult:
     details: dict[str, Any] = field(default_factory=dict)
     ci_reason: str | None = None
     note: str | None = None
+    #: why the value means little for this input (vlgap.caveats), one line each
+    warnings: list[str] = field(default_factory=list)
+    #: the p-value enumerated every distinct split of the pooled items (fewer than n_permutations asked)
+    exact: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -159,6 +167,7 @@ def choose_method(n_total: int, device: torch.device, dtype: torch.dtype, memory
     return "quadratic" if quadratic_bytes(n_total, dtype) <= budget else "block"
 
 
+@reports_caveats
 def mmd_test(
     a: Any,
     b: Any,
@@ -232,17 +241,28 @@ def mmd_test(
         ci_reason = interval_reason(lo, hi)
         ci = None if ci_reason else [lo, hi]
     p_value = None
+    exact = False
     if n_permutations:
         raw = kmat.clone() if return_kernel else None
+        n_splits = math.comb(m + n, m) if m + n <= 64 else None  # C(64, 32) is 1.8e18: beyond any request
+        exact = n_splits is not None and n_splits <= n_permutations
+        # rounding between the raw-kernel estimate and the centred null: ties within it count as ties
+        tol = 1e-9 * float(torch.diagonal(kmat).abs().max())
         kc = double_center_(kmat)  # in place: the raw matrix is not needed after this
-        null = permutation_null(kc, m, n_permutations, seed=seed, batch_size=batch_size)
-        p_value = permutation_p_value(observed, null.cpu().numpy(), "greater")
+        if exact:  # tiny N: every distinct split once, the observed one included
+            few_permutations_caveat(n_splits, n_permutations, f"splits of {m} + {n} items", exact=True)
+            null = permutation_null(kc, m, n_splits, batch_size=batch_size, exact=True).cpu().numpy()
+            p_value = float(np.count_nonzero(null >= observed - tol) / n_splits)
+            n_permutations = n_splits
+        else:
+            null = permutation_null(kc, m, n_permutations, seed=seed, batch_size=batch_size)
+            p_value = permutation_p_value(observed, null.cpu().numpy(), "greater")
         kmat = raw
     result = MMDResult(
         mmd2_unbiased=observed, mmd2_biased=float(biased), p_value=p_value, ci=ci, method="quadratic",
         n_permutations=n_permutations, n_bootstrap=n_bootstrap, ci_method=ci_method if n_bootstrap else None,
         ci_reason=ci_reason, note=disagreement_note(ci, p_value, 1.0 - confidence, MMD_DISAGREEMENT_WHY),
-        **common)
+        exact=exact, **common)
     if return_kernel:
         return result, kmat
     return result

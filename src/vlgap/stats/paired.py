@@ -19,9 +19,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from vlgap.caveats import reports_caveats
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_keywords
-from vlgap.stats.resampling import bootstrap_ci, sign_flip_inference
+from vlgap.stats.resampling import bootstrap_ci, sign_flip_or_none
 
 
 @renamed_keywords(n_resamples="n_bootstrap", method="ci_method")
@@ -41,8 +42,8 @@ def paired_comparison(
     "ci" inverts the sign-flip test whose p-value is "p_value" ("ci_method": "sign-flip inversion");
     "ci_a" / "ci_b" are bootstrap intervals of each system's mean (`method`). A withheld interval is
     None with its reason in "ci_reason" / "ci_a_reason" / "ci_b_reason"."""
-    a = np.asarray(scores_a, dtype=float)
-    b = np.asarray(scores_b, dtype=float)
+    a = per_item_scores(scores_a, "scores_a")
+    b = per_item_scores(scores_b, "scores_b")
     if a.ndim != 1 or b.ndim != 1 or a.shape != b.shape:
         raise VlgapError(f"paired scores must be two 1-D arrays over the same items, got shapes {a.shape} and {b.shape}")
     for name, arr in zip(names, (a, b)):
@@ -51,7 +52,7 @@ def paired_comparison(
             raise VlgapError(f"system {name!r} has NaN or Inf scores at item index {bad[:5].tolist()}")
     if a.size < 2:
         raise VlgapError(f"a paired comparison needs at least 2 items, got {a.size}")
-    diff_iv, test = sign_flip_inference(a - b, n_permutations=n_permutations, confidence=confidence, seed=seed)
+    diff_iv, test = sign_flip_or_none(a - b, n_permutations=n_permutations, confidence=confidence, seed=seed)
     iv_a = bootstrap_ci(a, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     iv_b = bootstrap_ci(b, "mean", n_bootstrap=n_bootstrap, confidence=confidence, ci_method=ci_method, seed=seed)
     return {
@@ -67,8 +68,8 @@ def paired_comparison(
         "difference": diff_iv.estimate,
         "ci": diff_iv.ci,
         "ci_reason": diff_iv.reason,
-        "p_value": test.p_value,
-        "exact": test.exact,
+        "p_value": None if test is None else test.p_value,
+        "exact": False if test is None else test.exact,
         "wins_a": int(np.sum(a > b)),
         "wins_b": int(np.sum(b > a)),
         "ties": int(np.sum(a == b)),
@@ -76,8 +77,39 @@ def paired_comparison(
         "ci_method": diff_iv.method,
         "means_ci_method": ci_method,
         "n_bootstrap": n_bootstrap,
-        "n_permutations": test.n_permutations,
+        "n_permutations": 0 if test is None else test.n_permutations,
     }
+
+
+def per_item_scores(x: Any, name: str) -> np.ndarray:
+    """One system's per-item scores as a float array, or VlgapError naming `name` (None, a str, a dict,
+    a set or non-numbers refused; a list, tuple, numpy array or pandas Series passes)."""
+    from vlgap.arguments import as_numbers
+
+    return as_numbers(x, name, ndim=1, what="one score per item (a list or 1-D array of numbers)")
+
+
+def score_rows(scores: Any, required: tuple[str, ...]) -> list[Mapping[str, Any]]:
+    """The rows of a score table given as a list of dicts, an iterable of them or a pandas DataFrame, each
+    checked to be a mapping: a VlgapError names `scores`, the row and the columns `required`."""
+    need = ", ".join(required)
+    if scores is None or isinstance(scores, (bytes, Mapping, set, frozenset)) or not hasattr(scores, "__iter__"):
+        kind = "None" if scores is None else type(scores).__name__
+        raise VlgapError(f"scores: expected a CSV path, a list of rows (dicts with keys {need}) or a pandas "
+                         f"DataFrame with those columns, or system A's per-item scores together with scores_b; "
+                         f"got {kind}")
+    if hasattr(scores, "columns") and hasattr(scores, "to_dict"):  # a pandas DataFrame
+        columns = [str(c) for c in scores.columns]
+        missing = [c for c in required if c not in columns]
+        if missing:
+            raise VlgapError(f"scores: the DataFrame has columns {columns}; missing {missing} (need {need})")
+        return scores.to_dict("records")
+    rows = list(scores)
+    for line, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            raise VlgapError(f"scores: row {line} is {type(row).__name__} {row!r:.40}, expected a dict with keys "
+                             f"{need} (for two lists of per-item scores pass scores_b too)")
+    return rows
 
 
 def paired_from_rows(
@@ -132,6 +164,7 @@ def paired_from_rows(
     return paired_comparison(a, b, names=(system_a, system_b), **kwargs)
 
 
+@reports_caveats
 @renamed_keywords(n_resamples="n_bootstrap", bootstrap="n_bootstrap", permutations="n_permutations",
                   method="ci_method")
 def compare(
@@ -152,8 +185,10 @@ def compare(
     """Compare systems on per-item scores: a paired difference, or with `factorial=True` a 2x2
     analysis (main effects A and B and their interaction, see `vlgap.stats.factorial`).
 
-    scores: a CSV path, a list of row dicts, or (with `scores_b`) the per-item scores of system A.
-    Every estimate comes with its number of items, a bootstrap interval and a p-value.
+    scores: a CSV path, a list of row dicts, a pandas DataFrame with those columns, or (with `scores_b`)
+    the per-item scores of system A. Every estimate comes with its number of items, a bootstrap interval
+    and a p-value; n_permutations=0 asks for none (no p-value, and no interval for a difference, which
+    inverts the test).
     """
     opts = dict(n_bootstrap=n_bootstrap, n_permutations=n_permutations, confidence=confidence,
                 ci_method=ci_method, seed=seed)
@@ -161,14 +196,15 @@ def compare(
         if factorial:
             raise VlgapError("factorial=True needs one long table (item, a, b, score), not two arrays")
         names = (system_a or "A", system_b or "B")
+        scores, scores_b = per_item_scores(scores, "scores"), per_item_scores(scores_b, "scores_b")
         return ComparisonResult({"analysis": "paired", **paired_comparison(scores, scores_b, names=names, **opts)})
+    required = ("item", "a", "b", "score") if factorial else ("item", "system", "score")
     if isinstance(scores, (str, Path)):
         from vlgap.stats.inputs import read_table
 
-        required = ("item", "a", "b", "score") if factorial else ("item", "system", "score")
         rows = read_table(scores, required)
     else:
-        rows = list(scores)
+        rows = score_rows(scores, required)
     if factorial:
         from vlgap.stats.factorial import factorial_from_rows
 

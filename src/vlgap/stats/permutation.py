@@ -14,6 +14,7 @@ so it works on the raw kernel.)
 """
 from __future__ import annotations
 
+import itertools
 from typing import Iterator
 
 import numpy as np
@@ -51,6 +52,13 @@ def permutation_indices(n_total: int, n_permutations: int, seed: int | None) -> 
         yield rng.permutation(n_total)
 
 
+def all_splits(n_total: int, m: int) -> Iterator[np.ndarray]:
+    """Every split of N pooled items into A (m items) and B, once each: A's members in ascending order,
+    the observed split (A = the first m items) first. There are C(N, m) of them."""
+    for chosen in itertools.combinations(range(n_total), m):
+        yield np.array(chosen)
+
+
 def permutation_null(
     k_centred: torch.Tensor,
     m: int,
@@ -59,8 +67,10 @@ def permutation_null(
     seed: int | None = 0,
     batch_size: int | None = None,
     batch_bytes: int = DEFAULT_BATCH_BYTES,
+    exact: bool = False,
 ) -> torch.Tensor:
-    """Unbiased MMD^2 for `n_permutations` seeded random splits of the pooled sample.
+    """Unbiased MMD^2 for `n_permutations` seeded random splits of the pooled sample, or with
+    `exact=True` for every distinct split (`all_splits`; n_permutations must then be C(N, m)).
 
     `k_centred` must be double-centred (see `double_center_`); rows 0..m-1 were sample A.
     Returns a float64 tensor [n_permutations] on the kernel's device.
@@ -71,12 +81,12 @@ def permutation_null(
     diag = torch.diagonal(k_centred).to(torch.float64)
     diag_total = diag.sum()
     b = _batch_size(n_total, k_centred.element_size(), batch_size, batch_bytes)
-    perms = permutation_indices(n_total, n_permutations, seed)
+    splits = all_splits(n_total, m) if exact else (p[:m] for p in permutation_indices(n_total, n_permutations, seed))
     out = torch.empty(n_permutations, dtype=torch.float64, device=device)
     done = 0
     while done < n_permutations:
         rows = min(b, n_permutations - done)
-        idx = np.stack([next(perms)[:m] for _ in range(rows)])
+        idx = np.stack([next(splits) for _ in range(rows)])
         s = torch.zeros(rows, n_total, dtype=dtype, device=device)
         s.scatter_(1, torch.from_numpy(idx).to(device), 1.0)
         q = ((s @ k_centred) * s).sum(dim=1, dtype=torch.float64)

@@ -224,25 +224,54 @@ def permutation_p_value(
     return float((1 + hits) / (1 + null.size))
 
 
+def few_permutations_caveat(n_distinct: int, n_asked: int, what: str, *, exact: bool,
+                            smallest_p: float | None = None) -> None:
+    """The one line for a permutation test asked for more permutations than there are distinct ones
+    (tiny N). With `exact` every distinct one was enumerated (an exact test; the result reports their
+    number): a caveat only when even the most extreme data cannot reach p < 0.05 (`smallest_p`, default
+    1 / n_distinct). Otherwise the random permutations repeat, which keeps the p-value valid but coarse:
+    said always."""
+    if n_distinct >= n_asked:
+        return
+    from vlgap.caveats import caveat
+
+    if exact:
+        smallest = 1.0 / n_distinct if smallest_p is None else smallest_p
+        if smallest >= 0.05:
+            caveat(f"only {n_distinct} distinct {what} exist: all were enumerated (an exact test), and the smallest "
+                   f"attainable p-value is {smallest:.3g}, so the test cannot reject at 0.05 whatever the data")
+    else:
+        caveat(f"only {n_distinct} distinct {what} exist, fewer than the {n_asked} permutations asked: the random "
+               f"permutations repeat them, so the p-value is valid but cannot resolve below about 1/{n_distinct}")
+
+
 # ----------------------------------------------------------------------------------------------
 # Bootstrap over items
 # ----------------------------------------------------------------------------------------------
 
-def _as_item_arrays(data: Any) -> tuple[np.ndarray, ...]:
+def _as_item_arrays(data: Any, numeric: bool = False) -> tuple[np.ndarray, ...]:
     # a tuple means several arrays resampled jointly; anything else (list, ndarray) is one array
-    arrays = tuple(np.asarray(d) for d in data) if isinstance(data, tuple) else (np.asarray(data),)
-    if not arrays:
+    from vlgap.arguments import as_numbers, check_array_like
+
+    parts = data if isinstance(data, tuple) else (data,)
+    if not parts:
         raise VlgapError("data is an empty tuple: pass one array, or a tuple of arrays sharing axis 0")
+    names = [f"data[{k}]" if isinstance(data, tuple) else "data" for k in range(len(parts))]
+    what = "one value (or row) per item along axis 0"
+    for part, name in zip(parts, names):
+        check_array_like(part, name, what)
+    arrays = tuple(as_numbers(d, name, what=what, min_items=0) if numeric else np.asarray(d)
+                   for d, name in zip(parts, names))
     n = arrays[0].shape[0] if arrays[0].ndim else 0
     for k, arr in enumerate(arrays):
         if arr.ndim == 0:
-            raise VlgapError(f"data[{k}] is a scalar: pass one value (or row) per item along axis 0")
+            raise VlgapError(f"{names[k]} is a scalar: pass one value (or row) per item along axis 0")
         if arr.shape[0] != n:
             raise VlgapError(
                 f"data[{k}] has {arr.shape[0]} items but data[0] has {n}: arrays resampled jointly "
                 "must share axis 0 (one row per item)")
     if n < 2:
-        raise VlgapError(f"bootstrap needs at least 2 items, got {n}")
+        raise VlgapError(f"data: the bootstrap needs at least 2 items, got {n}")
     for k, arr in enumerate(arrays):
         if arr.dtype.kind in "fc":
             bad = ~np.isfinite(arr.reshape(n, -1)).all(axis=1)
@@ -300,7 +329,7 @@ def bootstrap_ci(
         "percentile".
     Returns Interval(estimate, low, high, confidence, ci_method, n_bootstrap, n).
     """
-    arrays = _as_item_arrays(data)
+    arrays = _as_item_arrays(data, numeric=isinstance(statistic, str))
     if n_bootstrap < 1:
         raise VlgapError(f"n_bootstrap={n_bootstrap}: need at least 1 (1000 or more for a 95% interval)")
     if ci_method not in ("bca", "percentile"):
@@ -366,11 +395,11 @@ def paired_bootstrap(
 # ----------------------------------------------------------------------------------------------
 
 def _check_differences(differences: Any, n_permutations: int) -> np.ndarray:
-    d = np.asarray(differences, dtype=float)
-    if d.ndim != 1:
-        raise VlgapError(f"differences must be 1-D (one value per item), got shape {d.shape}")
+    from vlgap.arguments import as_numbers
+
+    d = as_numbers(differences, "differences", ndim=1, what="a 1-D array of differences (one per item)", min_items=0)
     if d.size < 2:
-        raise VlgapError(f"sign-flip test needs at least 2 items, got {d.size}")
+        raise VlgapError(f"differences: the sign-flip test needs at least 2 items, got {d.size}")
     bad = np.flatnonzero(~np.isfinite(d))
     if bad.size:
         raise VlgapError(f"differences have NaN or Inf at item index {bad[:5].tolist()}")
@@ -432,6 +461,8 @@ def sign_flip_test(
     exact, batches = _sign_batches(n, n_permutations, seed)
     hits = sum(_compare(signs @ d / n) for signs in batches)
     if exact:
+        few_permutations_caveat(2**n, n_permutations, f"sign patterns of {n} items", exact=True,
+                                smallest_p=(2.0 if alternative == "two-sided" else 1.0) / 2**n)
         return TestResult(observed, hits / 2**n, 2**n, n, alternative, exact=True)
     return TestResult(observed, (1 + hits) / (1 + n_permutations), n_permutations, n, alternative)
 
@@ -445,6 +476,26 @@ def sign_flip_min_items(confidence: float = 0.95) -> int:
     while 2.0 / 2**n >= 1.0 - confidence:
         n += 1
     return n
+
+
+#: why a difference has neither p-value nor interval when no permutation was asked for
+NO_PERMUTATIONS_REASON = "no test: n_permutations=0 (the interval inverts the sign-flip test)"
+
+
+def sign_flip_or_none(differences: Any, *, n_permutations: int, confidence: float = 0.95,
+                      seed: int | None = 0) -> tuple[Interval, TestResult | None]:
+    """`sign_flip_inference`, or with n_permutations=0 ("0: none", as every command documents it) the
+    mean difference alone: no test (None) and no interval, with the reason."""
+    from vlgap.counts import check_count
+
+    n_permutations = check_count("n_permutations", n_permutations, 0, flag="--permutations", example=10000)
+    if n_permutations == 0:
+        _check_confidence(confidence)
+        d = _check_differences(differences, 1)
+        nan = float("nan")
+        return Interval(float(d.mean()), nan, nan, confidence, "sign-flip inversion", 0, d.size,
+                        NO_PERMUTATIONS_REASON), None
+    return sign_flip_inference(differences, n_permutations=n_permutations, confidence=confidence, seed=seed)
 
 
 def sign_flip_inference(

@@ -135,9 +135,12 @@ class EmbeddedTexts:
     array: np.ndarray
     layer: str
     encoder: dict[str, Any]
+    #: captions cut at the encoder's input length (said in a warning)
+    n_truncated: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"layer": self.layer, "encoder": self.encoder, "shape": list(self.array.shape)}
+        return {"layer": self.layer, "encoder": self.encoder, "shape": list(self.array.shape),
+                "n_truncated": self.n_truncated}
 
 
 def load_text_encoder(name: str = DEFAULT_TEXT_ENCODER, *, device: Any = "cpu", dtype: Any = "float32",
@@ -178,16 +181,27 @@ def embed_texts(
     device: Any = "cpu",
     dtype: Any = "float32",
     pooling: str | None = None,
+    name: str = "texts",
 ) -> EmbeddedTexts:
     """Embed captions -> [N, D_layer] float32 array, with the encoder's record and the layer name.
-    `encoder` is a registry name or an already loaded TextEncoder (reused across calls)."""
-    texts = check_captions(texts, "texts")
+    `encoder` is a registry name or an already loaded TextEncoder (reused across calls). Captions longer
+    than the encoder's input are cut there: said in one warning naming `name` (vlgap.caveats), never
+    silently."""
+    texts = check_captions(texts, name)
     if batch_size < 1:
         raise VlgapError(f"batch_size={batch_size}: must be at least 1")
     enc = load_text_encoder(encoder, device=device, dtype=dtype, pooling=pooling) if isinstance(encoder, str) else encoder
     li = resolve_layer(enc, layer)
+    before = int(getattr(enc, "n_truncated", 0) or 0)
     chunks = []
     for start in range(0, len(texts), batch_size):
         out = enc.encode(texts[start:start + batch_size])
         chunks.append(out[li].detach().float().cpu().numpy())
-    return EmbeddedTexts(np.concatenate(chunks), enc.layer_names[li], enc.record())
+    cut = int(getattr(enc, "n_truncated", 0) or 0) - before
+    if cut:
+        from vlgap.caveats import caveat
+
+        caveat(f"{name}: {cut} of {len(texts)} captions are longer than the text encoder's "
+               f"{getattr(enc, 'max_length', '?')} tokens and were truncated before embedding, so the statistics "
+               "see only their beginnings")
+    return EmbeddedTexts(np.concatenate(chunks), enc.layer_names[li], enc.record(), n_truncated=cut)

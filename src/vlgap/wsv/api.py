@@ -70,6 +70,9 @@ def train_system(out: str | Path, *, system: str = "wsv", seed: int = 0, corpus:
     n_frames = check_count("n_frames", n_frames, 1, flag="--n-frames", example=16, allow_none=True)
     size = check_count("size", size, 16, flag="--size", example=64)
     kind = "latent-tower" if video_text == "latent-tower" else "clip"
+    from vlgap.runtime import parse_dtype
+
+    dtype = parse_dtype(dtype, device=device)  # auto: bfloat16 where the device computes it natively, else float32
     cfg = WSVConfig(system=system, seed=seed, lm=lm, lora_r=lora_r, video_text=kind, dtype=dtype,
                     **overrides)  # settings checked before any work
     if system == "oracle":
@@ -176,7 +179,7 @@ def load_with_parts(model: str | Path, *, generator: str | None = None, latents:
     device = parse_device(device)
     bundle = load_model(model, device=device)
     if dtype is not None:
-        bundle.cfg.dtype = parse_dtype(dtype)
+        bundle.cfg.dtype = parse_dtype(dtype, device=device)
     dtype = bundle.cfg.dtype
     rec = parts_of_model(getattr(bundle, "extra", {}) or {})
     lat, grec = rec["latents"], rec.get("generator") or {}

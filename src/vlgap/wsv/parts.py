@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from vlgap.errors import VlgapError
-from vlgap.runtime import parse_device, parse_dtype, torch_dtype  # noqa: F401  (torch_dtype re-exported)
+from vlgap.runtime import parse_device, parse_dtype, runtime, torch_dtype  # noqa: F401  (torch_dtype re-exported)
 from vlgap.wsv.latent_grid import LEGACY_MOBILENET_GRID, MOBILENET_GRID  # noqa: F401  (re-exported)
 from vlgap.wsv.sources import _WEIGHT_SUFFIXES, _prefix, folder_fingerprint, resolve_source  # noqa: F401
 from vlgap.wsv.video_text import (VIDEO_TEXT_SPECS, ClipVideoText, LatentTower, build_video_text,  # noqa: F401
@@ -253,7 +253,8 @@ def build_parts(generator: str = "shapes", latents: str | None = None, video_tex
                 dtype: str = "float32", mobilenet_grid: Sequence[int] | None = None) -> Parts:
     """Every part, each checked before any is used: a diffusers generator's own VAE is the default latent
     space (loaded once, shared). `mobilenet_grid`: see build_latent_encoder."""
-    device, dtype = parse_device(device), parse_dtype(dtype)
+    rt = runtime(device, dtype)  # auto resolved on the device; an emulated bfloat16 said once per process
+    device, dtype = rt.device, rt.dtype
     gen = build_generator(generator, n_frames=n_frames, size=size, steps=generator_steps, device=device,
                           dtype=dtype)
     if latents is None:
@@ -379,12 +380,12 @@ def generated_latents(generator, encoder, captions: Sequence[str], *, seed: int 
     import io
     import time
 
-    from vlgap.io_utils import atomic_write_json, cache_root
+    from vlgap.io_utils import atomic_write_json, cache_root, make_folder
     from vlgap.reuse import discard, read_verified, remove_stale_temporaries, write_artefact
     from vlgap.wsv.latents import LATENTS_FORMAT
 
     folder = cache_root(cache_dir) / "wsv" / "generated" / cache_key({"format": LATENTS_FORMAT, **base})
-    folder.mkdir(parents=True, exist_ok=True)
+    make_folder(folder)
     atomic_write_json(folder / "parts.json", base)  # for people: what made these files
     remove_stale_temporaries(folder, older_than=time.time() - 3600)
     keys = [{"format": LATENTS_FORMAT, **base, "index": i, "caption": c} for i, c in enumerate(captions)]

@@ -89,6 +89,11 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
                          "(TrainData val_captions, val_latents, val_text_emb)")
     if stop_after is not None:
         check_count("stop_after", stop_after, 1)
+    if cfg.video_text != "latent-tower" and video_text is None:  # refused before the folder records the run
+        raise VlgapError(f"training with video_text {cfg.video_text!r} needs the model itself (video_text=)")
+    from vlgap.runtime import parse_device
+
+    parse_device(device)
     out = Path(out_dir)
     ckpt_path = out / "checkpoint.pt"
     fp = data.fingerprint()
@@ -105,10 +110,8 @@ def train(data: TrainData, cfg: WSVConfig, out_dir: str | Path, *, log: Callable
 
         resolve_source(cfg.lm.removeprefix("hf:"), "--lm hf:")
     open_run_folder(out, "wsv-train", key, force=force or legacy,
-                    clear=own + tuple(seal_path(out / name).name for name in own))
+                    clear=own + tuple(seal_path(out / name).name for name in own), results=own)
     bundle = Bundle(cfg, data, video_text=video_text).to(device)
-    if cfg.video_text != "latent-tower" and video_text is None:
-        raise VlgapError(f"training with video_text {cfg.video_text!r} needs the model itself (video_text=)")
     stage_i, step, history = 0, 0, []
     state, best = None, None  # best: the caption stage's lowest validation loss so far, its step and weights
     raw = read_verified(ckpt_path, key, what="WSV checkpoint", report=lambda line: say(line + " from step 0"))

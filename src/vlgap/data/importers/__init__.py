@@ -44,7 +44,7 @@ __all__ = ["IMPORTERS", "ImportReport", "import_dataset", "import_folder", "impo
 def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path, out: str | Path,
                    limit: int | None = None, seed: int = 0, skip_bad: bool = False, split: str | None = None,
                    mapping: str | Path | None = None, language: str | None = None,
-                   label_map: str | Path | None = None) -> ImportReport:
+                   label_map: str | Path | None = None, id_column: str | None = None) -> ImportReport:
     """`vlgap import`: dispatch to the importer of `dataset` (vatex | msrvtt | msvd | kinetics | ssv2 |
     folder: your own media folder and captions CSV / JSON).
     Options that the format does not have (`mapping`, `language`: MSVD only; `label_map`: SSv2 only) are
@@ -63,6 +63,10 @@ def import_dataset(dataset: str, annotations: str | Path, video_dir: str | Path,
         if key != "ssv2":
             raise VlgapError(f"--label-map is for ssv2 only; {key} has no such option")
         extra["label_map"] = label_map
+    if id_column is not None:
+        if key != "folder":
+            raise VlgapError(f"--id-column is for folder only; {key}'s annotation layout fixes its id field")
+        extra["id_column"] = id_column
     from vlgap.paths import input_file, input_folder, output_file
 
     input_file(annotations, "ANNOTATIONS")  # a folder for a file (or the reverse) says so, before any work

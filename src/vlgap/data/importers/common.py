@@ -143,11 +143,9 @@ def read_text(path: Path) -> str:
 
 
 def read_json(path: Path) -> Any:
-    text = read_text(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as err:
-        raise VlgapError(f"{path} is not valid JSON ({err.msg} at line {err.lineno})") from None
+    from vlgap.json_files import parse_json
+
+    return parse_json(read_text(path), str(path))
 
 
 def lines_of(text: str) -> Iterator[tuple[int, str]]:

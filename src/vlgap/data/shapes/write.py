@@ -2,6 +2,7 @@
 specs by seed, renders them and writes captions plus a manifest whose items carry the spec."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -17,7 +18,7 @@ from vlgap.data.shapes.render import parse_frame_size, render
 from vlgap.data.shapes.spec import item_rng, sample_spec
 from vlgap.data.shapes.style import STYLES
 from vlgap.errors import VlgapError
-from vlgap.io_utils import atomic_write_text, cache_root, process_alive
+from vlgap.io_utils import atomic_write_bytes, atomic_write_text, cache_root, make_folder, process_alive
 
 
 #: with caption_mode="both": the same items with the paraphrase group as captions
@@ -67,7 +68,7 @@ def _default_codec() -> str:
 
 
 def write_mp4(path: str | os.PathLike, frames: np.ndarray, fps: int = 8, codec: str | None = None) -> Path:
-    """Encode uint8 [T,H,W,3] frames (even H, W) to an mp4 (yuv420p), atomically (temp file + rename)."""
+    """Encode uint8 [T,H,W,3] frames (even H, W) to an mp4 (yuv420p), encoded in memory, then written atomically."""
     import av
 
     path = Path(path)
@@ -76,27 +77,22 @@ def write_mp4(path: str | os.PathLike, frames: np.ndarray, fps: int = 8, codec: 
         raise VlgapError(f"{path.name}: frames must be uint8 [T,H,W,3], got {frames.dtype} {frames.shape}")
     parse_frame_size(frames.shape[1:3])
     codec = codec or _default_codec()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with av.open(str(tmp), "w", format="mp4") as container:
-            stream = container.add_stream(codec, rate=fps)
-            stream.width, stream.height = frames.shape[2], frames.shape[1]
-            stream.pix_fmt = "yuv420p"
-            stream.codec_context.thread_count = 1  # 2 shared cores; also keeps output bytes reproducible
-            if codec == "libx264":
-                stream.options = {"crf": "18", "preset": "veryfast"}
-            else:
-                stream.options = {"qscale": "3"}
-            for frame in frames:
-                for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
-                    container.mux(packet)
-            for packet in stream.encode():
+    buf = io.BytesIO()  # encoded in memory (a few hundred kB), then written by the one writer
+    with av.open(buf, "w", format="mp4") as container:
+        stream = container.add_stream(codec, rate=fps)
+        stream.width, stream.height = frames.shape[2], frames.shape[1]
+        stream.pix_fmt = "yuv420p"
+        stream.codec_context.thread_count = 1  # 2 shared cores; also keeps output bytes reproducible
+        if codec == "libx264":
+            stream.options = {"crf": "18", "preset": "veryfast"}
+        else:
+            stream.options = {"qscale": "3"}
+        for frame in frames:
+            for packet in stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")):
                 container.mux(packet)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        for packet in stream.encode():
+            container.mux(packet)
+    atomic_write_bytes(path, buf.getvalue())
     return path
 
 
@@ -131,7 +127,7 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
     h, w = parse_frame_size(size)
     check_video_request(n_frames, (h, w), n=n)
     out_dir = Path(out_dir)
-    (out_dir / "videos").mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir / "videos")
     remove_stale_temporaries(out_dir / "videos")  # an interrupted run's half-written video
     items, paraphrase_items = [], []
     t0 = time.perf_counter()

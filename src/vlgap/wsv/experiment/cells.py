@@ -68,7 +68,7 @@ def _trained(prep: Prepared, cfg: ExperimentConfig, generator: str, system: str,
     a training step."""
     from vlgap.wsv.train import TrainData, WSVConfig, train
 
-    base, over = split_system(system)
+    base, over = split_system(system)[0], cfg.row_settings(system)
     wcfg = WSVConfig(system=base, seed=seed, **{**cfg.wsv_overrides(), **over})
     latents = prep.paired["real"] if base == "oracle" else prep.synth[generator]
     data = TrainData(prep.corpus, latents, prep.text_emb,
@@ -154,7 +154,7 @@ def _cell_key(cfg: ExperimentConfig, what: str, **names: Any) -> dict[str, Any]:
 def _row_cell_key(cfg: ExperimentConfig, g: str, s: str, seed: int) -> dict[str, Any]:
     """A cell's key; a row with its own settings (wsv+smollm2: SMOLLM2_TRAIN) carries them, so changing
     them recomputes that row's cells instead of reading stale ones (rows without keep their keys)."""
-    over = split_system(s)[1]
+    over = cfg.row_settings(s)
     return _cell_key(cfg, "cell", generator=g, system=s, seed=seed, **({"row_settings": over} if over else {}))
 
 

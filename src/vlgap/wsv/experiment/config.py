@@ -32,7 +32,9 @@ def split_system(name: str) -> tuple[str, dict[str, Any]]:
 #: that row and are recorded in its cell config and key). A pretrained 30-layer LM costs far more than the
 #: scratch LM per caption: one step of 32 captions took ~11.5 s of CPU in float32 here. bfloat16 autocast
 #: halves it (the CPU has avx512_bf16), the loss projects only caption positions onto the 49k vocabulary, and
-#: 8 captions per step make a step ~1.4 s of CPU. A pretrained LM needs few steps: the held-out caption loss
+#: 8 captions per step make a step ~1.4 s of CPU. Its dtype "auto" is `ExperimentConfig.lm_dtype`: bfloat16
+#: where the run's device computes it natively, float32 where bfloat16 would be emulated (slower there); the
+#: cell config and key hold what it resolved to. A pretrained LM needs few steps: the held-out caption loss
 #: falls 4.75 -> 2.08 -> 1.60 -> 1.41 -> 1.37 at 0/50/100/150/200 steps of the profile run; in the 0be5d04
 #: experiment, 200 steps left the held-out loss still falling at the last step on 2 of 3 seeds, so at least 400
 #: steps (about one pass over the 2,996-caption corpus) at lr 1e-3, then on until converged (at most 800), with
@@ -40,7 +42,7 @@ def split_system(name: str) -> tuple[str, dict[str, Any]]:
 #: docs/wsv.md gives the profile. Checkpoints every 100 steps hold the adapters and the prompter, not the
 #: 540 MB base LM (wsv.train.stored_state).
 SMOLLM2_TRAIN: dict[str, Any] = {"batch_size": 8, "caption_steps": 400, "max_caption_steps": 800, "lr": 1e-3,
-                                  "dtype": "bfloat16", "checkpoint_every": 100}
+                                  "dtype": "auto", "checkpoint_every": 100}
 
 
 def system_label(name: str) -> str:
@@ -100,6 +102,10 @@ class ExperimentConfig:
     # offline defaults (shapes renderer in the `generators` styles, MobileNet latents, trained latent tower)
     parts: dict[str, Any] = field(default_factory=dict)
     metrics: tuple[str, ...] | None = None  # caption metrics (vlgap.captions names); None: all coco-caption ones
+    # the number format of the rows whose LM settings say "auto" (SYSTEM+smollm2: SMOLLM2_TRAIN): auto resolves
+    # on the run's device when it starts (`resolved`: bfloat16 where the device computes it natively, else
+    # float32). It enters the keys of those rows' cells (their row settings), not the experiment's record
+    lm_dtype: str = "auto"
 
     def __post_init__(self):
         from vlgap.counts import check_count
@@ -134,15 +140,50 @@ class ExperimentConfig:
         if not self.part("generator").startswith("shapes") and len(self.generators) != 1:
             raise VlgapError(f"--generators {','.join(self.generators)}: render styles belong to the shapes generator; "
                              f"with --generator {self.part('generator')} give one name (e.g. diffusers)")
+        from vlgap.runtime import dtype_setting
+
+        self.lm_dtype = dtype_setting(self.lm_dtype, option="lm_dtype")
         for s in self.systems:  # every training setting checked now, not after hours of other cells
             base, over = split_system(s)
-            w = WSVConfig(system=base, **{**self.wsv_overrides(), **over})
+            w = WSVConfig(system=base, **{**self.wsv_overrides(), **over})  # (auto: checked as on the CPU)
             if w.max_caption_steps and not self.n_val:
                 raise VlgapError(f"--n-val 0 leaves no held-out caption loss, which {s}'s training until converged "
                                  "(--max-caption-steps) is judged on: give --n-val 10, or --max-caption-steps 0")
 
     def part(self, name: str):
         return self.parts.get(name, PART_DEFAULTS[name])
+
+    def row_settings(self, system: str) -> dict[str, Any]:
+        """A row's own WSVConfig settings (`split_system`), its "auto" dtype as `lm_dtype`, which must be
+        resolved by then (`resolved`): cell keys and cell configs never hold "auto"."""
+        over = split_system(system)[1]
+        if over.get("dtype") == "auto":
+            if self.lm_dtype == "auto":
+                raise VlgapError(f"the row {system}'s number format is auto, resolved against the run's device when "
+                                 "it starts: use ExperimentConfig.resolved(device) (run_experiment does)")
+            over = {**over, "dtype": self.lm_dtype}
+        return over
+
+    def resolved(self, device: Any = "cpu") -> tuple["ExperimentConfig", dict[str, Any]]:
+        """This configuration with its number formats resolved on `device` (vlgap.runtime.resolve_dtype:
+        `auto` -> bfloat16 where the device computes it natively, else float32), and those choices by name
+        (what the run says when it starts and records): "dtype", the models' (`train`'s, float32 by
+        default), and "lm_dtype", the rows with an auto LM format (SYSTEM+smollm2), where there are such."""
+        from dataclasses import replace
+
+        from vlgap.runtime import resolve_dtype
+
+        models = resolve_dtype(self.train.get("dtype", SETTING_DEFAULTS["dtype"]), device, what="models")
+        train = {k: v for k, v in self.train.items() if k != "dtype"}
+        if models.dtype != SETTING_DEFAULTS["dtype"] or ("dtype" in self.train and not models.auto):
+            train["dtype"] = models.dtype  # (auto resolved to the default: the default's record and keys)
+        formats: dict[str, Any] = {"dtype": models}
+        rows = [s for s in self.systems if split_system(s)[1].get("dtype") == "auto"]
+        if rows:
+            formats["lm_dtype"] = resolve_dtype(self.lm_dtype, device, option="lm_dtype",
+                                                what=f"LM rows ({', '.join(rows)})")
+        lm_dtype = formats["lm_dtype"].dtype if rows else self.lm_dtype
+        return replace(self, train=train, lm_dtype=lm_dtype), formats
 
     def wsv_overrides(self) -> dict[str, Any]:
         kind = "latent-tower" if self.part("video_text") == "latent-tower" else "clip"
@@ -152,6 +193,7 @@ class ExperimentConfig:
         """The configuration as keys hold it: without `parts` when it is empty (the offline defaults), so
         results computed before parts were selectable keep their keys."""
         d = asdict(self)
+        del d["lm_dtype"]  # in the keys of the rows it applies to (their row settings), resolved
         if not d["parts"]:
             del d["parts"]
         # settings added later, left out at the value results were computed with before, so those keep their keys

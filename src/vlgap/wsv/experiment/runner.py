@@ -17,6 +17,21 @@ from vlgap.wsv.experiment.inversion import _chance_inversions, _inversions
 from vlgap.wsv.experiment.prepare import prepare
 from vlgap.wsv.experiment.summary import summarise, summary_markdown
 
+def _refuse_nothing_to_summarise(out: Path, cfg: ExperimentConfig) -> None:
+    """--summary-only tabulates finished cells: with none of this configuration in `out` (an empty folder, a
+    folder of another run) the tables would hold the chance floor alone, so it is refused before anything
+    is written."""
+    from vlgap.errors import VlgapError
+    from vlgap.reuse import check_artefact
+
+    planned = cfg.cells()
+    if not any(check_artefact(out / "cells" / f"{g}-{s}-s{seed}.json", _row_cell_key(cfg, g, s, seed),
+                              verify_bytes=False).ok for g, s, seed in planned):
+        raise VlgapError(f"--summary-only: {out} holds no finished cell of this configuration (0 of {len(planned)}), "
+                         f"so there is nothing to summarise; run `vlgap wsv experiment --out {out}` without "
+                         "--summary-only first (with the same options)")
+
+
 def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, cache_dir=None,
                    log: Callable[[str], None] = _log_default, summary_only: bool = False,
                    force: bool = False, device: str = "cpu", ray: str | bool | None = None,
@@ -27,11 +42,19 @@ def run_experiment(out_dir: str | Path, cfg: ExperimentConfig | None = None, *, 
     it over; every result is keyed by the configuration, so nothing of the old run is reused). `ray` /
     `ray_workers`: a diffusers generator's latents are made on Ray actors (the same bits; not part of
     the configuration)."""
-    cfg = cfg or ExperimentConfig()
+    from vlgap.runtime import announce_formats, parse_device
+
     out = Path(out_dir)
+    device = parse_device(device, check=not ray)  # refused before the folder records anything (Ray: where it runs)
+    cfg, formats = (cfg or ExperimentConfig()).resolved(device)  # auto -> bfloat16 | float32 on this device
+    if not summary_only:
+        announce_formats(list(formats.values()), log)
+    if summary_only:
+        _refuse_nothing_to_summarise(out, cfg)
     # other workers may share this folder: only temporaries older than any write in progress are leftovers
     open_run_folder(out, "wsv-experiment", cfg.record(), force=force, legacy=("experiment_config.json",), log=log,
-                    temporaries_older_than=time.time() - 120)
+                    temporaries_older_than=time.time() - 120, formats=formats,
+                    results=("gap", "cells", "inversion", "summary.json", "summary.md"))
     atomic_write_json(out / "experiment_config.json", cfg.record())
     t0 = time.perf_counter()
     prep = prepare(cfg, cache_dir=cache_dir, log=log, device=device, ray=ray, ray_workers=ray_workers)

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 
+from vlgap.captions.registry import score_range
+from vlgap.stats.bounds import UNIT
 from vlgap.runs.summaries import (interval_frame, interval_text, over_seeds, t_interval, tables_frame, tables_html,
                                   tables_markdown)
 from vlgap.wsv.convergence import STILL_FALLING, late_fall
@@ -24,14 +26,14 @@ def _summary_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]:
     for m in (*HEADLINE, "BLEU-1"):
         vals = [c["scores"][m]["score"] for c in mine if m in c["scores"]]
         if vals:
-            mean, ci = t_interval(vals)
+            mean, ci = t_interval(vals, score_range=score_range(m))
             row[m] = {"mean": mean, "t_ci": ci, "per_seed": vals,
                       "item_bootstrap_ci_per_seed": [c["scores"][m].get("ci") for c in mine]}
     if all("attributes" in c["scores"] for c in mine):
         att = {}
         for a in (*ATTRIBUTES, "mean"):
             vals = [c["scores"]["attributes"][a]["accuracy"] for c in mine]
-            mean, ci = t_interval(vals)
+            mean, ci = t_interval(vals, score_range=UNIT)
             att[a] = {"mean": mean, "t_ci": ci, "per_seed": vals, "n": mine[0]["scores"]["attributes"][a]["n"],
                       "item_bootstrap_ci_per_seed": [c["scores"]["attributes"][a]["ci"] for c in mine]}
             if a != "mean":
@@ -67,11 +69,11 @@ def _inversion_row(g: str, s: str, mine: list[dict[str, Any]]) -> dict[str, Any]
 
     def side_scores(side: str, with_ci: bool) -> dict[str, Any]:
         cider = [c[side]["CIDEr"] for c in mine]
-        out = {"CIDEr": over_seeds([x["score"] for x in cider],
+        out = {"CIDEr": over_seeds([x["score"] for x in cider], score_range=score_range("CIDEr"),
                                     **({"item_bootstrap_ci_per_seed": [x.get("ci") for x in cider]} if with_ci else {}))}
         if all("attributes" in c[side] for c in mine):
             att = [c[side]["attributes"]["mean"] for c in mine]
-            out["attributes"] = over_seeds([x["accuracy"] for x in att],
+            out["attributes"] = over_seeds([x["accuracy"] for x in att], score_range=UNIT,
                                             **({"item_bootstrap_ci_per_seed": [x["ci"] for x in att]} if with_ci else {}))
         return out
 
@@ -138,7 +140,7 @@ def summarise(out: Path, cfg: ExperimentConfig, hygiene: dict[str, Any], raw_gap
                 gs = [c["gap"][side] for c in mine] if side == "polished" else [raw_gap[g]]
                 f[side] = {"mmd2_unbiased": t_interval([x["mmd2_unbiased"] for x in gs]),
                            "p_values": [x["p_value"] for x in gs], "mmd_ci_per_seed": [x["ci"] for x in gs],
-                           "c2st": t_interval([x["c2st"]["accuracy"] for x in gs]),
+                           "c2st": t_interval([x["c2st"]["accuracy"] for x in gs], score_range=UNIT),
                            "c2st_p_values": [x["c2st"]["p_value"] for x in gs],
                            "fd": t_interval([x["fd"] for x in gs]), "n_real": gs[0]["n_real"],
                            "n_synthetic": gs[0]["n_synthetic"]}
