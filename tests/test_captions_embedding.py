@@ -315,6 +315,7 @@ def test_video_clipscore_and_emscore_on_a_manifest(clip_folder, tmp_path, monkey
         raise AssertionError("frames decoded although their embeddings are cached")
 
     monkeypatch.setattr(video_module, "read_frames", no_decoding)
+    monkeypatch.setattr(video_module, "count_frames", no_decoding)  # the cache is asked before the video is opened
     again = vlgap.caption_eval(preds, None, "clipscore", videos=manifest, n_frames=4, clip=f"hf:{clip_folder}",
                                per_item=True, cache_dir=cache, clip_convention="transformers")
     assert [r["CLIPScore"] for r in again["per_item"]] == [r["CLIPScore"] for r in res["per_item"]]

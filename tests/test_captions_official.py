@@ -130,10 +130,10 @@ def test_openai_text_cleaning_equals_the_openai_tokenizer(tmp_path):
     clip = load_clip(f"hf:{folder}")
     _, tok, _, context = port.load_port(folder)
     texts = CAPTIONS + ["", "  ", "&amp;amp;amp;", "It's a \u00c9LAN", "caf\u0065\u0301"]
-    ours = clip.tokenise(texts, clean=True).ids
+    ours = clip.tokenise(texts, openai=True).ids
     theirs = [row[:int(row.argmax()) + 1].tolist() for row in tok.tokenize(texts, context, truncate=True)]
     assert ours == theirs
-    plain = clip.tokenise(texts, clean=False).ids  # transformers alone keeps '&amp;' and curly quotes
+    plain = clip.tokenise(texts, openai=False).ids  # transformers without openai cleaning keeps '&amp;' and curly quotes
     assert sum(a != b for a, b in zip(plain, theirs)) >= 4
 
 

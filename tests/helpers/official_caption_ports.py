@@ -46,6 +46,7 @@ class OpenaiTokenizer:
         self.ranks = {tuple(m): i for i, m in enumerate(merges)}
         self.byte_encoder = _bytes_to_unicode()
         self.sot, self.eot = vocab["<|startoftext|>"], vocab["<|endoftext|>"]
+        self.cache = {"<|startoftext|>": "<|startoftext|>", "<|endoftext|>": "<|endoftext|>"}  # SimpleTokenizer's
         self.pat = regex.compile(r"""<\|startoftext\|>|<\|endoftext\|>|'s|'t|'re|'ve|'m|'ll|'d|[\p{L}]+|[\p{N}]|[^\s\p{L}\p{N}]+""",
                                  regex.IGNORECASE)
 
@@ -58,6 +59,8 @@ class OpenaiTokenizer:
         return regex.sub(r"\s+", " ", text).strip()                          # whitespace_clean
 
     def bpe(self, token: str) -> str:
+        if token in self.cache:
+            return self.cache[token]
         word = tuple(token[:-1]) + (token[-1] + "</w>",)
         while len(word) > 1:
             pairs = {(word[i], word[i + 1]) for i in range(len(word) - 1)}
@@ -74,7 +77,8 @@ class OpenaiTokenizer:
                     out.append(word[i])
                     i += 1
             word = tuple(out)
-        return " ".join(word)
+        self.cache[token] = " ".join(word)
+        return self.cache[token]
 
     def encode(self, text: str) -> list[int]:
         text = self.clean(text).lower()
@@ -242,8 +246,8 @@ def _greedy(ref_emb, ref_mask, hyp_emb, hyp_mask, hyp_idf, ref_idf=None):
     return p, r, 2 * p * r / (p + r)
 
 
-def emscore_score(folder, cands, refs, videos, batch_size=64):
-    """EMScorer.score(cands, refs, vids, idf=True) on pre-decoded videos: `videos` is a list (one per
+def emscore_score(folder, cands, refs, videos, batch_size=64, idf=True):
+    """EMScorer.score(cands, refs, vids, idf=idf) on pre-decoded videos: `videos` is a list (one per
     candidate) of lists of PIL frames, every decoded frame (encode_video's loop). Returns the full_F
     of EMScore(X,V) and, with refs, of EMScore(X,V,X*)."""
     import torch
@@ -258,7 +262,7 @@ def emscore_score(folder, cands, refs, videos, batch_size=64):
             refs += group
             bounds.append((count, count + len(group)))
             count += len(group)
-    idf = _idf_dict(refs if refs else cands, tok, context)
+    idf = _idf_dict(refs if refs else cands, tok, context) if idf else collections.defaultdict(lambda: 1.0)
     text_local, text_global = {}, {}
     with torch.no_grad():
         sentences = sorted(set((refs or []) + list(cands)), key=lambda x: len(x.split(" ")), reverse=True)

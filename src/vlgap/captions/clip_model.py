@@ -15,6 +15,7 @@ captions.embedding_scores. A local adapter until the encoder registry loads CLIP
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -37,40 +38,70 @@ class TokenisedCaptions:
 class ClipModel:
     spec: str
     model: Any
-    processor: Any
     family: str                 # "clip" or "siglip"
     max_length: int             # the text tower's token limit
     default_w: float            # 2.5 (CLIP-S) or 2.0 (PAC-S)
     source: dict[str, Any] = field(default_factory=dict)
     device: str = "cpu"
     batch_size: int = 64
+    files: Any = None           # where the tokenizer and processor files are: (source, revision)
+    _processor: Any = None
+    _openai: Any = None
+
+    @property
+    def processor(self):
+        """The checkpoint's transformers processor (tokenizer and image processor), made on first use:
+        the official conventions need neither."""
+        if self._processor is None:
+            self._processor = _load_processor(*self.files, self.spec)
+        return self._processor
 
     @property
     def tokenizer(self):
         return self.processor.tokenizer
 
+    @property
+    def openai_tokenizer(self):
+        """openai clip's tokenisation over this checkpoint's BPE vocabulary and merges
+        (captions.openai_clip.OpenaiTokenizer), read from its tokenizer files on first use."""
+        if self._openai is None:
+            from vlgap.captions.openai_clip import OpenaiTokenizer
+
+            vocab, merges = read_bpe_files(*self.files, self.spec)
+            self._openai = OpenaiTokenizer(vocab, merges, name=repr(self.spec))
+        return self._openai
+
     # ---- text --------------------------------------------------------------------------------
     def tokenise(self, texts: Sequence[str], *, truncate: bool = True, names: Sequence[Any] | None = None,
-                 clean: bool = False, refusal: str = "shorten it, or allow truncation (drop --no-truncate)"
+                 openai: bool = False, refusal: str = "shorten it, or allow truncation (drop --no-truncate)"
                  ) -> TokenisedCaptions:
-        """Token ids per caption, special tokens included. clean: openai clip's text cleaning first
-        (captions.openai_clip.openai_clean: ftfy, html unescaping). Longer than the limit: the first
-        max_length - 1 tokens and the final end-of-text token (openai clip.tokenize(truncate=True)
-        does the same); with truncate=False a VlgapError names the caption (`refusal` says what to do)."""
-        from vlgap.captions.openai_clip import openai_clean
+        """Token ids per caption, special tokens included. openai: openai clip's tokenisation
+        (captions.openai_clip.OpenaiTokenizer, as the official caption scores tokenise), else the
+        checkpoint's transformers tokenizer. Longer than the limit: the first max_length - 1 tokens and
+        the final end-of-text token (openai clip.tokenize(truncate=True) does the same); with
+        truncate=False a VlgapError names the caption (`refusal` says what to do)."""
+        if openai:
+            tok = self.openai_tokenizer
 
-        tok = self.tokenizer
-        specials = set(tok.all_special_ids)
+            def ids_of(text):
+                return tok.tokenize(text, self.max_length)
+        else:
+            hf = self.tokenizer
+            specials = set(hf.all_special_ids)
+
+            def ids_of(text):
+                ids = list(hf(text, add_special_tokens=True)["input_ids"])
+                if len(ids) <= self.max_length:
+                    return ids, False
+                return (ids[:self.max_length - 1] + [ids[-1]] if ids[-1] in specials else ids[:self.max_length]), True
         out, flags = [], []
         for n, text in enumerate(texts):
-            ids = list(tok(openai_clean(text) if clean else text, add_special_tokens=True)["input_ids"])
-            cut = len(ids) > self.max_length
-            if cut:
-                if not truncate:
-                    who = names[n] if names is not None else n
-                    raise VlgapError(f"item {who!r}: caption of {len(ids)} tokens exceeds the text tower's limit "
-                                     f"of {self.max_length} ({text[:60]!r}...); {refusal}")
-                ids = ids[:self.max_length - 1] + [ids[-1]] if ids[-1] in specials else ids[:self.max_length]
+            ids, cut = ids_of(text)
+            if cut and not truncate:
+                who = names[n] if names is not None else n
+                length = len(self.openai_tokenizer.encode(text)) + 2 if openai else len(self.tokenizer(text)["input_ids"])
+                raise VlgapError(f"item {who!r}: caption of {length} tokens exceeds the text tower's limit "
+                                 f"of {self.max_length} ({text[:60]!r}...); {refusal}")
             out.append(ids)
             flags.append(cut)
         return TokenisedCaptions(out, flags)
@@ -78,9 +109,12 @@ class ClipModel:
     def _padded(self, batch: list[list[int]]):
         import torch
 
-        pad = self.tokenizer.pad_token_id
-        if pad is None:
-            pad = self.tokenizer.eos_token_id or 0
+        if self.family == "siglip":  # padded to the full length, the pad token matters
+            pad = self.tokenizer.pad_token_id
+            if pad is None:
+                pad = self.tokenizer.eos_token_id or 0
+        else:  # behind the attention mask and after every kept position (causal attention): any id
+            pad = 0
         width = self.max_length if self.family == "siglip" else max(len(x) for x in batch)
         ids = torch.full((len(batch), width), int(pad), dtype=torch.long)
         mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -94,16 +128,25 @@ class ClipModel:
         # SigLIP was trained on max-length padding without a mask and pools the last position
         return ({"input_ids": ids} if self.family == "siglip" else {"input_ids": ids, "attention_mask": mask}), mask
 
+    def _by_length(self, ids: list[list[int]]):
+        """Batches of captions of similar length (less padding to compute): (positions, batch) pairs."""
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            yield chunk, [ids[i] for i in chunk]
+
     def embed_token_ids(self, ids: list[list[int]]) -> np.ndarray:
-        """Pooled, projected caption embeddings (n, d) for tokenised captions."""
+        """Pooled, projected caption embeddings (n, d) for tokenised captions (CLIP pools the first
+        end-of-text position, as openai's encode_text does with the argmax of the ids)."""
         import torch
 
-        rows: list[np.ndarray] = []
+        rows: list[np.ndarray | None] = [None] * len(ids)
         with torch.inference_mode():
-            for start in range(0, len(ids), self.batch_size):
-                inputs, _ = self._text_inputs(ids[start:start + self.batch_size])
-                rows.append(_features(self.model.get_text_features(**inputs)))
-        return np.concatenate(rows) if rows else np.zeros((0, 0))
+            for chunk, batch in self._by_length(ids):
+                inputs, _ = self._text_inputs(batch)
+                for i, row in zip(chunk, _features(self.model.get_text_features(**inputs))):
+                    rows[i] = row
+        return np.stack(rows) if rows else np.zeros((0, 0))
 
     def embed_texts(self, texts: Sequence[str], *, truncate: bool = True, names=None) -> tuple[np.ndarray, list[bool]]:
         tokens = self.tokenise(texts, truncate=truncate, names=names)
@@ -112,23 +155,26 @@ class ClipModel:
     def embed_caption_tokens(self, ids: list[list[int]], *, specials_too: bool = False) -> list[np.ndarray]:
         """Projected per-token embeddings of each caption's tokens, for EMScore's fine-grained matching:
         the text tower's last hidden states through the same projection that makes the pooled
-        embedding. specials_too: every token from start- to end-of-text (the official EMScore's
-        active branch); else the content tokens only."""
+        embedding. specials_too: the official EMScore's tokens (its utils.encode_text, active branch):
+        from the start of text to the first position of the largest id, the end of text (openai's
+        argmax), that one included; a literal '<|endoftext|>' inside a caption ends it there. Else the
+        content tokens only (special tokens left out)."""
         import torch
 
         text_model = self.model.text_model
         project = self.model.text_projection if self.family == "clip" else text_model.head
-        specials = set(self.tokenizer.all_special_ids)
-        out: list[np.ndarray] = []
+        specials = set() if specials_too else set(self.tokenizer.all_special_ids)
+        if specials_too:  # causal attention: the kept positions do not see what follows them
+            ids = [x[:int(np.argmax(x)) + 1] for x in ids]
+        out: list[np.ndarray | None] = [None] * len(ids)
         with torch.inference_mode():
-            for start in range(0, len(ids), self.batch_size):
-                batch = ids[start:start + self.batch_size]
+            for chunk, batch in self._by_length(ids):
                 inputs, _ = self._text_inputs(batch)
                 # last_hidden_state is after the final layer norm in both families, as the pooled one is
                 tokens = project(text_model(**inputs).last_hidden_state).float().cpu().numpy()
-                for i, x in enumerate(batch):
+                for i, x, row in zip(chunk, batch, tokens):
                     keep = list(range(len(x))) if specials_too else [j for j, t in enumerate(x) if t not in specials]
-                    out.append(tokens[i, keep].astype(np.float64))
+                    out[i] = row[keep].astype(np.float64)
         return out
 
     # ---- pictures ----------------------------------------------------------------------------
@@ -192,8 +238,17 @@ def _split_revision(rest: str) -> tuple[str, str | None]:
     return rest, None
 
 
-def load_clip(spec: str, device: str = "cpu") -> ClipModel:
-    """Load a CLIP-family checkpoint from a spec (see the module docstring) on `device` (vlgap.runtime)."""
+#: models loaded by load_clip(reuse=True), most recently used last: (spec, device, files' state) -> ClipModel
+_LOADED: "OrderedDict[tuple, ClipModel]" = OrderedDict()
+_KEEP_LOADED = 2
+
+
+def load_clip(spec: str, device: str = "cpu", *, reuse: bool = False) -> ClipModel:
+    """Load a CLIP-family checkpoint from a spec (see the module docstring) on `device` (vlgap.runtime).
+
+    reuse: return the model an earlier reuse=True call of this process loaded from the same spec onto
+    the same device, while its files (name, size, modification time) are unchanged; the last two are
+    kept. Such a model is shared: a caller must not change it (its dtype, device or weights)."""
     from vlgap.runtime import parse_device
 
     device = parse_device(device)
@@ -203,44 +258,65 @@ def load_clip(spec: str, device: str = "cpu") -> ClipModel:
     prefix, _, rest = spec.partition(":")
     if prefix == "hf":
         where, revision = _split_revision(rest)
-        model, processor, source = _load_hf(where, revision, spec)
-        default_w = 2.5
+        file = None
     elif prefix == "pacs":
         file, base = (rest.split("@", 1) + [None])[:2] if not Path(rest).exists() else (rest, None)
-        base = base or PACS_DEFAULT_BASE
-        model, processor, source = _load_hf(base, None, spec)
-        source.update(_load_pacs_weights(model, Path(file).expanduser(), spec))
-        default_w = 2.0
+        where, revision = base or PACS_DEFAULT_BASE, None
     else:
         raise VlgapError(f"CLIP spec {spec!r}: unknown prefix {prefix!r}; use hf:<hub id or folder> or "
                          "pacs:<checkpoint.pth>[@<CLIP hub id or folder>]")
+    key = (spec, str(device), _files_state(where), _files_state(file))
+    if reuse and key in _LOADED:
+        _LOADED.move_to_end(key)
+        return _LOADED[key]
+    model, src, source = _load_hf(where, revision, spec)
+    if file is not None:
+        source.update(_load_pacs_weights(model, Path(file).expanduser(), spec))
     model_type = getattr(model.config, "model_type", "?")
     family = "siglip" if model_type in SIGLIP_TYPES else "clip"
     text_cfg = getattr(model.config, "text_config", None)
     max_length = int(getattr(text_cfg, "max_position_embeddings", 0) or 0) or 77
-    tok_limit = getattr(processor.tokenizer, "model_max_length", None)
+    tok_limit = _tokenizer_config(src, revision).get("model_max_length")
     if isinstance(tok_limit, int) and 0 < tok_limit < max_length:
         max_length = tok_limit
     model.eval().requires_grad_(False).to(device)
-    return ClipModel(spec=spec, model=model, processor=processor, family=family, max_length=max_length,
-                     default_w=default_w, source={"model_type": model_type, **source}, device=device)
+    loaded = ClipModel(spec=spec, model=model, family=family, max_length=max_length,
+                       default_w=2.0 if file is not None else 2.5, source={"model_type": model_type, **source},
+                       device=device, files=(src, revision))
+    if reuse:
+        _LOADED[key] = loaded
+        while len(_LOADED) > _KEEP_LOADED:
+            _LOADED.popitem(last=False)
+    return loaded
+
+
+def _files_state(where: str | None) -> tuple | None:
+    """(name, size, modification time) of a local file or of a folder's files; None for a hub id."""
+    if where is None:
+        return None
+    path = Path(where).expanduser()
+    try:
+        files = sorted(path.iterdir()) if path.is_dir() else [path] if path.is_file() else []
+        return tuple((p.name, st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
+    except OSError:
+        return None
 
 
 def _load_hf(where: str, revision: str | None, spec: str):
+    """(model, where transformers loads it from, what the result records of it). The processor is
+    left for ClipModel.processor to make when a convention needs it."""
     from vlgap.encoders._common import loading_from_the_hub, model_source
 
     # before transformers is imported (seconds): a hub id that can come from nowhere is refused at once
     src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
                                       "a hub id (e.g. hf:openai/clip-vit-base-patch32)", revision=revision,
                                what=f"CLIP checkpoint {spec!r}", local_form="--clip hf:FOLDER")
-    from transformers import AutoModel, AutoProcessor
+    from transformers import AutoModel
 
     is_local = folder is not None
     with loading_from_the_hub(f"CLIP checkpoint {spec!r}"):
         model = AutoModel.from_pretrained(src, revision=revision)
-        processor = AutoProcessor.from_pretrained(src, revision=revision)
-    if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")
-            and hasattr(processor, "tokenizer") and hasattr(processor, "image_processor")):
+    if not (hasattr(model, "get_image_features") and hasattr(model, "get_text_features")):
         raise VlgapError(f"{spec!r} is not a CLIP-family checkpoint (model_type "
                          f"{getattr(model.config, 'model_type', '?')!r} has no joint image-text embedding); "
                          "use a CLIP or SigLIP checkpoint, e.g. hf:openai/clip-vit-base-patch32")
@@ -252,7 +328,77 @@ def _load_hf(where: str, revision: str | None, spec: str):
         from vlgap.encoders.text import weights_of_folder
 
         source.update(weights_of_folder(folder))
-    return model, processor, source
+    return model, src, source
+
+
+def _load_processor(src: str, revision: str | None, spec: str):
+    from transformers import AutoProcessor
+
+    from vlgap.encoders._common import loading_from_the_hub
+
+    with loading_from_the_hub(f"the processor of CLIP checkpoint {spec!r}"):
+        processor = AutoProcessor.from_pretrained(src, revision=revision)
+    if not (hasattr(processor, "tokenizer") and hasattr(processor, "image_processor")):
+        raise VlgapError(f"{spec!r} has no CLIP-family processor (a tokenizer and an image processor); "
+                         "use a CLIP or SigLIP checkpoint, e.g. hf:openai/clip-vit-base-patch32")
+    return processor
+
+
+def _tokenizer_file(src: str, revision: str | None, name: str) -> Path | None:
+    """A file the checkpoint's tokenizer carries (a local folder's, or the hub cache's), None if absent."""
+    folder = Path(src)
+    if folder.is_dir():
+        return folder / name if (folder / name).is_file() else None
+    from transformers.utils import cached_file
+
+    from vlgap.encoders._common import loading_from_the_hub
+
+    with loading_from_the_hub(f"{name} of CLIP checkpoint {src!r}"):
+        found = cached_file(src, name, revision=revision, _raise_exceptions_for_missing_entries=False)
+    return Path(found) if found else None
+
+
+def _tokenizer_config(src: str, revision: str | None) -> dict[str, Any]:
+    import json
+
+    path = _tokenizer_file(src, revision, "tokenizer_config.json")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def read_bpe_files(src: str, revision: str | None, spec: str) -> tuple[dict[str, int], list[tuple[str, str]]]:
+    """The vocabulary and the ordered merges of a checkpoint's byte-level BPE tokenizer: vocab.json and
+    merges.txt (the files openai's vocabulary was converted to) where it carries them, else the BPE
+    model inside tokenizer.json (the fast tokenizer's)."""
+    import json
+
+    vocab_file, merges_file = _tokenizer_file(src, revision, "vocab.json"), _tokenizer_file(src, revision, "merges.txt")
+    try:
+        if vocab_file is not None and merges_file is not None:
+            vocab = json.loads(vocab_file.read_text(encoding="utf-8"))
+            lines = merges_file.read_text(encoding="utf-8").splitlines()
+            merges = [tuple(line.split(" ")) for line in lines if line and not line.startswith("#version")]
+        else:
+            fast = _tokenizer_file(src, revision, "tokenizer.json")
+            if fast is None:
+                raise VlgapError(f"{spec!r}: the official convention tokenises as openai clip with the checkpoint's "
+                                 "BPE files, and it has neither vocab.json + merges.txt nor tokenizer.json; use "
+                                 "--clip-convention transformers (or --emscore-convention content-tokens)")
+            bpe = json.loads(fast.read_text(encoding="utf-8")).get("model") or {}
+            if bpe.get("type") != "BPE" or bpe.get("end_of_word_suffix") not in (None, "</w>"):
+                raise VlgapError(f"{spec!r}: its tokenizer.json holds a {bpe.get('type')!r} model, not CLIP's "
+                                 "byte-level BPE with '</w>' word ends; use --clip-convention transformers")
+            vocab = bpe.get("vocab")
+            merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in bpe.get("merges") or []]
+    except (OSError, ValueError) as err:
+        raise VlgapError(f"{spec!r}: cannot read its tokenizer files: {type(err).__name__}: {err}") from None
+    if not isinstance(vocab, dict) or any(len(m) != 2 for m in merges):
+        raise VlgapError(f"{spec!r}: its BPE files are malformed (a vocabulary object and merges of two pieces "
+                         "each are expected)")
+    return vocab, merges
 
 
 def openai_to_hf_state_dict(state: dict[str, Any]) -> dict[str, Any]:
@@ -329,21 +475,25 @@ def _load_pacs_weights(model, file: Path, spec: str) -> dict[str, Any]:
 
 
 def write_random_clip(folder: str | Path, *, seed: int = 0, max_length: int = 77, image_size: int = 32,
-                      width: int = 32, layers: int = 2, patch_size: int | None = None, aligned: bool = False) -> Path:
+                      width: int = 32, layers: int = 2, patch_size: int | None = None, aligned: bool = False,
+                      merges: Sequence[tuple[str, str]] = ()) -> Path:
     """Save a random-weight CLIP with its processor to `folder` (a byte-level tokenizer built without
     vocabulary files). No CLIP weights ship offline: this shows the plumbing, its scores mean nothing.
 
     aligned: shift both towers' final layer norms and make the projections non-negative, so that
-    every image-caption cosine is positive (random weights otherwise give cosines of either sign)."""
+    every image-caption cosine is positive (random weights otherwise give cosines of either sign).
+    merges: BPE merges (pairs of byte-symbol strings, earlier first); the vocabulary is laid out as
+    openai's: the 256 byte symbols, the same with '</w>', one token per merge, start and end of text."""
     import torch
     from transformers import CLIPConfig, CLIPImageProcessor, CLIPModel, CLIPProcessor, CLIPTokenizer
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
-    symbols = list(bytes_to_unicode().values())
+    from vlgap.captions.openai_clip import byte_symbols
+
+    symbols = sorted(byte_symbols(), key=ord)  # openai's order: the printable bytes first
     vocab: dict[str, int] = {}
-    for s in symbols + [s + "</w>" for s in symbols] + ["<|startoftext|>", "<|endoftext|>"]:
+    for s in symbols + [s + "</w>" for s in symbols] + ["".join(m) for m in merges] + ["<|startoftext|>", "<|endoftext|>"]:
         vocab.setdefault(s, len(vocab))
-    tok = CLIPTokenizer(vocab=vocab, merges=[], model_max_length=max_length)
+    tok = CLIPTokenizer(vocab=vocab, merges=[tuple(m) for m in merges], model_max_length=max_length)
     eos, bos = vocab["<|endoftext|>"], vocab["<|startoftext|>"]
     tower = dict(hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers, num_attention_heads=2)
     config = CLIPConfig(text_config=dict(vocab_size=len(vocab), max_position_embeddings=max_length, eos_token_id=eos,

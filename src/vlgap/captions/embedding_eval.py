@@ -29,14 +29,15 @@ HESSEL_PREFIX = "A photo depicts "
 class ClipConvention:
     """How a picture and a caption become CLIP-S and RefCLIP-S: w * max(cos, 0) with `prefix` before
     every caption; pixels through openai clip's preprocess ("openai") or the checkpoint's transformers
-    image processor ("processor"); openai's text cleaning or not; RefCLIP-S's text-text cosine
-    clamped at 0 (the paper's eq. 2) or not (the official code)."""
+    image processor ("processor"); captions through openai clip's tokenisation (openai_text) or the
+    checkpoint's transformers tokenizer; RefCLIP-S's text-text cosine clamped at 0 (the paper's eq. 2)
+    or not (the official code)."""
 
     name: str
     w: float
     prefix: str
     pixels: str = "openai"
-    clean_text: bool = True
+    openai_text: bool = True
     clamp_text_text: bool = False
     code: str = ""
 
@@ -44,14 +45,15 @@ class ClipConvention:
         out = {"name": self.name, "w": self.w, "prefix": self.prefix,
                "pixels": "openai clip preprocess (bicubic short side, torchvision CenterCrop, then RGB)"
                if self.pixels == "openai" else "the checkpoint's transformers image processor (after RGB)",
-               "text": "openai cleaning (ftfy, html unescape) + the checkpoint's tokenizer" if self.clean_text
-               else "the checkpoint's tokenizer",
+               "text": OPENAI_TEXT if self.openai_text else "the checkpoint's transformers tokenizer",
                "ref_text_text": "clamped at 0 (paper eq. 2)" if self.clamp_text_text else "unclamped (official code)"}
         if self.code:
             out["code"] = self.code
         return out
 
 
+OPENAI_TEXT = ("openai clip's tokenizer on the checkpoint's BPE files (ftfy, html unescape, whitespace, "
+               "Python's lower case, openai's word pattern, byte-level BPE)")
 CLIP_CONVENTIONS = ("official", "transformers", "torchmetrics")
 CLIP_CONVENTION_HELP = ("official (default; alias hessel): jmhessel/clipscore, or aimagelab/pacscore with a pacs: "
                         "checkpoint | transformers: the checkpoint's image processor and tokenizer, RefCLIP-S clamped "
@@ -61,9 +63,9 @@ CLIP_CONVENTION_HELP = ("official (default; alias hessel): jmhessel/clipscore, o
 def clip_convention(name: str = "official", *, w: float | None = None, prefix: str | None = None,
                     model_default_w: float = 2.5) -> ClipConvention:
     """official (alias hessel): as jmhessel/clipscore (w = 2.5) or aimagelab/pacscore (w = 2.0, a PAC-S
-    checkpoint): prefix 'A photo depicts ', openai pixels and text cleaning, RefCLIP-S unclamped.
-    transformers: the same w and prefix through the checkpoint's transformers processor (no openai
-    cleaning), RefCLIP-S clamped as in the paper. torchmetrics: w = 100, no prefix, transformers'
+    checkpoint): prefix 'A photo depicts ', openai pixels and tokenisation, RefCLIP-S unclamped.
+    transformers: the same w and prefix through the checkpoint's transformers processor and
+    tokenizer, RefCLIP-S clamped as in the paper. torchmetrics: w = 100, no prefix, transformers'
     processor (torchmetrics' CLIPScore). Custom w / prefix override any (the name then says so)."""
     code = "jmhessel/clipscore" if model_default_w == 2.5 else "aimagelab/pacscore"
     if name in ("official", "hessel"):
@@ -95,6 +97,7 @@ class EmbeddingOptions:
     videos: str | Path | None = None
     n_frames: Any = "all"          # a frame rule (captions.frame_rules): all | int-linspace:N | rint-linspace:N | N
     emscore_convention: str = "official"
+    emscore_idf: bool | None = None  # EMScore's idf weights (None: the convention's, official on, content-tokens off)
     bertscore_model: str = "minilm"
     bertscore_layer: int | None = None
     idf: bool = False
@@ -136,7 +139,7 @@ class EmbeddingContext:
             self.convention = clip_convention(self.options.clip_convention, w=self.options.clip_w,
                                               prefix=self.options.clip_prefix)  # a bad name before the load
             self.frame_rule()
-            self.clip_model = load_clip(self.options.clip, device=self.options.device)
+            self.clip_model = load_clip(self.options.clip, device=self.options.device, reuse=True)
             self.convention = clip_convention(self.options.clip_convention, w=self.options.clip_w,
                                               prefix=self.options.clip_prefix,
                                               model_default_w=self.clip_model.default_w)
@@ -165,15 +168,15 @@ class EmbeddingContext:
 
     # ---- captions ----------------------------------------------------------------------------
     def caption_embeddings(self, texts: Sequence[str], names: Sequence[Any], prefix: str | None = None, *,
-                           clean: bool | None = None, truncate: bool | None = None, refusal: str | None = None
+                           openai: bool | None = None, truncate: bool | None = None, refusal: str | None = None
                            ) -> tuple[np.ndarray, np.ndarray]:
-        """Embeddings (n, d) of prefix + caption (the convention's prefix and cleaning unless given) and
+        """Embeddings (n, d) of prefix + caption (the convention's prefix and tokenisation unless given) and
         whether each was truncated; each distinct text is embedded once."""
         model = self.clip()
         prefix = self.convention.prefix if prefix is None else prefix
-        clean = self.convention.clean_text if clean is None else clean
+        openai = self.convention.openai_text if openai is None else openai
         truncate = self.options.truncate if truncate is None else truncate
-        keys = self.tokenised(texts, names, prefix, clean=clean, truncate=truncate, refusal=refusal)
+        keys = self.tokenised(texts, names, prefix, openai=openai, truncate=truncate, refusal=refusal)
         todo = list(dict.fromkeys(k for k in keys if self.caption_cache[k][0] is None))
         if todo:
             vectors = model.embed_token_ids([self.caption_cache[k][2] for k in todo])
@@ -182,31 +185,31 @@ class EmbeddingContext:
         rows = [self.caption_cache[k] for k in keys]
         return np.stack([r[0] for r in rows]), np.array([r[1] for r in rows])
 
-    def tokenised(self, texts: Sequence[str], names: Sequence[Any], prefix: str = "", *, clean: bool,
+    def tokenised(self, texts: Sequence[str], names: Sequence[Any], prefix: str = "", *, openai: bool,
                   truncate: bool, refusal: str | None = None) -> list[tuple]:
         """Tokenise captions (each distinct text once) without embedding them; their cache keys."""
         model = self.clip()
-        keys = [(clean, truncate, prefix + t) for t in texts]
+        keys = [(openai, truncate, prefix + t) for t in texts]
         todo = list(dict.fromkeys(k for k in keys if k not in self.caption_cache))
         if todo:
             first = {k: names[i] for i, k in reversed(list(enumerate(keys)))}
             extra = {"refusal": refusal} if refusal else {}
             tokens = model.tokenise([k[2] for k in todo], truncate=truncate, names=[first[k] for k in todo],
-                                    clean=clean, **extra)
+                                    openai=openai, **extra)
             for k, cut, ids in zip(todo, tokens.truncated, tokens.ids):
                 self.caption_cache[k] = (None, cut, ids)
         return keys
 
-    def caption_ids(self, texts: Sequence[str], prefix: str = "", *, clean: bool, truncate: bool) -> list[list[int]]:
+    def caption_ids(self, texts: Sequence[str], prefix: str = "", *, openai: bool, truncate: bool) -> list[list[int]]:
         """Token ids of captions already embedded by caption_embeddings with the same settings."""
-        return [self.caption_cache[(clean, truncate, prefix + t)][2] for t in texts]
+        return [self.caption_cache[(openai, truncate, prefix + t)][2] for t in texts]
 
-    def caption_tokens(self, texts: Sequence[str], prefix: str = "", *, clean: bool = False,
+    def caption_tokens(self, texts: Sequence[str], prefix: str = "", *, openai: bool = False,
                        truncate: bool | None = None, specials_too: bool = False) -> list[np.ndarray]:
         """Per-token joint-space embeddings of captions already tokenised (caption_embeddings, tokenised)."""
         model = self.clip()
         truncate = self.options.truncate if truncate is None else truncate
-        keys = [(clean, truncate, prefix + t) for t in texts]
+        keys = [(openai, truncate, prefix + t) for t in texts]
         todo = list(dict.fromkeys(k for k in keys if (specials_too, k) not in self.token_cache))
         if todo:
             made = model.embed_caption_tokens([self.caption_cache[k][2] for k in todo], specials_too=specials_too)
@@ -258,8 +261,10 @@ class EmbeddingContext:
         return self.manifest_items
 
     def _video_embeddings(self, item_id: str, pixels: str = "openai") -> np.ndarray:
-        """Joint-space embeddings of a video's sampled frames: read from the cache when an earlier run
-        made them with the same checkpoint, video bytes and frame indices (vlgap.reuse), else computed."""
+        """Joint-space embeddings of a video's frames (the frame rule's): read from the cache when an
+        earlier run made them with the same checkpoint, video bytes, frame rule and decoding
+        (vlgap.reuse), before the video is opened at all; else decoded and computed. The rule "all"
+        decodes the video once; the others count its frames first (data.video.count_frames)."""
         import io
 
         from vlgap.data.frame_convert import DECODING
@@ -270,22 +275,24 @@ class EmbeddingContext:
         item = self.manifest().get(item_id)
         if item is None:
             raise BadItemError(item_id, f"not in the video manifest {self.options.videos}")
-        indices = self.frame_rule().indices(count_frames(item))
+        rule = self.frame_rule()
         model = self.clip()
         identity = model.describe()
         path = key = None
         if self.options.frame_cache and (identity.get("weights_files") or identity.get("revision")):
             from vlgap.io_utils import cache_root
 
-            # "decoding": how the frames were decoded (vlgap.data.frame_convert): embeddings of frames an
-            # earlier reader decoded (phone videos sideways) are recomputed
-            key = {"kind": "clip frame embeddings", "format": 2, "model": identity, "pixels": pixels,
-                   "media": _media_digest(item.media), "frame_indices": indices.tolist(), "decoding": DECODING}
+            # the frame rule stands for its frame indices: the same rule on the same bytes picks the same
+            # frames. "decoding": how the frames were decoded (vlgap.data.frame_convert): embeddings of
+            # frames an earlier reader decoded (phone videos sideways) are recomputed
+            key = {"kind": "clip frame embeddings", "format": 3, "model": identity, "pixels": pixels,
+                   "media": _media_digest(item.media), "frames": rule.name, "decoding": DECODING}
             path = cache_root(self.options.cache_dir) / "caption_frames" / f"{key_digest(key)[:24]}.npy"
             cached = read_verified(path, key, what=f"frame embeddings of item {item_id!r}")
             if cached is not None:
                 return np.load(io.BytesIO(cached))
-        frames, _ = read_frames(item, indices)
+        indices = None if rule.kind == "all" else rule.indices(count_frames(item))
+        frames, _ = read_frames(item, indices)  # no frame at all: refused by name there
         vectors = model.embed_images(list(frames), pixels=pixels)
         if path is not None:
             buf = io.BytesIO()

@@ -1,10 +1,13 @@
 """EMScore and EMScore-Ref per item (Shi et al. 2022), under a named convention.
 
     official        ShiYaya/emscore EMScorer.score with its defaults: pictures and captions prepared
-                    as openai clip does (captions.openai_clip), no prefix; every token from [SOS] to
-                    [EOS] (the active branch of utils.encode_text), weighted by idf (idf=True) computed
-                    over the references, or over the candidates when there are none
-                    (embedding_scores.emscore_idf); recall over frames uniform; a caption longer than
+                    as openai clip does (captions.openai_clip), no prefix; the tokens from [SOS] to the
+                    first [EOS] (the active branch of utils.encode_text: the argmax of the ids, so a
+                    literal '<|endoftext|>' in a caption ends it there, and the caption's embedding is
+                    that position's), weighted by idf (idf=True) computed over the references, or over
+                    the candidates when there are none, on their whole clip.tokenize rows
+                    (embedding_scores.emscore_idf); with idf off (EMScorer.score(idf=False)) every
+                    token weighs 1; recall over frames uniform; a caption longer than
                     the text tower's context refused (clip.tokenize raises on it); the frames of the
                     frame rule (default all, as encode_video). Its batches of 64 pad shorter items
                     with zero rows and take the best match over the padding too, so a shorter item's
@@ -25,7 +28,7 @@ from vlgap.errors import VlgapError
 BATCH = 64  # EMScorer.score's batch_size
 
 EMSCORE_CONVENTIONS = ("official", "content-tokens")
-EMSCORE_CONVENTION_HELP = ("official (default): ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai "
+EMSCORE_CONVENTION_HELP = ("official (default): ShiYaya/emscore EMScorer.score: [SOS] to the first [EOS], idf, openai "
                            "pixels and text, over-long captions refused | content-tokens: content tokens only, "
                            "uniform weights, the checkpoint's processor, truncation (vlgap's earlier default)")
 
@@ -45,7 +48,7 @@ def _check_weights(weights: np.ndarray, who: str, item: str) -> None:
     if not np.sum(weights) > 0:
         raise VlgapError(f"item {item!r}: every token of the {who} has idf 0 (each occurs in every caption of the "
                          "idf corpus, e.g. a single caption), where the official EMScore divides by zero; score more "
-                         "items or use --emscore-convention content-tokens")
+                         "items, or weigh tokens uniformly (--no-emscore-idf, or --emscore-convention content-tokens)")
 
 
 def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
@@ -57,11 +60,15 @@ def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
     if name not in ("official", "content-tokens"):
         raise VlgapError(f"--emscore-convention {name!r} is not known: use {EMSCORE_CONVENTION_HELP}")
     official = name == "official"
+    use_idf = official if ctx.options.emscore_idf is None else bool(ctx.options.emscore_idf)
+    if use_idf and not official:
+        raise VlgapError("--emscore-idf weights the official EMScore's tokens; --emscore-convention content-tokens "
+                         "weighs its content tokens uniformly: drop --emscore-idf or use --emscore-convention official")
     model = ctx.openai_model("--emscore-convention official", "--emscore-convention content-tokens") \
         if official else ctx.clip()
     pixels = "openai" if official else "processor"
     truncate = False if official else ctx.options.truncate
-    text = dict(clean=official, truncate=truncate)
+    text = dict(openai=official, truncate=truncate)
     refusal = ("the official EMScore (clip.tokenize without truncation) raises on it; shorten it, or use "
                "--emscore-convention content-tokens") if official else None
     frames = ctx.picture_frames(data.ids, pixels=pixels)
@@ -87,11 +94,12 @@ def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
     if official:
         cap_ids = ctx.caption_ids(data.predictions, **text)
         ref_ids = ctx.caption_ids(flat, **text) if with_refs else []
-        idf = es.emscore_idf(ref_ids if with_refs else cap_ids, model.max_length)
-        weights = [idf(ids) for ids in cap_ids]
-        ref_weights = [idf(ids) for ids in ref_ids]
-        for w, item in zip(weights, names):
-            _check_weights(w, "caption", item)
+        if use_idf:  # counted over whole rows; each caption weighs the tokens it keeps (to its first [EOS])
+            idf = es.emscore_idf(ref_ids if with_refs else cap_ids, model.max_length)
+            weights = [idf(ids)[:len(t)] for ids, t in zip(cap_ids, tokens)]
+            ref_weights = [idf(ids)[:len(t)] for ids, t in zip(ref_ids, flat_tokens)] if with_refs else []
+            for w, item in zip(weights, names):
+                _check_weights(w, "caption", item)
         video_floors = _floors([(len(f), len(t)) for f, t in zip(frames, tokens)])
         if with_refs:
             hyp_len = [len(tokens[i]) for i, refs in enumerate(data.references) for _ in refs]
@@ -104,7 +112,7 @@ def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
         for i, (refs, cap, tok, vpart) in enumerate(zip(data.references, cap_vecs, tokens, parts)):
             span = slice(k, k + len(refs))
             k += len(refs)
-            if official:
+            if use_idf:
                 for w in ref_weights[span]:
                     _check_weights(w, "reference", names[i])
             tpart = es.emscore_text(cap, tok, list(flat_vecs[span]), flat_tokens[span], weights[i],
@@ -119,9 +127,11 @@ def emscore_table(data, ctx, names: Sequence[str], visual=dict) -> MetricTable:
                        "fine_P": float(np.mean([p.fine.precision for p in parts])),
                        "fine_R": float(np.mean([p.fine.recall for p in parts])),
                        "fine_F": float(np.mean([p.fine.f1 for p in parts]))},
-             "tokens": ("[SOS] to [EOS], idf over the " + ("references" if with_refs else "candidates")
-                        + " (ShiYaya/emscore EMScorer.score defaults), openai text cleaning, no prefix") if official
+             "tokens": ("[SOS] to the first [EOS], " + (("idf over the " + ("references" if with_refs else "candidates")
+                        + " (ShiYaya/emscore EMScorer.score defaults)") if use_idf else "uniform weights (idf=False)")
+                        + ", openai clip's tokenizer, no prefix") if official
              else "the caption's content tokens (no prefix, special tokens left out), uniform weights",
+             "idf": use_idf,
              "model": ctx.clip_model.describe(), "visual": visual()}
     statistic = (lambda s, n: np.asarray(s, dtype=float) / n) if with_refs else mean_statistic
     return MetricTable(table_names, stats, statistic, [float(x) for x in stats.mean(axis=0)], per, extra)

@@ -321,7 +321,8 @@ def caption_eval(pred: Any, refs: Any = None, metrics: Sequence[str] | str | Non
     Model-based scores, asked for by name: "clipscore", "refclipscore", "emscore" (pictures: images=DIR
     [image_pattern, see captions.pictures] or videos=manifest.jsonl, and `clip="hf:<id or folder>"` or `"pacs:<file.pth>"`; clip_convention
     "official" | "transformers" | "torchmetrics", clip_w, clip_prefix, truncate, n_frames (a frame rule:
-    "all" | "int-linspace:N" | "rint-linspace:N"), emscore_convention "official" | "content-tokens") and "bertscore"
+    "all" | "int-linspace:N" | "rint-linspace:N"), emscore_convention "official" | "content-tokens",
+    emscore_idf (None: the convention's, on for official; False: EMScorer.score(idf=False)) and "bertscore"
     (bertscore_model="minilm", bertscore_layer, idf, bertscore_baseline); refs may then be None for
     the reference-free ones. See captions.embedding_eval.EmbeddingOptions.
     human: a CSV of human judgments (see captions.human): adds "human_agreement" (Kendall tau-b and

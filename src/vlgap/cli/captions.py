@@ -64,8 +64,9 @@ def caption_eval_command(
     videos: Optional[Path] = typer.Option(None, "--videos", help="Video manifest (JSONL {id, video, captions}) instead of --images: scores over sampled frames."),
     frames: str = typer.Option("all", "--frames", help="With --videos: the frame rule, all (every frame, the official EMScorer) | int-linspace:N (the VATEX-EVAL demo, N = 10) | rint-linspace:N (nearest; a bare N means this); recorded in the result."),
     clip: Optional[str] = typer.Option(None, "--clip", help="CLIP-family checkpoint: hf:<hub id or folder> (CLIP, SigLIP) or pacs:<checkpoint.pth>[@<CLIP hub id or folder>] (w = 2.0)."),
-    clip_convention: str = typer.Option("official", "--clip-convention", help="official (default, alias hessel: jmhessel/clipscore, or aimagelab/pacscore with a pacs: checkpoint: openai pixels and text cleaning, 'A photo depicts ', RefCLIP-S unclamped) | transformers (the checkpoint's processor and tokenizer, RefCLIP-S clamped as the paper) | torchmetrics (100 x max(cos, 0), no prefix)."),
-    emscore_convention: str = typer.Option("official", "--emscore-convention", help="official (default: ShiYaya/emscore EMScorer.score: [SOS]/[EOS] kept, idf, openai pixels and text, over-long captions refused) | content-tokens (content tokens only, uniform weights, the checkpoint's processor)."),
+    clip_convention: str = typer.Option("official", "--clip-convention", help="official (default, alias hessel: jmhessel/clipscore, or aimagelab/pacscore with a pacs: checkpoint: openai pixels and tokenisation, 'A photo depicts ', RefCLIP-S unclamped) | transformers (the checkpoint's processor and tokenizer, RefCLIP-S clamped as the paper) | torchmetrics (100 x max(cos, 0), no prefix)."),
+    emscore_convention: str = typer.Option("official", "--emscore-convention", help="official (default: ShiYaya/emscore EMScorer.score: [SOS] to the first [EOS], idf, openai pixels and text, over-long captions refused) | content-tokens (content tokens only, uniform weights, the checkpoint's processor)."),
+    emscore_idf: Optional[bool] = typer.Option(None, "--emscore-idf/--no-emscore-idf", help="EMScore's idf weights over the references (the candidates without references), as EMScorer.score(idf=True); --no-emscore-idf weighs every token 1 (idf=False). Default: on for --emscore-convention official, off (uniform) for content-tokens."),
     clip_w: Optional[float] = typer.Option(None, "--clip-w", help="Custom CLIP-S weight w (overrides the convention's)."),
     clip_prefix: Optional[str] = typer.Option(None, "--clip-prefix", help="Custom text put before every caption (overrides the convention's; '' for none)."),
     no_truncate: bool = typer.Option(False, "--no-truncate", help="Reject captions longer than the text tower's limit instead of truncating them (end-of-text kept)."),
@@ -113,7 +114,7 @@ def caption_eval_command(
 
         output_file(per_item, "--out")
     model_options = dict(images=images, image_pattern=image_pattern, videos=videos, n_frames=frames, clip=clip,
-                         clip_convention=clip_convention, emscore_convention=emscore_convention,
+                         clip_convention=clip_convention, emscore_convention=emscore_convention, emscore_idf=emscore_idf,
                          clip_w=clip_w, clip_prefix=clip_prefix, truncate=not no_truncate,
                          bertscore_model=bertscore_model, bertscore_layer=bertscore_layer, idf=idf,
                          bertscore_baseline=bertscore_baseline, device=device)

@@ -378,7 +378,7 @@ FLAGS = frozenset({
     "as_json", "force", "skip_bad", "allow_repeated_frames", "trust_remote_code", "random_weights", "quiet", "full",
     "truncate", "length_match", "c2st", "fd", "factorial", "idf", "no_truncate", "polish", "synthetic_only",
     "summary_only", "encoder_matrix", "use_intervals", "check", "prune", "reorder", "frame_order", "dry_run",
-    "list_only",
+    "list_only", "emscore_idf",
 })
 
 _SHAPES = {"n": Count(1, custom=_shapes_n), "n_frames": _NF(1, 108_000), "size": Count(1, custom=_shapes_size)}

@@ -56,8 +56,13 @@ def _load_image(path: Path) -> np.ndarray:
         return np.asarray(ImageOps.exif_transpose(im).convert("RGB"))
 
 
+#: containers whose frame count (nb_frames) is their sample table's: ISO BMFF (mp4, mov, m4v, 3gp)
+_COUNTED_CONTAINERS = ("mov,mp4,m4a,3gp,3g2,mj2",)
+
+
 def count_frames(item: Item) -> int:
-    """Number of frames: the container's count where it gives one (mp4), else counted by decoding."""
+    """Number of decoded frames. From the container's frame count where it is exact (metadata_frame_count:
+    an mp4 or mov whose samples all decode and are all shown), else counted by decoding every frame."""
     path = item.media
     if item.kind == "image":
         if not path.exists():
@@ -73,12 +78,52 @@ def count_frames(item: Item) -> int:
         with av.open(str(path)) as container:
             if not container.streams.video:
                 raise ValueError("no video stream")
-            stream = container.streams.video[0]
-            if stream.frames and stream.frames > 0:
-                return int(stream.frames)
-            return sum(1 for _ in container.decode(stream))
+            known = metadata_frame_count(container)
+        return known if known is not None else _decoded_count(path)
     except Exception as err:
         raise BadItemError(item.id, f"cannot decode {path}: {type(err).__name__}: {err}") from None
+
+
+def _decoded_count(path: Path) -> int:
+    import av
+
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"  # the same frames, decoded on every core
+        threads = getattr(_local, "threads", None)
+        if threads is not None:
+            stream.codec_context.thread_count = threads
+        return sum(1 for _ in container.decode(stream))
+
+
+def metadata_frame_count(container) -> int | None:
+    """The first video stream's frame count from the container, where it equals the decoded count; else
+    None. Only ISO BMFF containers (mp4, mov) are asked: their count is the sample table's. It is
+    trusted when every sample can be read (a cut-off file stops short), none is marked to be dropped
+    (an edit list that starts later than the first sample: ffmpeg -ss with -c copy), the first is a key
+    frame (a decoder drops what comes before one), none is shown before it (the leading pictures of an
+    open GOP cut out of a longer stream refer to frames the file lacks: the decoder drops them) and the
+    number read equals the count. Reading the samples moves no pixel through a decoder. Matroska, WebM,
+    MPEG-PS/TS, AVI (whose index counts placeholder chunks too) and the rest give None: the frames are
+    then counted by decoding them."""
+    stream = container.streams.video[0]
+    declared = int(stream.frames or 0)
+    if container.format.name not in _COUNTED_CONTAINERS or declared <= 0:
+        return None
+    n, first = 0, None
+    for packet in container.demux(stream):
+        if packet.size == 0:  # the demuxer's end-of-stream packet
+            continue
+        if packet.is_discard or packet.is_corrupt or packet.pts is None:
+            return None
+        if first is None:
+            if not packet.is_keyframe:
+                return None
+            first = packet.pts
+        elif packet.pts < first:
+            return None
+        n += 1
+    return declared if n == declared else None
 
 
 def read_frames(item: Item, indices: np.ndarray | None = None, max_side: int | None = None) -> tuple[np.ndarray, int]:
