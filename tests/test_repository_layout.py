@@ -16,7 +16,10 @@ EXPERIMENTS = ROOT / "experiments"
 RUN_DATA = {".json", ".jsonl", ".csv", ".tsv", ".npz", ".npy", ".parquet", ".pt", ".safetensors"}
 #: Run-data files the manual's own examples need under docs/ (none today; name each one here).
 DOCS_DATA_ALLOWED: set[str] = set()
-DOCS_MAX_BYTES = 1_000_000
+#: the manual's own pages (Markdown and its figures) and the site's vendored assets (KaTeX, the offline
+#: search shim under docs/assets/), bounded apart: pages grow with the manual, assets only with a new library
+DOCS_MAX_BYTES = 650_000
+ASSETS_MAX_BYTES = 650_000
 
 _LINK = re.compile(r"\]\(<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\)")
 
@@ -38,8 +41,11 @@ def _links(page: Path) -> list[str]:
 
 def test_docs_is_the_manual_only():
     files = _files(DOCS)
-    size = sum(p.stat().st_size for p in files)
-    assert size < DOCS_MAX_BYTES, f"docs/ holds {size:,} bytes (at most {DOCS_MAX_BYTES:,}): run data goes in results/"
+    assets = DOCS / "assets"
+    size = sum(p.stat().st_size for p in files if assets not in p.parents)
+    assert size < DOCS_MAX_BYTES, f"docs/ pages hold {size:,} bytes (at most {DOCS_MAX_BYTES:,}): run data goes in results/"
+    vendored = sum(p.stat().st_size for p in files if assets in p.parents)
+    assert vendored < ASSETS_MAX_BYTES, f"docs/assets/ holds {vendored:,} bytes (at most {ASSETS_MAX_BYTES:,})"
     scripts = [p.relative_to(ROOT).as_posix() for p in files if p.suffix == ".py"]
     assert not scripts, f"scripts under docs/ (move them to experiments/): {scripts}"
     data = [p.relative_to(ROOT).as_posix() for p in files if p.suffix in RUN_DATA]
