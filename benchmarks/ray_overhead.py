@@ -43,14 +43,17 @@ def load() -> list[float]:
 
 
 def commit() -> str:
+    """The commit of the vlgap that is imported (the code measured), "+ changes" when its tree differs."""
+    import vlgap
+
+    where = Path(vlgap.__file__).resolve().parent
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             cwd=Path(__file__).resolve().parent)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=Path(__file__).resolve().parent).stdout.strip()
-        return out.stdout.strip() + (" (with uncommitted changes)" if dirty else "")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=where)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "."], capture_output=True,
+                               text=True, cwd=where).stdout.strip()
     except OSError:
         return "unknown"
+    return (head.stdout.strip() or "unknown") + (" + uncommitted changes" if dirty else "")
 
 
 # -- one timed run, in its own process ------------------------------------------------------------------
@@ -461,7 +464,8 @@ def summarise(runs: list[dict]) -> dict:
         for k, v in r["processes"].items():
             kinds.setdefault(k, []).append(v["cpu_s"])
     idle = [sum(v["cpu_s"] for v in get[p, "single"]["processes"].values()) for p in pairs]
-    ray_enc_cpu = [get[p, "ray"]["ray"]["encoder_cpu_s"] for p in pairs if get[p, "ray"].get("ray")]
+    ray_enc_cpu = [get[p, "ray"]["ray"]["encoder_cpu_s"] for p in pairs
+                   if "encoder_cpu_s" in (get[p, "ray"].get("ray") or {})]  # (code before 2026-12-06: absent)
     loads = [r["load_before"][0] for r in runs]
     out = {
         "wall_each_pair": [round(x, 3) for x in wall], "wall_ratio_median_pair": med(wall),

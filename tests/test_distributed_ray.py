@@ -199,6 +199,23 @@ def test_decoding_tasks_use_one_codec_thread(tiny_dataset, monkeypatch):
 
 
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
+def test_a_ray_drivers_whole_extraction_never_imports_torch(ray_cluster, tiny_dataset, tmp_path):
+    """The driver of a Ray extraction, from its arguments to the finished store, runs without torch (its
+    import would sit on the way to the encoder actor's start, or between the actor's answer and its
+    first chunk); a process of its own joins the session's cluster, as `vlgap extract --ray ADDRESS` does."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    code = f"""
+import sys
+from vlgap.features.extract import extract
+res = extract({str(tiny_dataset)!r}, "mobilenet_v2", n_frames=[2], image_size=64, cache_dir={str(tmp_path / 'c')!r},
+              ray={address!r}, ray_workers=1, threads=1, progress=False)
+print("COMPUTED", res.chunks_computed, "TORCH_LOADED", "torch" in sys.modules, "torchvision" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert "TORCH_LOADED False False" in out.stdout and "COMPUTED 0" not in out.stdout, out.stderr[-3000:]
+
+
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
     from typer.testing import CliRunner
@@ -216,6 +233,8 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
     assert dist.features[3].record["ray"]["encoder_actors"] == 2
     # each actor's first chunk was decoded while the actors loaded the model
     assert dist.features[3].record["ray"]["chunks_decoded_while_encoder_loaded"] == 2
+    rec = dist.features[3].record["ray"]
+    assert 0 < rec["encoder_cpu_s"] and 0 < rec["encoder_busy_s"]  # what the actors' calls cost
     # a Ray-written store is an ordinary store: a single-process call finds it complete
     again = _vision(tiny_dataset, tmp_path / "ray")
     assert again.computed == [] and again.chunks_computed == 0

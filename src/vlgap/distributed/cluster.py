@@ -22,12 +22,13 @@ def require_ray():
     return ray
 
 
-#: what a local cluster that vlgap starts itself runs with (docs/cluster.md, "One machine"): no dashboard,
-#: and its workers at the niceness of the process that asked for them. Ray's own default runs workers at
-#: niceness 15, so that its daemons and drivers stay responsive; then the encoder actor yields its core
-#: to everything else on the machine (also to the Ray daemons and the driver of its own run), and a
-#: one-actor extraction spent 2-10 % more time than at niceness 0 (benchmarks/ray_overhead.py).
-#: A cluster started by `ray start` keeps the settings it was started with.
+#: what a local cluster that vlgap starts itself runs with (docs/cluster.md, "One small machine"): no
+#: dashboard, and its workers at niceness 0, the priority of the single process they stand in for. Ray's
+#: own default, 15, keeps its daemons and drivers responsive under heavy workers; on a machine shared with
+#: other work it makes the encoder actor yield its core to every process of normal priority in its
+#: scheduling group (the Ray daemons and the driver of its own run included) where a single-process
+#: extraction would share it evenly. A cluster started by `ray start` keeps the settings it was started
+#: with (`RAY_worker_niceness=0 ray start --head ...` sets the same).
 LOCAL_CLUSTER: dict[str, Any] = {"include_dashboard": False, "_system_config": {"worker_niceness": 0}}
 
 
