@@ -387,6 +387,12 @@ def main() -> None:
     if args.child_run:
         child_run(args)
         return
+    from vlgap.features.chunk_steps import CHUNK_FRAMES
+
+    if args.videos * args.n_frames < 2 * CHUNK_FRAMES:
+        # the actor's last call loses its timeline events when the actor is killed at the end: with one
+        # chunk there is no first encode to time
+        ap.error(f"--videos x --n-frames must make 2 chunks at least ({2 * CHUNK_FRAMES} frames)")
     from vlgap.data.shapes import generate_shapes
     from vlgap.platform_info import machine_summary
 
