@@ -106,6 +106,115 @@ print("TORCH_LOADED", "torch" in sys.modules, type(packed).__name__)
     assert "TORCH_LOADED False bytes" in out.stdout, out.stderr[-2000:]
 
 
+def test_a_ray_driver_reaches_its_cluster_without_importing_torch(tiny_dataset, tmp_path):
+    """Everything extract() does in a Ray driver before it connects (arguments, device and dtype, manifest,
+    cache keys, locks) runs without torch: its import (1-4 s on 2 cores) came before the encoder actor
+    was even requested, on the critical path of every --ray run (docs/cluster.md, overhead on a small
+    machine). The rest of the driver's way is checked end to end by the slow test below."""
+    code = f"""
+import sys
+import vlgap.distributed.extract as dx
+def reached(job, result, **kw):
+    print("TORCH_BEFORE_RAY", "torch" in sys.modules, flush=True)
+    raise SystemExit(0)
+dx.run_ray = reached
+from vlgap.features.extract import extract
+extract({str(tiny_dataset)!r}, "mobilenet_v2", n_frames=[2], cache_dir={str(tmp_path / 'c')!r}, ray="auto",
+        device="cpu", dtype="float32", progress=False)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "TORCH_BEFORE_RAY False" in out.stdout, out.stdout[-2000:] + out.stderr[-3000:]
+
+
+def test_devices_parse_without_torch_where_nothing_is_checked():
+    code = """
+import sys
+from vlgap.runtime import parse_device
+print(parse_device("cpu"), parse_device(" CPU "), parse_device("cuda", check=False),
+      parse_device("cuda:3", check=False), parse_device("mps", check=False), "torch" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["cpu", "cpu", "cuda:0", "cuda:3", "mps", "False"], out.stderr[-2000:]
+
+
+def test_a_local_cluster_started_by_vlgap_runs_its_workers_at_the_callers_niceness(monkeypatch):
+    """--ray auto without a running cluster, and --ray local, start one with LOCAL_CLUSTER's settings
+    (workers at niceness 0, no dashboard); a running cluster or an address is joined as it is (Ray refuses
+    settings for a cluster it joins)."""
+    import ray
+
+    from vlgap.distributed import cluster
+
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kw: calls.append(kw))
+    for running in (False, True):
+        monkeypatch.setattr(cluster, "_existing_cluster", lambda _ray, running=running: running)
+        cluster.connect("auto")
+    cluster.connect("local")
+    cluster.connect("head:6379")
+    started, joined, local, address = calls
+    assert started["address"] == local["address"] == "local"
+    for kw in (started, local):
+        assert kw["_system_config"] == {"worker_niceness": 0} and kw["include_dashboard"] is False
+    assert "_system_config" not in joined and "address" not in joined  # Ray's own rule finds the cluster
+    assert address["address"] == "head:6379" and "_system_config" not in address
+
+
+def test_existing_cluster_follows_rays_own_rule(monkeypatch, tmp_path):
+    """RAY_ADDRESS means join; with neither it nor a `ray start` cluster on this machine, start one."""
+    from vlgap.distributed.cluster import _existing_cluster
+
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    assert _existing_cluster(None) is True
+    monkeypatch.delenv("RAY_ADDRESS")
+    from ray._private import services
+
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir=None: None)
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: {"127.0.0.1:1234"})  # another process's cluster
+    assert _existing_cluster(None) is False
+
+
+def test_decoding_tasks_use_one_codec_thread(tiny_dataset, monkeypatch):
+    """A decoding task holds one CPU: it decodes with one codec and one colour-conversion thread, as the
+    single process's decoding threads do (FFmpeg's default, a thread per core, took the encoder actor's)."""
+    from vlgap.data import video
+    from vlgap.distributed import extract as ray_extract
+    from vlgap.features.chunk_steps import VisionSteps
+
+    seen = []
+    real = VisionSteps.decode_one
+
+    def spy(self, item, preprocess=None):
+        seen.append(getattr(video._local, "threads", None))
+        return real(self, item, preprocess)
+
+    monkeypatch.setattr(VisionSteps, "decode_one", spy)
+    from vlgap.data.manifest import read_manifest
+
+    items = read_manifest(tiny_dataset).items[:2]
+    part = ray_extract._decode._function(VisionSteps([2], 1, False), items, -1, None, None)
+    assert seen == [1, 1] and part.ids[2] == [it.id for it in items]
+    assert getattr(video._local, "threads", None) is None  # the worker's later tasks decide for themselves
+
+
+@pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
+def test_a_ray_drivers_whole_extraction_never_imports_torch(ray_cluster, tiny_dataset, tmp_path):
+    """The driver of a Ray extraction, from its arguments to the finished store, runs without torch (its
+    import would sit on the way to the encoder actor's start, or between the actor's answer and its
+    first chunk); a process of its own joins the session's cluster, as `vlgap extract --ray ADDRESS` does."""
+    address = ray_cluster.get_runtime_context().gcs_address
+    code = f"""
+import sys
+from vlgap.features.extract import extract
+res = extract({str(tiny_dataset)!r}, "mobilenet_v2", n_frames=[2], image_size=64, cache_dir={str(tmp_path / 'c')!r},
+              ray={address!r}, ray_workers=1, threads=1, progress=False)
+print("COMPUTED", res.chunks_computed, "TORCH_LOADED", "torch" in sys.modules, "torchvision" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert "TORCH_LOADED False False" in out.stdout and "COMPUTED 0" not in out.stdout, out.stderr[-3000:]
+
+
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
@@ -124,6 +233,8 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
     assert dist.features[3].record["ray"]["encoder_actors"] == 2
     # each actor's first chunk was decoded while the actors loaded the model
     assert dist.features[3].record["ray"]["chunks_decoded_while_encoder_loaded"] == 2
+    rec = dist.features[3].record["ray"]
+    assert 0 < rec["encoder_cpu_s"] and 0 < rec["encoder_busy_s"]  # what the actors' calls cost
     # a Ray-written store is an ordinary store: a single-process call finds it complete
     again = _vision(tiny_dataset, tmp_path / "ray")
     assert again.computed == [] and again.chunks_computed == 0

@@ -35,6 +35,7 @@ process that names the faster choice (`warn_slow_bfloat16`).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -159,6 +160,13 @@ def parse_device(value: Any = None, *, spread: bool = False, check: bool = True)
         return SPREAD
     if text == "auto":
         return resolve_auto() if check else "auto"
+    # without torch where nothing needs checking: a Ray driver (check=False) never imports torch, whose
+    # import (1-4 s on 2 cores) would delay its encoder actors' start (docs/cluster.md)
+    if text == "cpu":
+        return "cpu"
+    plain = re.fullmatch(r"cuda(?::(\d+))?|mps", text)
+    if plain and not check:
+        return "mps" if text == "mps" else f"cuda:{int(plain.group(1) or 0)}"
     import torch
 
     try:

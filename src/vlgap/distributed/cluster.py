@@ -22,11 +22,32 @@ def require_ray():
     return ray
 
 
+#: what a local cluster that vlgap starts itself runs with (docs/cluster.md, "One small machine"): no
+#: dashboard, and its workers at niceness 0, the priority of the single process they stand in for. Ray's
+#: own default, 15, keeps its daemons and drivers responsive under heavy workers; on a machine shared with
+#: other work it makes the encoder actor yield its core to every process of normal priority in its
+#: scheduling group (the Ray daemons and the driver of its own run included) where a single-process
+#: extraction would share it evenly. A cluster started by `ray start` keeps the settings it was started
+#: with (`RAY_worker_niceness=0 ray start --head ...` sets the same).
+LOCAL_CLUSTER: dict[str, Any] = {"include_dashboard": False, "_system_config": {"worker_niceness": 0}}
+
+
+def _existing_cluster(ray) -> bool | None:
+    """Whether `ray.init()` would join a cluster (RAY_ADDRESS, or this machine's last `ray start`) rather
+    than start one; None where this Ray does not say (its private helper moved)."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # pragma: no cover - a future Ray
+        return None
+    return canonicalize_bootstrap_address(None) is not None
+
+
 def connect(spec: str | bool = "auto"):
     """An initialised `ray` module. spec: True or "auto" (a cluster this process already joined, else
     RAY_ADDRESS, else the cluster of the last `ray start` on this machine, else a new local one sized
     to this machine: Ray's own `ray.init()` rule, which never joins some other process's private local
-    cluster), "local" (always a new local one) or an address ("ray://...", "host:6379")."""
+    cluster), "local" (always a new local one) or an address ("ray://...", "host:6379"). A local cluster
+    started here runs with `LOCAL_CLUSTER`'s settings."""
     ray = require_ray()
     if ray.is_initialized():
         return ray
@@ -34,9 +55,15 @@ def connect(spec: str | bool = "auto"):
     quiet = {"logging_level": "WARNING", "log_to_driver": True}
     try:
         if spec == "auto":
-            ray.init(include_dashboard=False, **quiet)
+            joins = _existing_cluster(ray)
+            if joins is None:  # pragma: no cover - a future Ray: its own rule, its own settings
+                ray.init(include_dashboard=False, **quiet)
+            elif joins:
+                ray.init(**quiet)
+            else:
+                ray.init(address="local", **LOCAL_CLUSTER, **quiet)
         elif spec == "local":
-            ray.init(address="local", include_dashboard=False, **quiet)
+            ray.init(address="local", **LOCAL_CLUSTER, **quiet)
         else:
             ray.init(address=spec, **quiet)
     except ConnectionError as err:

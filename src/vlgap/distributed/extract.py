@@ -55,10 +55,15 @@ DECODE_ITEMS = 8
 def _decode(steps, items, chunk_no: int, preprocessor_pickle: bytes | None, fault):
     """A chunk's items decoded and, when the encoder has a model-free `preprocessor` (given pickled,
     see `EncoderActor.info`), preprocessed (else the actor preprocesses the uint8 frames); texts joined."""
+    from vlgap.data.video import decode_threads
+
     faults.maybe_kill(fault, "decode", chunk_no)
     reuse_freed_memory()
     preprocessor = _unpickled(preprocessor_pickle) if preprocessor_pickle is not None else None
-    return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
+    # one codec thread and one colour-conversion thread, as the single process's decoding threads: the
+    # task holds one CPU (FFmpeg's own choice, a thread per core, would take the encoder actor's cores)
+    with decode_threads(1):
+        return _as_numpy(steps.collect(items, [steps.decode_one(item, preprocessor) for item in items]))
 
 
 @functools.lru_cache(maxsize=4)
@@ -118,7 +123,7 @@ class EncoderActor:
         return info, (cloudpickle.dumps(preprocessor) if preprocessor is not None else None)
 
     def encode(self, r, chunk_no: int, steps, *parts) -> dict:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         decoded = parts[0].join(list(parts))
         out, truncated = steps.encode_chunk(self.enc, decoded, self.job.batch_size)
         faults.maybe_kill(self.fault, "encode", chunk_no)  # after the work, before the write: worst case
@@ -126,7 +131,7 @@ class EncoderActor:
         self.written += 1
         faults.maybe_kill(self.fault, "driver", self.written, self.driver_pid)
         return {"truncated": truncated, "host": socket.gethostname(), "pid": os.getpid(),
-                "busy_s": time.perf_counter() - t0}
+                "busy_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0}
 
 
 def plan_resources(ray, device: str, n_workers: int | None) -> tuple[int, dict, dict, int]:
@@ -189,7 +194,10 @@ def run_ray(job, result, *, ray: str | bool = "auto", n_workers: int | None = No
     record["ray"] = {"encoder_actors": n, "actor_resources": actor_opts, "decode_resources": decode_opts,
                      "hosts": sorted(hosts), "chunks_computed": result.chunks_computed,
                      "chunks_decoded_while_encoder_loaded": n_early,
-                     "encoder_busy_fraction": round(busy, 3)}
+                     "encoder_busy_fraction": round(busy["fraction"], 3),
+                     # seconds the actors spent in their calls, and the CPU seconds their processes used
+                     # meanwhile: CPU below busy x torch threads means the encoders shared their cores
+                     "encoder_busy_s": round(busy["busy_s"], 2), "encoder_cpu_s": round(busy["cpu_s"], 2)}
     job.finish(result, steps, ranges, record, truncated)
 
 
@@ -241,7 +249,7 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor_
     waiting: dict = {}                # chunk range -> parts not decoded yet
     encoding: dict = {}               # ref -> (chunk range, actor index)
     load = [0] * len(actors)
-    truncated, hosts, busy = 0, set(), 0.0
+    truncated, hosts, busy, cpu = 0, set(), 0.0, 0.0
     t0 = time.perf_counter()
     preprocessor_ref = rt.put(preprocessor_pickle)
     with progress_bar(progress) as prog:
@@ -276,14 +284,15 @@ def _run_chunks(rt, job, steps, ranges, todo, actors, decode_opts, preprocessor_
                 raise unwrap(err) from None
             truncated += rep["truncated"]
             busy += rep["busy_s"]
+            cpu += rep["cpu_s"]
             hosts.add(rep["host"])
             result.chunks_computed += 1
             prog.update(task, advance=r[1] - r[0])
     dt = time.perf_counter() - t0
-    busy = busy / (dt * len(actors)) if todo else 0.0  # below ~0.9: the encoders waited for decoding
+    fraction = busy / (dt * len(actors)) if todo else 0.0  # below ~0.9: the encoders waited for decoding
     if todo and progress:
         n = sum(e - s for s, e in todo)
         stderr_console.print(f"{job.encoder}: {n} items in {dt:.1f} s ({n / dt:.2f} items/s, {len(actors)} "
-                             f"encoder actors on {len(hosts)} host(s), busy {busy:.0%} of the time)",
+                             f"encoder actors on {len(hosts)} host(s), busy {fraction:.0%} of the time)",
                              highlight=False)
-    return truncated, hosts, busy
+    return truncated, hosts, {"fraction": fraction, "busy_s": busy, "cpu_s": cpu}
