@@ -34,7 +34,9 @@ def pytest_configure(config):
     user_cache, models = cache_root(), models_dir()
     _own_cache(models)
     _threads_of_a_worker()
-    _GUARD = Guard(shared=[REPOSITORY, user_cache, models],
+    temp = Path(tempfile.gettempdir()).resolve()  # a cache set to the temporary folder itself would flag tmp_path
+    shared = [p for p in (REPOSITORY, user_cache, models) if not temp.is_relative_to(p.resolve())]
+    _GUARD = Guard(shared=shared,
                    private=[REPOSITORY / ".pytest_cache"],
                    private_executables=[tempfile.gettempdir()])
     sys.addaudithook(_GUARD)

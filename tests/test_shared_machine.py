@@ -162,3 +162,23 @@ def test_every_test_that_starts_ray_in_process_is_serial():
                 unmarked.append(f"{path.name}::{f.name} ({', '.join(sorted(takes))})")
     assert "ray_cluster" in seen  # the scan finds the suite's Ray fixtures
     assert not unmarked, f"tests that start Ray in process without @pytest.mark.serial: {unmarked}"
+
+
+def test_this_process_has_its_own_cache_and_a_worker_its_share_of_the_cores():
+    """tests/conftest.py: $VLGAP_CACHE is this process's own temporary folder, $VLGAP_MODELS unset (models/
+    of that cache links the user's conversions), and a pytest-xdist worker computes with cores // workers
+    torch threads."""
+    import tempfile
+
+    import torch
+
+    from vlgap.encoders.gguf_cache import models_dir
+    from vlgap.io_utils import cache_root
+    from vlgap.runs.claims import available_cores
+
+    root = cache_root()
+    assert root.name.startswith("vlgap-test-cache-") and root.parent == Path(tempfile.gettempdir()), root
+    assert "VLGAP_MODELS" not in os.environ and models_dir() == root / "models" and models_dir().is_dir()
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if os.environ.get("PYTEST_XDIST_WORKER") and workers >= 2:
+        assert torch.get_num_threads() == max(1, available_cores() // workers)
