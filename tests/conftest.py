@@ -58,6 +58,20 @@ def _report_the_shared_jvm(guard) -> None:
     MeteorJar._exchange = reported
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (make test): one worker per core this process may run on, counting only the cores of its CPU
+    set (a container's or taskset's) and no hyperthread twins, where pytest-xdist counts the host's
+    physical cores; PYTEST_XDIST_AUTO_NUM_WORKERS, when set, decides."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    import psutil
+
+    from vlgap.runs.claims import available_cores
+
+    return max(1, min(available_cores(), psutil.cpu_count(logical=False) or available_cores()))
+
+
 def _xdist_controller(config) -> bool:
     return not hasattr(config, "workerinput") and getattr(config.option, "dist", "no") != "no" \
         and bool(getattr(config.option, "tx", None))
