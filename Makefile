@@ -38,10 +38,17 @@ setup: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/vlgap demo
 
-# The fast suite (every module imported and exercised; minutes on 2 cores). Long reproductions, real-model
-# checks and experiment runs carry the `slow` marker and run in `make test-slow` (CI runs both).
+# The fast suite (every module imported and exercised; minutes on 2 cores), on every core: the tests not marked
+# `serial` in parallel (pytest-xdist, one worker per core; TEST_WORKERS=1 runs them in one process), then the
+# `serial` ones (Ray, a Java VM, folders every process shares) alone; both passes always run, and either
+# failing fails the target. Long reproductions, real-model checks and experiment runs carry the `slow`
+# marker and run in `make test-slow`, one at a time (CI runs both). docs/getting-started.md, "The test suite".
+TEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	status=0; \
+	$(BIN)/python -m pytest -q -m "not slow and not serial" -n $(TEST_WORKERS) --dist worksteal || status=$$?; \
+	$(BIN)/python -m pytest -q -m "not slow and serial" -p no:xdist || status=$$?; \
+	exit $$status
 
 test-slow: $(STAMP)
 	$(BIN)/python -m pytest -q -m slow

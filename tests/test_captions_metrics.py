@@ -386,6 +386,7 @@ def coco_pipeline():
     return refs, preds, gts, res, scores
 
 
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_live_pipeline_matches_coco_caption(coco_pipeline):
@@ -397,6 +398,7 @@ def test_live_pipeline_matches_coco_caption(coco_pipeline):
 
 
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_live_meteor_identical(coco_pipeline):
@@ -418,6 +420,7 @@ def test_live_meteor_identical(coco_pipeline):
     np.testing.assert_allclose(meteor_from_statistics(stats), items, rtol=0, atol=1e-12)
 
 
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_frozen_meteor(expected):

@@ -239,6 +239,7 @@ def jar_tokens():
     return refs, preds, keys, gts, res, fuzz, fz
 
 
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_live_corpus_tokens_identical(jar_tokens):
@@ -249,6 +250,7 @@ def test_live_corpus_tokens_identical(jar_tokens):
     assert ours_preds == [res[k][0] for k in keys]
 
 
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_live_fuzz_tokens_identical(jar_tokens):
@@ -335,6 +337,7 @@ def test_chunk_entries_mark_what_crosses_a_blank():
     assert ptb._can_pair("No.", "5")
 
 
+@pytest.mark.serial  # a Java VM: make test runs it alone
 @pytest.mark.java
 @needs_java
 def test_live_boundary_tokens_identical():

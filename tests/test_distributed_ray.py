@@ -199,6 +199,7 @@ def test_decoding_tasks_use_one_codec_thread(tiny_dataset, monkeypatch):
 
 
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
+@pytest.mark.serial  # a Ray cluster
 def test_a_ray_drivers_whole_extraction_never_imports_torch(ray_cluster, tiny_dataset, tmp_path):
     """The driver of a Ray extraction, from its arguments to the finished store, runs without torch (its
     import would sit on the way to the encoder actor's start, or between the actor's answer and its
@@ -215,6 +216,7 @@ print("COMPUTED", res.chunks_computed, "TORCH_LOADED", "torch" in sys.modules, "
     assert "TORCH_LOADED False False" in out.stdout and "COMPUTED 0" not in out.stdout, out.stderr[-3000:]
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
@@ -260,6 +262,7 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
             assert np.array_equal(x, y)
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):
     """If the encoder's name misleads the early decoding (here: claims a video model with 1-frame clips),
@@ -281,6 +284,7 @@ def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_datas
     _assert_same(single, dist)
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_bad_video_in_an_early_decoded_chunk_is_our_error_or_a_reported_skip(ray_cluster, tiny_dataset, tmp_path,
                                                                              one_thread, small_chunks):
@@ -303,6 +307,7 @@ def test_bad_video_in_an_early_decoded_chunk_is_our_error_or_a_reported_skip(ray
     _assert_same(single, dist)
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                                 small_chunks, monkeypatch):
@@ -321,6 +326,7 @@ def test_worker_killed_mid_extraction_run_completes_identically(ray_cluster, tin
     _assert_same(single, dist)
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_killed_driver_resumes_from_the_store(ray_cluster, tiny_dataset, tmp_path, one_thread, small_chunks):
     address = ray_cluster.get_runtime_context().gcs_address
@@ -355,6 +361,7 @@ def _exact_tie_data(rng, n, d, layers):
     return [rng.integers(-2, 3, size=(n, d)).astype(np.float64) for _ in range(layers)]
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 def test_row_block_knn_equals_single_process_lists(ray_cluster, tmp_path, monkeypatch):
     from vlgap.distributed.knn import topk_neighbours as ray_topk
     from vlgap.metrics.knn import row_blocks, topk_neighbours
@@ -381,6 +388,7 @@ def test_row_block_knn_equals_single_process_lists(ray_cluster, tmp_path, monkey
     assert torch.equal(a[0], b[0])
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 def test_layer_search_on_ray_equals_single_process(ray_cluster, tmp_path, monkeypatch):
     from vlgap.metrics.layer_search import layer_search
 
@@ -402,6 +410,7 @@ def test_layer_search_on_ray_equals_single_process(ray_cluster, tmp_path, monkey
     np.testing.assert_allclose(cka.scores, cka_ref.scores, rtol=1e-12)
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 def test_sweep_cells_on_ray_equal_serial_sweep(ray_cluster, tmp_path, one_thread):
     from conftest import write_toy_manifest
 

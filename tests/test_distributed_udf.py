@@ -127,6 +127,7 @@ def ray_data():
         ray.shutdown()
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_udf_in_a_ray_data_pipeline_equals_extract(ray_data, tiny_dataset, tmp_path, one_thread):
     from vlgap.data.manifest import read_manifest

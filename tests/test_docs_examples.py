@@ -277,7 +277,7 @@ def _write_inputs(root: Path) -> None:
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
     """The docs' working folder. Features go to a fresh cache inside it; converted models (the one-time
-    GGUF dequantisation) are shared with the user's cache, whose writes are atomic."""
+    GGUF dequantisation) are this test process's (tests/conftest.py links the user's conversions in)."""
     from vlgap.io_utils import cache_root
 
     root = tmp_path_factory.mktemp("docs")

@@ -41,11 +41,15 @@ def test_overlap_totals_equal_set_intersections(n, k, weighted):
     w = rng.integers(0, 4, size=(b, n)) if weighted else None
     got = kb.overlap_totals([kb.neighbour_bits(i, n, v) for i, v in xs],
                             kb.stack_layers([kb.neighbour_bits(i, n, v) for i, v in ys]), w, max_count=k)
-    sets = lambda lists, r, i: {int(x) for x, ok in zip(lists[0][r, i], lists[1][r, i]) if ok}
+    def sets(lists):  # each list's valid ids as a Python set, [resample][item]
+        ids, ok = lists[0].tolist(), lists[1].tolist()
+        return [[{x for x, good in zip(ids[r][i], ok[r][i]) if good} for i in range(n)] for r in range(b)]
+
+    x_sets, y_sets = [sets(x) for x in xs], [sets(y) for y in ys]
     for r in range(b):
         for a in range(lx):
             for c in range(ly):
-                ref = sum((1 if w is None else w[r, i]) * len(sets(xs[a], r, i) & sets(ys[c], r, i))
+                ref = sum((1 if w is None else int(w[r, i])) * len(x_sets[a][r][i] & y_sets[c][r][i])
                           for i in range(n))
                 assert got[r, a, c] == ref
 

@@ -69,6 +69,7 @@ def _npy(cache: Path) -> list[Path]:
     return sorted((cache / "wsv" / "generated").glob("*/*.npy"))
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_ray_latents_equal_single_process_also_when_an_actor_is_killed(ray_cluster, reference, tmp_path,
                                                                        monkeypatch):
@@ -96,6 +97,7 @@ def test_ray_latents_equal_single_process_also_when_an_actor_is_killed(ray_clust
     assert np.array_equal(again, want) and not any("generated" in ln for ln in lines), lines
 
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 @pytest.mark.slow  # > 5 s on 2 cores: make test-slow (the fast suite keeps a cheaper test of the same module)
 def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, reference, pipe, tmp_path):
     from vlgap.wsv.parts import generated_latents
@@ -133,6 +135,7 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     got = generated_latents(parts.generator, parts.encoder, CAPTIONS, seed=SEED, cache_dir=cache, log=lines.append)
     assert np.array_equal(got, want) and not any("generated" in ln for ln in lines), lines
 
+@pytest.mark.serial  # starts Ray: make test runs it alone
 def test_a_worker_with_other_pipeline_weights_is_refused(ray_cluster, pipe, tmp_path):
     """The driver fingerprints the pipeline folder it loaded; a worker that finds other files under the
     same spec (here: the folder re-saved with another seed after the driver loaded it, as a node whose
