@@ -241,3 +241,23 @@ def test_segments_beyond_every_n_f_are_refused_and_repeats_said():
     with warnings.catch_warnings():
         warnings.simplefilter("error", DegenerateWarning)
         vlgap.pool_frames(np.ones((8, 3)), "segments:4")
+
+
+def test_a_sweep_cells_warnings_reach_its_json_and_report(tmp_path):
+    """A degenerate cell's caveat (here k whose chance level is 0.5 or more) is stored with the cell's row
+    in sweep.json and shown in the report beside the pair's cells, not only printed on the console."""
+    import json
+
+    from conftest import write_toy_manifest
+    from vlgap.probe.report import write_report
+    from vlgap.probe.sweep import SweepConfig, run_sweep
+    from toy_encoders import ToyText, ToyVision
+
+    man = write_toy_manifest(tmp_path, 8, n_captions=2)
+    cfg = SweepConfig(manifest=str(man), vision=["tv"], text=["tt"], n_frames=[1, 2], n_captions=[1, 2], k=4,
+                      n_bootstrap=0, n_permutations=0, cache_dir=str(tmp_path / "cache"))
+    run_sweep(cfg, tmp_path / "run", progress=False, encoders={"tv": ToyVision(), "tt": ToyText()})
+    rows = json.loads((tmp_path / "run" / "sweep.json").read_text())["rows"]
+    assert rows and all(any("chance level" in w for w in r.get("warnings", [])) for r in rows), rows[0]
+    page = write_report(tmp_path / "run", progress=False).read_text()
+    assert "warning (4 of 4 cells: n_f=1, n_c=1;" in page and "chance level" in page

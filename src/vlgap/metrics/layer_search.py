@@ -418,6 +418,7 @@ def layer_search(
                              f"preset={preset!r}")
     if sx.n != sy.n:
         raise VlgapError(f"X has {sx.n} items but Y has {sy.n}: row i of X and of Y must be the same item")
+    sx.engine.check(sx.n)  # precomputed sides were checked when prepared: their caveats (k near N) belong here too
     if sx.constant or sy.constant:
         return _search_without_constant_layers(sx, sy, metric=metric, k=k, q=q, preset=preset, cca_dim=cca_dim,
                                                n_bootstrap=n_bootstrap, n_permutations=n_permutations,

@@ -256,6 +256,17 @@ def html_table(headers: list[str], rows: list[list[Any]], nd: int = 3) -> str:
 
 
 
+def cell_warnings(rows: list[dict]) -> str:
+    """The degenerate-input warnings of a pair's cells (vlgap.caveats: why a score means little), each line
+    once with the cells it concerns."""
+    where: dict[str, list[str]] = {}
+    for r in sorted(rows, key=lambda r: (r["n_f"], r["n_c"])):
+        for line in r.get("warnings") or []:
+            where.setdefault(line, []).append(f"n_f={r['n_f']}, n_c={r['n_c']}")
+    return "".join(f"<p class='warn'>{html.escape(f'warning ({len(cells)} of {len(rows)} cells: ' + '; '.join(cells[:4]) + ('; ...' if len(cells) > 4 else '') + f'): {line}')}</p>"
+                   for line, cells in where.items())
+
+
 def provenance_block(rec: dict | None) -> str:
     """The run's provenance (vlgap version, date, command or API call, machine) and this report's own
     version and date, as a small table under the title."""
@@ -531,6 +542,7 @@ def _write_report(run: Path, sweep: dict, fits: dict) -> Path:
             data = _save(scaling_figure(sub, axis, fit, f"{v_label} × {t_label}"), figs / f"{tag}_vs_{axis}.png")
             parts.append(_img(data, f"alignment vs {axis}"))
         parts.append(_fit_section(fit or {}))
+        parts.append(cell_warnings(sub))
         parts.append("<h3>Cells</h3>" + html_table(
             ["n_f", "n_c", "score", f"{level:.0%} CI", "p", "null mean", "best layers (v, t)"],
             [[r["n_f"], r["n_c"], r["score"], _ci_cell(r, no_ci), fmt_or_na(r.get("p_value"), no_p, 4),

@@ -187,11 +187,14 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
     from vlgap.metrics.base import ZeroVarianceError
     from vlgap.metrics.layer_search import layer_search
 
+    from vlgap.caveats import collecting
+
     nan = float("nan")
     # xs / ys: per-layer arrays, or LayerStates from `precompute_layers` (reused across cells)
     try:
-        res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations,
-                           seed=seed, device=device, preset=preset)
+        with collecting() as lines:  # the cell's caveats, also where it ends n/a
+            res = layer_search(xs, ys, k=k, metric=metric, n_bootstrap=n_bootstrap, n_permutations=n_permutations,
+                               seed=seed, device=device, preset=preset)
     except ZeroVarianceError as err:
         n_x, n_y = (len(s.states) if hasattr(s, "states") else len(s) for s in (xs, ys))
         n = xs.n if hasattr(xs, "n") else len(xs[0])
@@ -203,7 +206,8 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
         return {"matrix": np.full((n_x, n_y), nan), "score": nan, "x_layer": -1, "y_layer": -1,
                 "chance": chance if chance is not None else nan, "n": int(n), "k": int(k or 0), "ci_lo": nan,
                 "ci_hi": nan, "p_value": nan, "null_mean": nan, "na_reason": str(err),
-                **interval_fields(None, None, small_sample_warning(int(n), k if make_metric(metric, k).uses_k else None))}
+                **interval_fields(None, None, small_sample_warning(int(n), k if make_metric(metric, k).uses_k else None)),
+                **({"warnings": list(lines)} if lines else {})}
     ci = res.ci
     return {"matrix": np.asarray(res.scores, dtype=np.float64), "score": float(res.best_score),
             "x_layer": int(res.x_layer), "y_layer": int(res.y_layer),
@@ -213,7 +217,8 @@ def score_cell(xs: list[np.ndarray], ys: list[np.ndarray], *, k: int, metric: st
             "p_value": float(res.p_value) if res.p_value is not None else nan,
             "null_mean": float(res.null_mean) if res.null_mean is not None else nan,
             **interval_fields(res.ci_reason, res.ci_note, res.small_sample),
-            **({"notes": list(res.notes)} if res.notes else {})}
+            **({"notes": list(res.notes)} if res.notes else {}),
+            **({"warnings": list(res.warnings)} if res.warnings else {})}  # vlgap.caveats: in the JSON and report
 
 
 def interval_fields(reason: str | None, note: str | None, small: str | None) -> dict[str, str]:
@@ -271,6 +276,9 @@ def score_cell_draws(xs, ys_draws: list, *, k: int, metric: str, n_bootstrap: in
     notes = [n for r in runs for n in r.notes]
     if notes:
         out["notes"] = list(dict.fromkeys(notes))
+    lines = [w for r in runs for w in r.warnings]
+    if lines:
+        out["warnings"] = list(dict.fromkeys(lines))
     return out
 
 

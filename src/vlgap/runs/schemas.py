@@ -31,7 +31,7 @@ SWEEP_ROW = {
                    "p_value": NUM, "null_mean": NUM, "x_layer": INT, "y_layer": INT, "x_layer_name": STR_OR_NULL,
                    "y_layer_name": STR_OR_NULL, "n": {"type": "integer", "minimum": 1}, "k": INT, "chance": NUM,
                    "metric": STR, "vision_encoder": STR, "frame_sampling": STR, "vision_weights": STR,
-                   "text_weights": STR},
+                   "text_weights": STR, "warnings": {"type": "array", "items": STR}},
 }
 
 #: a sweep's sweep.json
