@@ -28,8 +28,9 @@ torch.inference_mode with the same thread count, and sums the wall seconds. It i
 extraction the demo does (the sweep's features and the temporal sections'); it excludes rendering,
 decoding, preprocessing, tokenising, model loading, the alignment cells, the law fits, the temporal
 sections' statistics and the report. "wall / floor" is the cold run's wall time over that sum (1.0 would
-be a demo that does nothing but its forward passes); --floor-repeats N replays N times and keeps the
-fastest pass (the least disturbed by other work on the machine).
+be a demo that does nothing but its forward passes). The floor is replayed right after the traced cold
+run; --floor-repeats N replays N times and keeps the fastest pass (the least disturbed by other work on
+the machine). On a shared machine both sides swing with the load: quote ratios of quiet runs only.
 
 `vlgap cape demo` and `vlgap wsv demo` are timed cold and warm without a floor: CAPE's LM work is LoRA
 training steps and label-forced decoding with a key-value cache inside worker processes, whose inputs
@@ -174,6 +175,15 @@ def settings(demo_config: str | None, name: str) -> str:
     return "; ".join(parts) if parts else "defaults"
 
 
+def print_stages(times: dict, wall: float) -> None:
+    """The run's stages (its stage_timings.json), one a line on the run's clock; the rest of the wall time
+    is the process's start (imports, the command line) and end."""
+    for st in times["stages"]:
+        print(f"  {st['start_s']:7.1f} -> {st['end_s']:7.1f} s  {st['wall_s']:6.1f} s wall {st['cpu_s']:6.1f} s CPU  "
+              f"{st['stage']}", flush=True)
+    print(f"  start-up and exit (outside the stages' clock): {wall - times['wall_s']:.1f} s", flush=True)
+
+
 def measure_floor(trace: Path, env: dict[str, str], repeats: int, stamp: str) -> dict:
     """The floor of a traced run, replayed here (the fastest of `repeats` passes)."""
     from vlgap.encoders.floor import replay
@@ -274,16 +284,16 @@ def main() -> None:
                       "wall / floor": "n/a", "_wall": wall, "_cpu": cpu,
                       "_stages": json.loads(stages.read_text()) if stages.is_file() else None}
             if record["_stages"]:
-                print("  stages: " + ", ".join(f"{s['stage']} {s['wall_s']:.0f} s ({s['cpu_s']:.0f} s CPU)"
-                                               for s in record["_stages"]["stages"]), flush=True)
+                print_stages(record["_stages"], wall)
             pending.append(record)
-        if trace is not None and trace.is_file() and pending[0]["exit"] == 0:
-            stamp = f"{here}, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}"
-            print(f"vlgap demo floor: replaying the cold run's forward passes ({stamp})", flush=True)
-            floor = measure_floor(trace, floor_env, args.floor_repeats, stamp)
-            for enc in floor["encoders"]:
-                print(f"  {enc['encoder']} ({enc['dtype']}): {enc['calls']} calls, {enc['items']} inputs, "
-                      f"{enc['wall_s']:.1f} s (in the run: {enc['traced_wall_s']:.1f} s)", flush=True)
+            if i == 0 and trace is not None and trace.is_file() and rc == 0:
+                # right after the traced run, so that the run and its floor see the machine alike
+                stamp = f"{here}, {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, commit {commit}"
+                print(f"vlgap demo floor: replaying the cold run's forward passes ({stamp})", flush=True)
+                floor = measure_floor(trace, floor_env, args.floor_repeats, stamp)
+                for enc in floor["encoders"]:
+                    print(f"  {enc['encoder']} ({enc['dtype']}): {enc['calls']} calls, {enc['items']} inputs, "
+                          f"{enc['wall_s']:.1f} s (in the run: {enc['traced_wall_s']:.1f} s)", flush=True)
         for record in pending:
             if floor is not None and record["cache"].startswith("cold"):
                 record["floor s"] = f"{floor['wall_s']:.0f}"
