@@ -2,7 +2,8 @@
 without countable items, a line saying what is being done and how long it took.
 
 On a terminal these are Rich displays (bar, spinner); in logs and CI plain lines. Only one Rich live
-display is shown at a time: a step or bar started inside another one prints plain lines instead.
+display is shown at a time: a step or bar started inside another one, or in a side pool's thread
+(vlgap.side_work: tasks side by side), prints plain lines instead.
 """
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from typing import Callable, Iterator
 from rich.console import Console
 from rich.progress import (BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
                            TimeRemainingColumn)
+
+from vlgap.side_work import in_side_lane
 
 stderr_console = Console(stderr=True)
 
@@ -35,7 +38,8 @@ def progress_bar(enabled: bool = True):
     if not enabled:
         yield _NullProgress()
         return
-    if not stderr_console.is_terminal or _live_depth:  # logs, CI, nested: plain lines, every 10 % or 30 s
+    if not stderr_console.is_terminal or _live_depth or in_side_lane():
+        # logs, CI, nested, or in a side pool (vlgap.side_work): plain lines, every 10 % or 30 s
         yield _LineProgress()
         return
     prog = Progress(
@@ -80,7 +84,7 @@ def step(what: str, enabled: bool = True) -> Iterator[None]:
         yield
         return
     t0 = time.perf_counter()
-    if stderr_console.is_terminal and not _live_depth:
+    if stderr_console.is_terminal and not _live_depth and not in_side_lane():
         spinner = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
                            console=stderr_console, transient=True)
         with _live(spinner):

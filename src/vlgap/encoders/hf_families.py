@@ -28,6 +28,7 @@ from torch import nn
 
 from vlgap.encoders._common import dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, versions
 from vlgap.encoders.base import VisionEncoder
+from vlgap.encoders.forward_trace import traced as trace_call
 from vlgap.errors import VlgapError
 from vlgap.runtime import SPREAD, invalid, parse_device, torch_dtype
 
@@ -271,7 +272,8 @@ class HFVisionEncoder(VisionEncoder):
         if x.dim() != want or (self.kind == "video" and x.shape[1] != self.native_clip_len):
             what = "images [B, 3, h, w]" if self.kind == "image" else f"clips [B, {self.native_clip_len}, 3, h, w]"
             raise VlgapError(f"{self.name}: expected {what}, got {tuple(x.shape)}")
-        with self._lock, torch.inference_mode():
+        traced = trace_call(self, lambda: {"shape": list(x.shape), "dtype": dtype_name(x.dtype)})
+        with self._lock, torch.inference_mode(), traced:
             pooled = [pool_tokens(h, self.pooling, self.prefix_tokens) for h in self.hidden_states(x)]
             if self.family.frames_as_images:
                 pooled = [p.view(x.shape[0], x.shape[1], -1).mean(1) for p in pooled]

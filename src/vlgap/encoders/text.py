@@ -21,6 +21,7 @@ import torch
 
 from vlgap.encoders._common import dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, versions
 from vlgap.encoders.base import TextEncoder
+from vlgap.encoders.forward_trace import traced
 from vlgap.errors import VlgapError
 from vlgap.runtime import SPREAD, parse_device, torch_dtype
 
@@ -91,16 +92,32 @@ class HFTextEncoder(TextEncoder):
             n_cut = sum(len(ids) > self.max_length for ids in full)
             enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
                                  return_tensors="pt")
-            enc = {k: v.to(self.device) for k, v in enc.items()}
-            kwargs = {"use_cache": False} if self._accepts_cache else {}
-            out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
-            mask = enc["attention_mask"]
-            # a dispatched model returns each hidden state on the device of its layer: pool there, then
-            # gather every layer on one device
-            pooled = [masked_pool(h, mask, self.pooling).to(self.device) for h in out.hidden_states]
+            pooled = self._pooled(dict(enc))
             self.n_truncated += n_cut
-            self.n_tokens += int(mask.sum())
+            self.n_tokens += int(enc["attention_mask"].sum())
         return pooled
+
+    def forward_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+        """`encode` after tokenisation: token ids [B, L] with their 0/1 mask (padding on the right) ->
+        one pooled [B, D] tensor per layer."""
+        with self._lock, torch.inference_mode():
+            return self._pooled({"input_ids": input_ids, "attention_mask": attention_mask})
+
+    def _pooled(self, enc: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        hidden, mask = self._states(enc)
+        # a dispatched model returns each hidden state on the device of its layer: pool there, then
+        # gather every layer on one device
+        return [masked_pool(h, mask, self.pooling).to(self.device) for h in hidden]
+
+    def _states(self, enc) -> tuple[tuple[torch.Tensor, ...], torch.Tensor]:
+        """The model's hidden states for a tokenised batch, and its attention mask (on the input device);
+        the one place the model runs (traced on request, `vlgap.encoders.forward_trace`)."""
+        enc = {k: v.to(self.device) for k, v in enc.items()}
+        mask = enc["attention_mask"]
+        kwargs = {"use_cache": False} if self._accepts_cache else {}
+        with traced(self, lambda: {"shape": list(enc["input_ids"].shape), "lengths": mask.sum(1).tolist()}):
+            out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
+        return out.hidden_states, mask
 
     def token_ids(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text as `encode` feeds them (plain text, no truncation)."""
@@ -109,10 +126,7 @@ class HFTextEncoder(TextEncoder):
 
     def _hidden(self, texts: list[str]):
         enc = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
-        enc = {k: v.to(self.device) for k, v in enc.items()}
-        kwargs = {"use_cache": False} if self._accepts_cache else {}
-        out = self.model(**enc, output_hidden_states=True, return_dict=True, **kwargs)
-        return out.hidden_states, enc["attention_mask"]
+        return self._states(dict(enc))
 
     def _measure_causal(self) -> bool:
         """True when every layer's states on a text's first tokens equal those of the text alone (a

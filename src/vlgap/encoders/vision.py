@@ -21,6 +21,7 @@ from torch import nn
 from vlgap.encoders._common import (IMAGENET_MEAN, IMAGENET_STD, dtype_name, offline, pool_output, require,
                                     versions, weights_unavailable)
 from vlgap.encoders.base import VisionEncoder
+from vlgap.encoders.forward_trace import traced as trace_call
 from vlgap.errors import VlgapError
 from vlgap.runtime import parse_device, torch_dtype
 
@@ -158,7 +159,8 @@ class ImageModelEncoder(VisionEncoder):
         return self._pre
 
     def forward_layers(self, x: torch.Tensor) -> list[torch.Tensor]:
-        with self._lock, torch.inference_mode():
+        traced = trace_call(self, lambda: {"shape": list(x.shape), "dtype": dtype_name(x.dtype)})
+        with self._lock, torch.inference_mode(), traced:
             if self._explicit is not None:
                 out: list[torch.Tensor] = []
                 self._explicit(x, lambda t: out.append(pool_output(

@@ -54,6 +54,7 @@ from vlgap.features.temporal_pooling import parse_mode as parse_temporal_pooling
 from vlgap.io_utils import atomic_write_text
 from vlgap.memory import reuse_freed_memory
 from vlgap.progress import progress_bar, stderr_console, step
+from vlgap.stage_times import stage
 
 
 @dataclass
@@ -466,7 +467,8 @@ def extract(
 
                 run_ray(job, result, ray=ray, n_workers=ray_workers, threads=threads, progress=progress)
             else:
-                _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
+                with stage(f"extract {job.label} {job.param}={','.join(map(str, pending))} ({len(items)} items)"):
+                    _run_local(job, result, loaded_encoder, workers=workers, threads=threads, progress=progress)
     _check_items(result.features, items, kinds, skip_bad, allow_repeated_frames)
     result.features = {v: apply_item_policy(fs, kinds, skip_bad, allow_repeated_frames)
                        for v, fs in sorted(result.features.items())}

@@ -58,17 +58,30 @@ FEATURE_OPTION_NAMES = tuple(f.name for f in fields(FeatureOptions))
 
 
 class LazyEncoder:
-    """Stands in for an encoder in `extract`; loads the real one on first attribute access."""
+    """Stands in for an encoder in `extract`; loads the real one on first attribute access (or `preload()`,
+    e.g. ahead of use in another thread: the loader runs once, the other thread waits for it)."""
 
-    def __init__(self, loader):
-        self._loader, self._obj = loader, None
+    def __init__(self, loader, name: str = "encoder"):
+        import threading
+
+        self._loader, self._obj, self._name = loader, None, name
+        self._lock = threading.Lock()
+
+    def preload(self):
+        """The loaded encoder (loading it now if nobody has)."""
+        if self._obj is None:
+            with self._lock:
+                if self._obj is None:
+                    from vlgap.stage_times import stage
+
+                    with stage(f"load {self._name}"):
+                        self._obj = self._loader()
+        return self._obj
 
     def __getattr__(self, name):
         if name.startswith("_"):
             raise AttributeError(name)
-        if self._obj is None:
-            self._obj = self._loader()
-        return getattr(self._obj, name)
+        return getattr(self.preload(), name)
 
 
 @checked_class
@@ -129,7 +142,7 @@ class FeatureSource:
                 return get_encoder(name, device=o.device, dtype=o.dtype if vision else self.text_dtype,
                                    pooling=None if vision else o.text_pooling,
                                    image_size=o.image_size if vision else None, random_weights=o.random_weights)
-            self.encoders[name] = LazyEncoder(load)
+            self.encoders[name] = LazyEncoder(load, name)
         return self.encoders[name]
 
     def _common(self) -> dict[str, Any]:

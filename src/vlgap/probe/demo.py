@@ -14,9 +14,10 @@ from typing import Any
 
 from vlgap.errors import VlgapError
 from vlgap.keywords import renamed_fields
-from vlgap.probe.sweep import SweepConfig, run_sweep
+from vlgap.probe.sweep import SweepConfig
 from vlgap.progress import counter, say
 from vlgap.provenance import api_call
+from vlgap.stage_times import stage
 
 
 #: demo config keys that were renamed (TOML files and DemoConfig(...) keywords)
@@ -151,6 +152,73 @@ def resolve_formats(cfg: DemoConfig, log=say) -> tuple[DemoConfig, dict[str, Any
     return replace(cfg, dtype=vision.dtype, text_dtype=formats["text_dtype"].dtype if cfg.text_dtype else None), formats
 
 
+def sweep_and_sections(cfg: DemoConfig, sweep_cfg: SweepConfig, encoders: dict[str, Any], progress: bool = True):
+    """The demo's sweep and (cfg.temporal) temporal sections: the same numbers and files as `run_sweep`
+    then `run_temporal_sections`, in an order that keeps every core busy. First every forward pass, one
+    encoder after another (each on all cores: the sweep's features, then the sections'); then what needs
+    no encoder, side by side on every core (vlgap.side_work): the sweep's cells and laws beside each
+    section's analysis and figures. Returns the SweepResult."""
+    from vlgap.probe.sweep import finish_sweep, sweep_features
+    from vlgap.side_work import side_pool
+
+    prepared = sweep_features(sweep_cfg, cfg.out, progress=progress, claim=False, encoders=encoders)
+    inputs = None
+    if cfg.temporal:
+        from vlgap.probe.temporal import temporal_features
+
+        inputs = temporal_features(cfg, progress=progress, encoders=encoders)
+    with side_pool() as pool:
+        swept = pool.submit(finish_sweep, prepared)
+        if inputs is not None:
+            from vlgap.probe.temporal import finish_temporal_sections
+
+            finish_temporal_sections(cfg, inputs, submit=pool.submit)
+        return swept.result()
+
+
+def prepare_inputs(cfg: DemoConfig, sweep_cfg: SweepConfig, encoders: dict[str, Any]) -> Path:
+    """The demo's shapes videos (rendered, or from the cache) and, beside the rendering, what the first
+    forward passes would otherwise wait for: the encoders that will run, loaded (all of them when the
+    videos are new, else those whose sweep features are missing; each in torch's thread count of this
+    thread, as it would load on first use), and the Test of Time videos."""
+    import torch
+
+    from vlgap.side_work import side_pool
+
+    cached = Path(sweep_cfg.manifest).is_file()
+    names = missing_encoders(sweep_cfg) if cached else [*sweep_cfg.vision, *sweep_cfg.text]
+    with side_pool(2, torch_threads=torch.get_num_threads()) as pool:
+        loads = [encoders[n] for n in names if hasattr(encoders.get(n), "preload")]
+        if loads:
+            pool.submit(_staged, "load encoders", lambda: [enc.preload() for enc in loads])
+        if cfg.temporal:
+            from vlgap.data.test_of_time import tot_dataset
+
+            pool.submit(_staged, "Test of Time videos", tot_dataset, cfg.seed, 128, cfg.cache_dir)
+        with stage("shapes videos"):
+            return shapes_manifest(cfg)
+
+
+def missing_encoders(cfg) -> list[str]:
+    """The sweep's encoders (in extraction order) whose features are not all in the cache yet: those
+    the run will load."""
+    from vlgap.data.manifest import read_manifest
+    from vlgap.features.source import FeatureOptions, FeatureSource
+
+    man = read_manifest(cfg.manifest)
+    src = FeatureSource(FeatureOptions(cache_dir=cfg.cache_dir, device=cfg.device, dtype=cfg.dtype,
+                                       text_dtype=cfg.text_dtype, image_size=cfg.image_size,
+                                       text_pooling=cfg.text_pooling, temporal_pooling=cfg.temporal_pooling,
+                                       random_weights=bool(cfg.random_weights)))
+    wanted = [(v, "n_f", cfg.n_frames) for v in cfg.vision] + [(t, "n_c", cfg.n_captions) for t in cfg.text]
+    return [name for name, param, values in wanted if not all(src.is_cached(man, name, param, x) for x in values)]
+
+
+def _staged(name: str, fn, *args, **kwargs):
+    with stage(name):
+        return fn(*args, **kwargs)
+
+
 def run_fields(cfg: DemoConfig) -> dict[str, Any]:
     """The configuration a demo folder records; options at their defaults are left out, so folders
     written before they existed keep an equal configuration."""
@@ -164,41 +232,53 @@ def run_fields(cfg: DemoConfig) -> dict[str, Any]:
     return out
 
 
+#: where a demo writes the wall and CPU seconds of its stages (vlgap.stage_times; benchmarks/demos.py reads it)
+STAGE_TIMINGS = "stage_timings.json"
+
+
+
 @api_call("vlgap.demo")
 def run_demo(cfg: DemoConfig, progress: bool = True, *, force: bool = False) -> Path:
     """The demo into cfg.out: a folder holding another demo configuration is refused with the
-    differences (`force` takes it over; every cell is keyed, so nothing is mixed either way)."""
+    differences (`force` takes it over; every cell is keyed, so nothing is mixed either way). The
+    stages' wall and CPU seconds go to cfg.out/stage_timings.json."""
+    from vlgap.stage_times import recording
 
+    with recording() as times:
+        report = _run_demo(cfg, progress, force=force)
+    times.write(Path(cfg.out) / STAGE_TIMINGS)
+    return report
+
+
+def _run_demo(cfg: DemoConfig, progress: bool, *, force: bool) -> Path:
     from vlgap.data.manifest import read_manifest
+    from vlgap.data.shapes.write import shapes_manifest_path
     from vlgap.probe.report import write_report
     from vlgap.probe.items import check_sweep
-    from vlgap.probe.sweep import claim_sweep_folder, data_record
+    from vlgap.probe.sweep import claim_sweep_folder, data_record, lazy_encoders
 
     cfg, formats = resolve_formats(cfg)  # auto -> bfloat16 | float32 on this device, said once
-    manifest = shapes_manifest(cfg)
-    record = {**run_fields(cfg), "data": data_record(read_manifest(manifest))}
+    manifest = shapes_manifest_path(cfg.n_videos, cfg.seed, cfg.n_frames_per_video, cfg.video_size, cfg.cache_dir)
     sweep_cfg = SweepConfig(manifest=str(manifest), vision=list(cfg.vision), text=list(cfg.text),
                             n_frames=list(cfg.n_frames), n_captions=list(cfg.n_captions), k=cfg.k, metric=cfg.metric,
                             n_bootstrap=cfg.n_bootstrap, n_permutations=cfg.n_permutations, seed=cfg.seed, device=cfg.device,
                             dtype=cfg.dtype, text_dtype=cfg.text_dtype, image_size=cfg.image_size, temporal_pooling=cfg.temporal_pooling,
                             cache_dir=cfg.cache_dir, random_weights=bool(cfg.random_weights),
                             caption_draws=cfg.caption_draws, frame_sampling=list(cfg.frame_sampling))
-    check_sweep(sweep_cfg, read_manifest(manifest))  # every check before the folder records anything
+    # each encoder loads once, for the sweep and the temporal sections together
+    encoders = lazy_encoders(sweep_cfg)
+    prepare_inputs(cfg, sweep_cfg, encoders)
+    man = read_manifest(manifest)
+    record = {**run_fields(cfg), "data": data_record(man)}
+    check_sweep(sweep_cfg, man)  # every check before the folder records anything
     claim_sweep_folder(Path(cfg.out), "demo", record, force=force, ignore=("out", "cache_dir"), formats=formats)
     import time
 
     started = time.perf_counter()
-    from vlgap.probe.sweep import lazy_encoders
-
-    # each encoder loads once, on first use, for the sweep and the temporal sections together
-    encoders = lazy_encoders(sweep_cfg)
-    result = run_sweep(sweep_cfg, cfg.out, progress=progress, claim=False, encoders=encoders)
-    if cfg.temporal:
-        from vlgap.probe.temporal import run_temporal_sections
-
-        run_temporal_sections(cfg, result, progress=progress, encoders=encoders)
+    result = sweep_and_sections(cfg, sweep_cfg, encoders, progress=progress)
     if cfg.preset == "dr-full":
         from vlgap.probe.dr_full import run_dr_full_sections
 
         run_dr_full_sections(cfg, result, progress=progress, core_seconds=time.perf_counter() - started)
-    return write_report(cfg.out, progress=progress)
+    with stage("report"):
+        return write_report(cfg.out, progress=progress)

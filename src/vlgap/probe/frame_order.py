@@ -51,7 +51,20 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     construction) extract the controls only for about this many videos and check that they equal the
     ordered features; the difference is then exactly 0 and is reported as such. None: extract the
     controls for every video whatever the encoder. The check is skipped when the options' temporal
-    pooling keeps time (not "mean"): the controls then differ by design and are extracted in full."""
+    pooling keeps time (not "mean"): the controls then differ by design and are extracted in full.
+    The two halves, `frame_order_features` and `finish_frame_order`, may run in different threads
+    (`vlgap demo`)."""
+    inputs = frame_order_features(manifest, vision, text, n_f=n_f, n_c=n_c, orders=orders,
+                                  image_check_items=image_check_items, features=features)
+    return finish_frame_order(inputs, k=k, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, out=out)
+
+
+def frame_order_features(manifest: str | Path, vision: Sequence[str], text: Sequence[str], *, n_f: int = 8,
+                         n_c: int = 1, orders: Sequence[str] = ("reversed", "shuffled"),
+                         image_check_items: int | None = None,
+                         features: FeatureSource | FeatureOptions | None = None) -> dict[str, Any]:
+    """The features `run_frame_order` compares: ordered frames, captions and each control (for image
+    encoders that average frames, the control of about `image_check_items` videos only)."""
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest)
@@ -61,6 +74,27 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
     pooling = src.options.temporal_pooling
     ordered = {v: src.vision(man, v, n_f) for v in vision}
     txt = {t: src.text(man, t, n_c) for t in text}
+    controls = {}
+    for v in vision:
+        kind = ordered[v].record.get("encoder", {}).get("kind", "unknown")
+        for order in orders:
+            if image_check_items and kind == "image" and pooling == "mean":
+                n_shards = max(1, len(man) // int(image_check_items))
+                controls[v, order] = ("part", src.vision(man, v, n_f, frame_order=order, shard=(0, n_shards)))
+            else:
+                controls[v, order] = ("full", src.vision(man, v, n_f, frame_order=order))
+    return {"src": src, "man": man, "vision": list(vision), "text": list(text), "n_f": n_f, "n_c": n_c,
+            "orders": list(orders), "image_check_items": image_check_items, "ordered": ordered, "txt": txt,
+            "controls": controls, "seconds": time.perf_counter() - t0}
+
+
+def finish_frame_order(inputs: dict[str, Any], *, k: int = 10, n_bootstrap: int = 1000, confidence: float = 0.95,
+                       seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+    """The comparison of `frame_order_features`' output, its JSON and report section (with `out`)."""
+    t0 = time.perf_counter()
+    src, man, vision, text = inputs["src"], inputs["man"], inputs["vision"], inputs["text"]
+    n_f, ordered, txt, orders = inputs["n_f"], inputs["ordered"], inputs["txt"], inputs["orders"]
+    pooling = src.options.temporal_pooling
     ids = common_ids(list(ordered.values()) + list(txt.values()), man.ids)
     rows, checks = [], []
     text_spaces = {t: Space(txt[t].subset(ids).layers, t) for t in text}
@@ -70,16 +104,15 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
         kind = base.record.get("encoder", {}).get("kind", "unknown")
         for oi, order in enumerate(orders):
             check = {"vision": v, "order": order, "kind": kind}
-            if image_check_items and kind == "image" and pooling == "mean":
-                n_shards = max(1, len(man) // int(image_check_items))
-                part = src.vision(man, v, n_f, frame_order=order, shard=(0, n_shards))
-                rel = _max_rel_diff(part.layers, ordered[v].subset(part.ids).layers)
-                check.update(checked_items=part.n, max_rel_diff=rel, invariant=rel < 1e-4)
+            extent, fs = inputs["controls"][v, order]
+            if extent == "part":
+                rel = _max_rel_diff(fs.layers, ordered[v].subset(fs.ids).layers)
+                check.update(checked_items=fs.n, max_rel_diff=rel, invariant=rel < 1e-4)
                 # features equal up to rounding: the control is the ordered space itself
                 control = base_space if rel < 1e-4 else Space(
                     src.vision(man, v, n_f, frame_order=order).subset(ids).layers, order)
             else:
-                control_fs = src.vision(man, v, n_f, frame_order=order).subset(ids)
+                control_fs = fs.subset(ids)
                 rel = _max_rel_diff(control_fs.layers, base.layers)
                 check.update(checked_items=control_fs.n, max_rel_diff=rel, invariant=rel < 1e-4)
                 control = Space(control_fs.layers, order)
@@ -90,10 +123,10 @@ def run_frame_order(manifest: str | Path, vision: Sequence[str], text: Sequence[
                 rows.append({"vision": v, "text": t, "order": order, "kind": kind, **d.to_dict(),
                              "by_construction": bool(check["invariant"] and kind == "image"),
                              "x_layer_name": layer_name(base, d.x_layer), "y_layer_name": layer_name(txt[t], d.y_layer)})
-    res = {"manifest": str(man.path), "n": len(ids), "n_f": n_f, "n_c": n_c, "k": k, "orders": list(orders),
-           "rows": rows, "checks": checks, "confidence": confidence, "image_check_items": image_check_items,
+    res = {"manifest": str(man.path), "n": len(ids), "n_f": n_f, "n_c": inputs["n_c"], "k": k, "orders": orders,
+           "rows": rows, "checks": checks, "confidence": confidence, "image_check_items": inputs["image_check_items"],
            "temporal_pooling": pooling,
-           "seconds": round(time.perf_counter() - t0, 1)}
+           "seconds": round(inputs["seconds"] + time.perf_counter() - t0, 1)}
     mark_random_weights(res, src.random_weight_names([*vision, *text]))
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "frame_order.json", res)

@@ -26,7 +26,17 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
                 types: Sequence[str] = ("reorder",), video_template: str = "{video_id}.mp4",
                 features: FeatureSource | FeatureOptions | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """Reorder probe for every vision x text encoder. `source`: a manifest (.jsonl) whose items carry
-    meta.reorder (shapes), or a reorder JSON file (`read_reorder_json`: vlgap or VideoComp form)."""
+    meta.reorder (shapes), or a reorder JSON file (`read_reorder_json`: vlgap or VideoComp form). The two
+    halves, `reorder_features` and `finish_reorder`, may run in different threads (`vlgap demo`)."""
+    inputs = reorder_features(source, vision, text, n_f=n_f, video_dir=video_dir, types=types,
+                              video_template=video_template, features=features)
+    return finish_reorder(inputs, k=k, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, out=out)
+
+
+def reorder_features(source: str | Path, vision: Sequence[str], text: Sequence[str], *, n_f: int = 8,
+                     video_dir=None, types: Sequence[str] = ("reorder",), video_template: str = "{video_id}.mp4",
+                     features: FeatureSource | FeatureOptions | None = None) -> dict[str, Any]:
+    """The triples and features `run_reorder` analyses (extracted or from the cache)."""
     t0 = time.perf_counter()
     vision, text = list(vision), list(text)
     src = FeatureSource.of(features)
@@ -41,15 +51,25 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
         # reuse the whole manifest's cached features (e.g. from the sweep) when they exist
         whole = all(src.is_cached(man, v, "n_f", n_f) for v in vision)
         vman = man if whole else man.subset(ids)
-    t_ids = [t.id for t in triples]
     pman = caption_manifest([(t.id, t.video, t.positive) for t in triples])
     negatives = [(f"{t.id}~{j}", t.id, t.video, x) for t in triples for j, x in enumerate(t.negatives)]
-    owner_of = {nid: tid for nid, tid, _, _ in negatives}
     nman = caption_manifest([(nid, media, x) for nid, _, media, x in negatives])
     vis = {v: src.vision(vman, v, n_f) for v in vision}
     pos = {t: src.text(pman, t) for t in text}
     neg = {t: src.text(nman, t) for t in text}
-    ids = common_ids(list(vis.values()) + list(pos.values()), t_ids)
+    return {"source": path, "vision": vision, "text": text, "triples": triples, "negatives": negatives, "vis": vis,
+            "pos": pos, "neg": neg, "n_f": n_f, "temporal_pooling": src.options.temporal_pooling,
+            "random_weights": src.random_weight_names([*vision, *text]), "seconds": time.perf_counter() - t0}
+
+
+def finish_reorder(inputs: dict[str, Any], *, k: int = 5, n_bootstrap: int = 1000, confidence: float = 0.95,
+                   seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+    """The analysis of `reorder_features`' output, its JSON and report section (with `out`)."""
+    t0 = time.perf_counter()
+    vision, text, triples, negatives = inputs["vision"], inputs["text"], inputs["triples"], inputs["negatives"]
+    vis, pos, neg = inputs["vis"], inputs["pos"], inputs["neg"]
+    owner_of = {nid: tid for nid, tid, _, _ in negatives}
+    ids = common_ids(list(vis.values()) + list(pos.values()), [t.id for t in triples])
     rows, spaces = [], {}
     for ti, t in enumerate(text):
         with_neg = {owner_of[x] for x in neg[t].ids}
@@ -69,11 +89,11 @@ def run_reorder(source: str | Path, vision: Sequence[str], text: Sequence[str], 
                          **d.to_dict(), "x_layer_name": layer_name(xs, d.x_layer),
                          "y_layer_name": layer_name(nfs, d.y_layer)})
     rows.sort(key=lambda r: (vision.index(r["vision"]), text.index(r["text"])))
-    res = {"source": str(path), "n_triples": len(triples), "n_negatives": len(negatives), "n_f": n_f, "k": k,
-           "temporal_pooling": src.options.temporal_pooling,
-           "rows": rows, "confidence": confidence, "seconds": round(time.perf_counter() - t0, 1),
+    res = {"source": str(inputs["source"]), "n_triples": len(triples), "n_negatives": len(negatives),
+           "n_f": inputs["n_f"], "k": k, "temporal_pooling": inputs["temporal_pooling"],
+           "rows": rows, "confidence": confidence, "seconds": round(inputs["seconds"] + time.perf_counter() - t0, 1),
            "example": {"positive": triples[0].positive, "negative": triples[0].negatives[0]}}
-    mark_random_weights(res, src.random_weight_names([*vision, *text]))
+    mark_random_weights(res, inputs["random_weights"])
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "reorder.json", res)
         write_reorder_section(res, out)

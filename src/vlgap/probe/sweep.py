@@ -39,6 +39,7 @@ from vlgap.probe.report import matrix_name
 from vlgap.progress import progress_bar, stderr_console
 from vlgap.runs.cells import read_cell, write_cell
 from vlgap.runs.folder import is_legacy_folder, open_run_folder
+from vlgap.stage_times import stage
 
 #: residual-bootstrap refits for the law's parameter intervals (each a warm-started refit)
 FIT_BOOTSTRAP = 300
@@ -373,7 +374,7 @@ def lazy_encoders(cfg: SweepConfig, skip=()) -> dict[str, Any]:
         if cfg.random_weights:
             opts["random_weights"] = True
         dtype = cfg.dtype if vision else cfg.text_encoder_dtype
-        return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts))
+        return LazyEncoder(lambda: get_encoder(name, device=cfg.device, dtype=dtype, **opts), name)
 
     return {**{v: lazy(v, True) for v in vision}, **{t: lazy(t, False) for t in text}}
 
@@ -388,9 +389,35 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     the sweep's seed (the same resamples in every cell), so the table equals the serial sweep's.
     force: take over a run folder that holds another configuration (its cells are recomputed, by
     their keys); without it such a folder is refused with the differences. claim=False: the caller
-    (`vlgap demo`) has claimed the folder for its own configuration."""
-    from vlgap.reuse import key_digest, write_artefact
+    (`vlgap demo`) has claimed the folder for its own configuration.
 
+    The two halves, `sweep_features` (every encoder's features) and `finish_sweep` (cells, laws,
+    tables), may run in different threads (`vlgap demo` runs the second beside the next encoders)."""
+    return finish_sweep(sweep_features(cfg, run_dir, progress, encoders, ray, ray_workers, force=force, claim=claim))
+
+
+@dataclass
+class SweepFeatures:
+    """A sweep's features, extracted and checked: what `finish_sweep` scores."""
+
+    cfg: SweepConfig
+    run: Path
+    record: dict[str, Any]
+    vis: dict[str, ExtractResult]
+    txt_draws: dict[str, list[ExtractResult]]
+    draws: list
+    ids: list[str]
+    dropped: list[dict]
+    progress: bool
+    ray: str | bool | None
+    plan: Any
+
+
+def sweep_features(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
+                   encoders: dict[str, Any] | None = None, ray: str | bool | None = None,
+                   ray_workers: int | None = None, *, force: bool = False, claim: bool = True) -> SweepFeatures:
+    """The first half of `run_sweep`: the run folder claimed, every encoder's features extracted (or
+    read from the cache) and the items that every feature set holds."""
     run = Path(run_dir)
     if len(cfg.vision) == 0 or len(cfg.text) == 0:
         raise VlgapError("a sweep needs at least one vision encoder and one text encoder")
@@ -442,6 +469,18 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
     stderr_console.print(f"features ready in {time.perf_counter() - t0:.1f} s; N = {len(ids)} of {len(man)} items"
                          + (f" ({len(dropped)} left out of every cell, see dropped_items.jsonl)" if dropped else ""),
                          highlight=False, soft_wrap=True)
+    return SweepFeatures(cfg, run, record, vis, txt_draws, draws, ids, dropped, progress, ray, plan)
+
+
+def finish_sweep(prepared: SweepFeatures) -> SweepResult:
+    """The second half of `run_sweep`: every cell (each sealed under its key when it is written; cells
+    already sealed are read), the scaling laws and the tables."""
+    from vlgap.reuse import key_digest, write_artefact
+
+    cfg, run, record, ids = prepared.cfg, prepared.run, prepared.record, prepared.ids
+    vis, txt_draws, draws, progress, ray = (prepared.vis, prepared.txt_draws, prepared.draws, prepared.progress,
+                                            prepared.ray)
+    variants, plan = cfg.vision_variants(), prepared.plan
     cells_dir, mats_dir = run / "cells", run / "matrices"
     cells = [(v, t, nf, nc) for v in variants for t in cfg.text for nf in cfg.n_frames for nc in cfg.n_captions]
     from functools import lru_cache
@@ -504,7 +543,7 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
         results = score_cells(cfg, cells, todo, features, score_cell, ray=ray)
     else:
         results = serial(todo)
-    with progress_bar(progress) as prog:
+    with progress_bar(progress) as prog, stage(f"alignment cells ({len(todo)} of {len(cells)})"):
         task = prog.add_task("alignment cells" + (" (ray)" if ray else ""), total=len(cells), unit="cells")
         prog.update(task, completed=len(cells) - len(todo))
         for ci, res in results:  # in completion order with Ray; each cell is written when it arrives
@@ -529,9 +568,10 @@ def run_sweep(cfg: SweepConfig, run_dir: str | Path, progress: bool = True,
             by_cell[ci] = write_cell(cells_dir / f"{name}.json", row, keys[ci], extra=about)
             prog.advance(task)
     rows = [by_cell[ci] for ci in range(len(cells))]
-    fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
+    with stage("scaling laws"):
+        fits = fit_pairs(rows, progress=progress) if cfg.fit else {}
     write_tables(run, rows, cfg, fits, key=record, items=plan.to_dict())
-    return SweepResult(run, rows, fits, dropped, plan.to_dict())
+    return SweepResult(run, rows, fits, prepared.dropped, plan.to_dict())
 
 
 def fit_pairs(rows: list[dict], progress: bool = False) -> dict[str, dict]:

@@ -87,7 +87,16 @@ def run_test_of_time(vision: Sequence[str], text: Sequence[str], *, n_f: int = 8
     """Test of Time probe for every vision x text encoder (generates the set in the cache unless
     `manifest` is given). Vision features are extracted once per distinct video and text features once
     per distinct caption, then given to every item that shares them. With `out`, writes
-    out/temporal/test_of_time.json and the report section."""
+    out/temporal/test_of_time.json and the report section. The two halves, `tot_features`
+    and `finish_tot`, may run in different threads (`vlgap demo`)."""
+    inputs = tot_features(vision, text, n_f=n_f, seed=seed, size=size, manifest=manifest, features=features)
+    return finish_tot(inputs, ks=ks, n_bootstrap=n_bootstrap, confidence=confidence, seed=seed, out=out)
+
+
+def tot_features(vision: Sequence[str], text: Sequence[str], *, n_f: int = 8, seed: int = 0,
+                          size: int = 128, manifest: str | Path | None = None,
+                          features: FeatureSource | FeatureOptions | None = None) -> dict[str, Any]:
+    """The features `run_test_of_time` analyses: each encoder's, per item (extracted or from the cache)."""
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
     man = read_manifest(manifest or tot_dataset(seed, size, src.cache_dir))
@@ -115,11 +124,22 @@ def run_test_of_time(vision: Sequence[str], text: Sequence[str], *, n_f: int = 8
         fs = src.text(cman, t, 1)
         txt[t] = [layer[crow] for layer in fs.layers]
         names[t] = layer_names(fs)
-    res = analyse_test_of_time(items, vis, txt, ks=ks, layer_names=names, n_bootstrap=n_bootstrap,
-                               confidence=confidence, seed=seed)
-    res.update({"manifest": str(man.path), "n_videos": len(videos), "n_distinct_captions": len(captions), "n_f": n_f,
-                "n_c": 1, "seconds": round(time.perf_counter() - t0, 1)})
-    mark_random_weights(res, src.random_weight_names([*vision, *text]))
+    return {"man": man, "vis": vis, "txt": txt, "names": names, "n_videos": len(videos),
+            "n_distinct_captions": len(captions), "n_f": n_f,
+            "random_weights": src.random_weight_names([*vision, *text]), "seconds": time.perf_counter() - t0}
+
+
+def finish_tot(inputs: dict[str, Any], *, ks: Sequence[int] = (1, 2, 3), n_bootstrap: int = 2000,
+                        confidence: float = 0.95, seed: int = 0, out: str | Path | None = None) -> dict[str, Any]:
+    """The analysis of `tot_features`' output, its JSON and report section (with `out`)."""
+    t0 = time.perf_counter()
+    man = inputs["man"]
+    res = analyse_test_of_time(man.items, inputs["vis"], inputs["txt"], ks=ks, layer_names=inputs["names"],
+                               n_bootstrap=n_bootstrap, confidence=confidence, seed=seed)
+    res.update({"manifest": str(man.path), "n_videos": inputs["n_videos"],
+                "n_distinct_captions": inputs["n_distinct_captions"], "n_f": inputs["n_f"],
+                "n_c": 1, "seconds": round(inputs["seconds"] + time.perf_counter() - t0, 1)})
+    mark_random_weights(res, inputs["random_weights"])
     if out is not None:
         atomic_write_json(Path(out) / "temporal" / "test_of_time.json", res)
         write_test_of_time_section(res, out)

@@ -129,9 +129,10 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
     out_dir = Path(out_dir)
     make_folder(out_dir / "videos")
     remove_stale_temporaries(out_dir / "videos")  # an interrupted run's half-written video
-    items, paraphrase_items = [], []
     t0 = time.perf_counter()
-    for i in range(n):
+
+    def make(i: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Item i: its video written, its manifest item (and the paraphrase manifest's, if any)."""
         rng = item_rng(seed, i)
         spec = sample_spec(rng, photo_fraction=photo_fraction, camera_fraction=camera_fraction)
         caption_seed = int(rng.integers(2**31 - 1))
@@ -159,6 +160,7 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
             except VlgapError:
                 pass  # no valid swap (e.g. appear followed by the same object's disappear)
         captions = [t for t, _ in caps]
+        para_item = None
         if caption_mode != "diverse":  # the default adds no key: existing manifests stay byte-identical
             groups = caption_groups(spec, caption_seed)
             meta["caption_groups"] = {g: groups[g] for g in GROUPS}
@@ -170,12 +172,12 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
                              caption_facts=groups["facts"]["paraphrase"])
             para_item = {"id": item_id, "video": rel, "captions": groups["paraphrase"], "meta": para_meta}
             if caption_mode == "paraphrase":
-                captions, meta = groups["paraphrase"], para_meta
-            else:
-                paraphrase_items.append(para_item)
-        items.append({"id": item_id, "video": rel, "captions": captions, "meta": meta})
-        if progress is not None:
-            progress(i + 1, n)
+                captions, meta, para_item = groups["paraphrase"], para_meta, None
+        return {"id": item_id, "video": rel, "captions": captions, "meta": meta}, para_item
+
+    made = _each_in_order(make, n, progress)
+    items = [item for item, _ in made]
+    paraphrase_items = [para for _, para in made if para is not None]
     manifest = write_manifest_lines(out_dir / "manifest.jsonl", items)
     if paraphrase_items:
         write_manifest_lines(out_dir / PARAPHRASE_MANIFEST, paraphrase_items)
@@ -189,17 +191,54 @@ def generate_shapes(out_dir: str | os.PathLike, n: int, seed: int = 0, n_frames:
     return manifest
 
 
+def _each_in_order(make: Callable[[int], Any], n: int, progress: Callable[[int, int], None] | None) -> list[Any]:
+    """make(0..n-1), their results in order; in one worker thread per core (rendering and encoding release
+    the interpreter lock for most of a video; each item is a pure function of its index, so the files and
+    results do not depend on the number of threads). `progress(done, n)` as items finish."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from vlgap.runs.claims import available_cores
+
+    workers = max(1, min(available_cores(), 4, n))
+    if workers == 1:
+        out = []
+        for i in range(n):
+            out.append(make(i))
+            if progress is not None:
+                progress(i + 1, n)
+        return out
+    with ThreadPoolExecutor(workers) as pool:
+        futures = [pool.submit(make, i) for i in range(n)]
+        try:
+            for done, fut in enumerate(futures, 1):
+                fut.result()
+                if progress is not None:
+                    progress(done, n)
+        except BaseException:
+            for fut in futures:
+                fut.cancel()
+            raise
+        return [fut.result() for fut in futures]
+
+
+def shapes_manifest_path(n: int, seed: int = 0, n_frames: int = 32, size: int = 128,
+                         cache_dir: str | os.PathLike | None = None, camera_fraction: float = 0.0,
+                         style: str = "synthetic") -> Path:
+    """Where `cached_shapes_manifest` keeps the manifest of this dataset (written or not yet)."""
+    name = f"shapes-n{n}-s{seed}-f{n_frames}-{size}px"
+    name += f"-cam{camera_fraction:g}" if camera_fraction else ""
+    name += f"-{style}" if style != "synthetic" else ""
+    return cache_root(cache_dir) / "data" / name / "manifest.jsonl"
+
+
 def cached_shapes_manifest(n: int, seed: int = 0, n_frames: int = 32, size: int = 128,
                            cache_dir: str | os.PathLike | None = None, log: Callable[[str], None] | None = None,
                            camera_fraction: float = 0.0, style: str = "synthetic",
                            progress: Callable[[int, int], None] | None = None) -> Path:
     """Generate the shapes dataset once per (n, seed, frames, size, camera_fraction, style) under the cache
     root; reuse it afterwards. `progress(done, total)` is called as videos are written."""
-    name = f"shapes-n{n}-s{seed}-f{n_frames}-{size}px"
-    name += f"-cam{camera_fraction:g}" if camera_fraction else ""
-    name += f"-{style}" if style != "synthetic" else ""
-    out = cache_root(cache_dir) / "data" / name
-    manifest = out / "manifest.jsonl"
+    manifest = shapes_manifest_path(n, seed, n_frames, size, cache_dir, camera_fraction, style)
+    out = manifest.parent
     if not manifest.is_file():
         if log is not None:
             log(f"generating {n} shapes videos into {out}")
