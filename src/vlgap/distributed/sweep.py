@@ -35,7 +35,7 @@ def score_cells(cfg, cells: list[tuple], todo: list[int], features: Callable, sc
                 ray: str | bool = "auto") -> Iterator[tuple[int, dict]]:
     """Yield (cell number, score_cell(...) result) for every cell in `todo`, as they finish.
     features(modality, name, value) -> the FeatureSet (already restricted to the common items);
-    score_cell: `vlgap.probe.sweep.score_cell` (passed in: that module calls this one)."""
+    score_cell: `vlgap.probe.cell_score.score_cell` (passed in: that module calls this one)."""
     rt = connect(ray)
     opts = dict(TASK_OPTIONS, num_cpus=1)
     sides: dict[tuple, object] = {}

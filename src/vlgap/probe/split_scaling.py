@@ -3,7 +3,7 @@ when the n_c captions are parts of one split caption (`vlgap split-captions`), w
 captions, and with the original unsplit caption (the dashed line of Fig 8), all against the vision
 features of the same videos.
 
-Every cell is the sweep's cell (`vlgap.probe.sweep.score_cell`: best layer pair, bootstrap interval with
+Every cell is the sweep's cell (`vlgap.probe.cell_score.score_cell`: best layer pair, bootstrap interval with
 the pair re-selected in each resample). Vision features are taken from the original manifest (its cache
 entry), so splitting captions never re-extracts the videos; items are matched by id.
 """
@@ -44,7 +44,7 @@ def split_caption_scaling(manifest: str | Path, split_manifest: str | Path, visi
                           ) -> dict[str, Any]:
     """Rows (vision, text, captions = independent | split | original, n_c, score, ci) on the items both
     manifests hold. independent=False leaves out the independent captions (e.g. when a sweep has them)."""
-    from vlgap.probe.sweep import score_cell
+    from vlgap.probe.cell_score import score_cell
 
     t0 = time.perf_counter()
     src = FeatureSource.of(features)
