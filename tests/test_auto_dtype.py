@@ -183,9 +183,11 @@ def _demo_up_to_the_sweep(monkeypatch, tiny_dataset):
     import vlgap.probe.demo as D
 
     seen = []
-    monkeypatch.setattr(D, "shapes_manifest", lambda cfg: tiny_dataset)
+    monkeypatch.setattr("vlgap.data.shapes.write.shapes_manifest_path", lambda *a, **k: tiny_dataset)
+    monkeypatch.setattr(D, "prepare_inputs", lambda *a, **k: tiny_dataset)  # no rendering, no encoders loaded
     monkeypatch.setattr("vlgap.probe.items.check_sweep", lambda *a, **k: None)  # the demo's grid needs more items
-    monkeypatch.setattr(D, "run_sweep", lambda cfg, *a, **k: (seen.append(cfg), (_ for _ in ()).throw(_Stop()))[1])
+    monkeypatch.setattr(D, "sweep_and_sections",
+                        lambda cfg, sweep_cfg, *a, **k: (seen.append(sweep_cfg), (_ for _ in ()).throw(_Stop()))[1])
     return D, seen
 
 
