@@ -243,6 +243,26 @@ def test_messages_say_what_would_be_valid(stub):
         vlgap.gap([1], [2], ci_method="x")
 
 
+def test_an_element_type_is_said_in_words():
+    """Iterable[int] read "a list (integer (not a bool or a string)) (not a string)" (issue 44's rerun)."""
+    with pytest.raises(VlgapError, match=r"^extract\(\): n_frames='12' \(a str\): expected a list of integers \(not a "
+                                         r"string\) or None$"):
+        vlgap.extract("m.jsonl", "tv", n_frames="12")
+
+
+def test_a_side_that_holds_no_array_is_named_as_what_it_is():
+    """gap(None, B) said "A: expected a numeric array [N, D], got dtype object" and frechet_distance('a', B)
+    "got dtype <U1": numpy's view of the value, not the value (issue 44's rerun)."""
+    x = np.zeros((3, 2))
+    with pytest.raises(VlgapError, match=r"^a: expected the path of a feature file .* or an array \[N, D\] \(numpy or "
+                                         r"torch\), got None$"):
+        vlgap.gap(None, x)
+    with pytest.raises(VlgapError, match=r"^A: expected a numeric array \[N, D\] \(numpy or torch\), got a str$"):
+        vlgap.frechet_distance("a", x)
+    with pytest.raises(VlgapError, match=r"^A: expected a numeric array \[N, D\], got dtype <U1$"):
+        vlgap.frechet_distance(np.array([["a"]]), x)  # an array keeps its dtype in the message
+
+
 def test_a_renamed_keyword_keeps_its_own_message():
     with pytest.raises(VlgapError, match="the keyword 'bootstrap' is now n_bootstrap"):
         vlgap.align(np.zeros((3, 2)), np.zeros((3, 2)), bootstrap=5)

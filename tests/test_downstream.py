@@ -152,6 +152,22 @@ def test_alignment_from_sweep_csv_needs_one_row_per_model(tmp_path):
                                                "b": {"alignment": 0.25, "family": None}}
 
 
+def test_scores_as_a_dataframe_or_rows_are_checked_by_name():
+    """A DataFrame of other columns raised AttributeError ('str' object has no attribute 'get': its column
+    names were taken for rows); a row without a task a KeyError (issue 44's rerun)."""
+    import pandas as pd
+
+    align = {"a": 0.1, "b": 0.2, "c": 0.3, "d": 0.4}
+    rows = [{"model": m, "task": "t", "score": s} for m, s in zip("abcd", (0.1, 0.3, 0.2, 0.5))]
+    with pytest.raises(VlgapError, match=r"^scores: the DataFrame has columns \['a', 'b'\]; missing \['model', 'task', "
+                                         r"'score'\] \(need model, task, score\)$"):
+        downstream(pd.DataFrame({"a": [1.0], "b": [2.0]}), align, n_bootstrap=0)
+    with pytest.raises(VlgapError, match=r"^scores: row 2 has no task \(its keys: model, score\)"):
+        downstream([rows[0], {"model": "b", "score": 0.3}], align, n_bootstrap=0)
+    from_frame = downstream(pd.DataFrame(rows), align, n_bootstrap=0).tasks[0]["pearson"]
+    assert from_frame == downstream(rows, align, n_bootstrap=0).tasks[0]["pearson"] and from_frame["n"] == 4
+
+
 def test_downstream_cli(tmp_path):
     scores, al, _ = _write_inputs(tmp_path)
     out = runner.invoke(app, ["downstream", str(scores), str(al), "--bootstrap", "200", "--json"])

@@ -168,6 +168,7 @@ def expected(tp: Any) -> str:
             words = "a function"
         elif origin in _SEQUENCES or m in _SEQUENCES:
             inner = expected(args[0]).removeprefix("an ").removeprefix("a ") if args and args[0] is not Ellipsis else ""
+            inner = inner.split(" (", 1)[0]  # "a list of integers", not "a list (integer (not a bool or a string))"
             words = "a list" + (f" of {inner}s" if inner and " " not in inner else f" ({inner})" if inner else "") \
                 + " (not a string)"
         elif isinstance(m, type):

@@ -309,15 +309,30 @@ def _undefined_entry(n: int, reason: str, rho: bool = False) -> dict[str, Any]:
     return {key: float("nan"), "ci": None, "p": float("nan"), "n": n, "reason": reason, "ci_reason": reason}
 
 
+def _given_rows(scores: Any) -> list[dict[str, Any]]:
+    """The scores given in memory (a list of dicts or a pandas DataFrame), each row checked to hold model,
+    task and score: a VlgapError naming `scores` and the row, not an AttributeError from a column name."""
+    from vlgap.stats.paired import score_rows
+
+    need = ("model", "task", "score")
+    rows = [dict(r) for r in score_rows(scores, need)]
+    for i, r in enumerate(rows, start=1):
+        missing = [c for c in need if c not in r]
+        if missing:
+            raise VlgapError(f"scores: row {i} has no {', '.join(missing)} (its keys: {', '.join(map(str, r))}); "
+                             "each row needs model, task, score")
+    return rows
+
+
 @reports_caveats
 def downstream(scores: str | Path | list[dict[str, Any]], alignment: str | Path | dict[str, Any], *,
                n_bootstrap: int = 2000, confidence: float = 0.95, seed: int = 0, text: str | None = None,
                n_f: int | None = None, n_c: int | None = None) -> DownstreamResult:
     """Correlate per-model downstream scores with alignment, task by task (see the module docstring).
 
-    scores: the long CSV (model, task, score[, family]) or its rows; alignment: a CSV (model, alignment
+    scores: the long CSV (model, task, score[, family]), its rows or a pandas DataFrame of them; alignment: a CSV (model, alignment
     [, family] or a sweep.csv) or a dict model -> alignment (or -> {"alignment", "family"})."""
-    rows = read_downstream_scores(scores) if isinstance(scores, (str, Path)) else list(scores)
+    rows = read_downstream_scores(scores) if isinstance(scores, (str, Path)) else _given_rows(scores)
     if isinstance(alignment, (str, Path)):
         align = read_alignment_scores(alignment, text=text, n_f=n_f, n_c=n_c)
     else:

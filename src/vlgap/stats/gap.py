@@ -135,6 +135,10 @@ def _as_item_set(x: Any, side: str, layer: int | str | None = None) -> ItemSet:
         return ItemSet(f"<{side} captions>", texts=list(x))
     if isinstance(x, torch.Tensor):
         return ItemSet(f"<{side} tensor>", array=x)  # type: ignore[arg-type]
+    from vlgap.arguments import check_array_like
+
+    check_array_like(x, side.lower(), "the path of a feature file (.npy/.npz/.safetensors/.pt) or a caption file "
+                     "(.txt/.jsonl), a list of captions, or an array [N, D]")
     return ItemSet(f"<{side} array>", array=np.asarray(x))
 
 

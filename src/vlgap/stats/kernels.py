@@ -57,6 +57,10 @@ def to_tensor(x: Any, *, device: Any = None, dtype: torch.dtype | None = None, n
     if isinstance(x, torch.Tensor):
         t = x.detach()
     else:
+        from vlgap.arguments import check_array_like
+
+        if not isinstance(x, np.ndarray):  # None or a str named as such, not by the dtype numpy gives it
+            check_array_like(x, name, "a numeric array [N, D]")
         arr = np.asarray(x)
         if arr.dtype == object or arr.dtype.kind not in "biuf":
             raise VlgapError(f"{name}: expected a numeric array [N, D], got dtype {arr.dtype}")
