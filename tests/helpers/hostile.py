@@ -3,6 +3,7 @@ user runs it, each case alone under a timeout, its outcome classified as the swe
 small inputs the cases share, built on first use in the test's own folder."""
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -10,12 +11,15 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+
+from vlgap.errors import VlgapError
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 BAD = ("lost", "blocking", "traceback", "hang", "silent", "misleading", "other")
@@ -38,7 +42,7 @@ class Ran:
         return self.code is None
 
 
-def vlgap(args, world: "World", *, env: dict | None = None, full: Path | None = None, stdout_to_full: bool = False,
+def run_vlgap(args, world: "World", *, env: dict | None = None, full: Path | None = None, stdout_to_full: bool = False,
           timeout: int = TIMEOUT) -> Ran:
     """`python -m vlgap ARGS` with the test's own cache, offline. `full`: a folder made a full file system
     first (a tmpfs of one page, filled, in a mount namespace of the command's own); `stdout_to_full`:
@@ -59,11 +63,13 @@ def vlgap(args, world: "World", *, env: dict | None = None, full: Path | None = 
     return Ran(r.returncode, r.stdout, r.stderr)
 
 
+@functools.cache
 def can_mount() -> str | None:
     """None where a private tmpfs can be mounted (root with CAP_SYS_ADMIN), else why not."""
     if shutil.which("unshare") is None:
         return "no unshare(1) here"
-    probe = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs none /mnt"], capture_output=True)
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", 'mount -t tmpfs none "$0"', tempfile.gettempdir()],
+                           capture_output=True)  # a mount namespace of its own: nobody else sees the tmpfs
     return None if probe.returncode == 0 else "cannot mount a tmpfs here (needs root with CAP_SYS_ADMIN)"
 
 
@@ -81,6 +87,20 @@ def classify(ran: Ran, expect, codes=(2,), kind: str = "other", world: "World | 
     if callable(expect):
         return "clean" if expect(ran, world) else kind
     return "clean" if re.search(expect, ran.text) else kind
+
+
+def call_api(call, words: str) -> tuple[str, str]:
+    """A Python API case: (outcome, what it said). Clean when the call raises VlgapError or TypeError in one
+    line matching `words` with no library advice; a result is silent, another exception a traceback."""
+    try:
+        call()
+    except (VlgapError, TypeError) as e:
+        said = str(e)
+        plain = "\n" not in said and not any(a in said for a in LIBRARY_ADVICE)
+        return ("clean" if re.search(words, said) and plain else "misleading"), said
+    except Exception as e:  # noqa: BLE001 - what a user saw as a traceback
+        return "traceback", repr(e)
+    return "silent", "returned a result"
 
 
 def refused_in_one_line(ran: Ran) -> bool:
