@@ -119,12 +119,19 @@ def git_commit() -> str:
         return "n/a"
 
 
+def row_key(cells: dict[str, str]) -> tuple[str, str, str, str]:
+    """A row's identity: command, cache kind, machine and number formats (how set): a float32 run forced
+    on a CPU with native bfloat16 keeps its own row beside the default run's."""
+    return (cells.get("command", ""), cells.get("cache", ""), cells.get("machine", ""),
+            cells.get("formats (how set)", ""))
+
+
 def row_line(cells: dict[str, str]) -> str:
     return "| " + " | ".join(str(cells.get(c, "n/a")) for c in COLUMNS) + " |"
 
 
 def read_rows(path: Path) -> dict[tuple[str, str, str], str]:
-    """The table's rows by (command, cache, machine); rows of the older layouts (no machine column of
+    """The table's rows by `row_key`; rows of the older layouts (no machine column of
     this form, no floor, no commit) are carried over with "n/a" in the columns they lack."""
     rows = {}
     if not path.is_file():
@@ -141,30 +148,44 @@ def read_rows(path: Path) -> dict[tuple[str, str, str], str]:
             by_name.setdefault("floor s", "n/a (not measured)")
             by_name.setdefault("wall / floor", "n/a")
             by_name.setdefault("formats (how set)", "n/a (not recorded)")
-        rows[(by_name["command"], by_name["cache"], by_name["machine"])] = row_line(by_name)
+        rows[row_key(by_name)] = row_line(by_name)
     return rows
 
 
 def formats_of(out: Path) -> str:
-    """The number formats a run recorded (its run folder's configuration), e.g. "vision float32, text
-    float32"; "n/a (not recorded)" when it records none."""
-    for name in ("run_config.json", "config.json"):
-        p = out / name
-        if not p.is_file():
-            continue
-        try:
-            doc = json.loads(p.read_text())
-        except ValueError:
-            continue
-        cfg = doc.get("config", doc) if isinstance(doc, dict) else {}
-        if not isinstance(cfg, dict):
-            continue
-        found = {k: cfg[k] for k in ("dtype", "text_dtype", "lm_dtype") if isinstance(cfg.get(k), str)}
-        if "dtype" in found and "text_dtype" in found:
-            return f"vision {found['dtype']}, text {found['text_dtype']}"
-        if found:
-            return ", ".join(f"{k.replace('_dtype', '')} {v}" if k != "dtype" else v for k, v in found.items())
+    """The number formats a run recorded (its run folder's configuration, or that of a run folder inside
+    it, as `vlgap wsv demo` keeps), e.g. "vision float32, text float32"; "n/a (not recorded)" when it
+    records none."""
+    folders = [out, *sorted(p.parent for p in out.glob("*/run_config.json")),
+               *sorted(p.parent for p in out.glob("*/*/run_config.json"))]
+    for folder in folders:
+        for name in ("run_config.json", "config.json"):
+            found = _formats_in(folder / name)
+            if found:
+                return found
     return "n/a (not recorded)"
+
+
+def _formats_in(p: Path) -> str | None:
+    if not p.is_file():
+        return None
+    try:
+        doc = json.loads(p.read_text())
+    except ValueError:
+        return None
+    cfg = doc.get("config", doc) if isinstance(doc, dict) else {}
+    if not isinstance(cfg, dict):
+        return None
+    recorded = cfg.get("formats")  # vlgap.runs.folder's record of the resolved formats, by config key
+    if isinstance(recorded, dict) and recorded:
+        found = {k: v.get("dtype") for k, v in recorded.items() if isinstance(v, dict) and isinstance(v.get("dtype"), str)}
+    else:
+        found = {k: cfg[k] for k in ("dtype", "text_dtype", "lm_dtype") if isinstance(cfg.get(k), str)}
+    if not found:
+        return None
+    if set(found) == {"dtype", "text_dtype"}:
+        return f"vision {found['dtype']}, text {found['text_dtype']}"
+    return ", ".join(f"{k.replace('_dtype', '')} {v}" if k != "dtype" else v for k, v in found.items())
 
 
 def settings(demo_config: str | None, name: str) -> str:
@@ -296,24 +317,28 @@ def main() -> None:
                           f"{enc['wall_s']:.1f} s (in the run: {enc['traced_wall_s']:.1f} s)", flush=True)
         for record in pending:
             if floor is not None and record["cache"].startswith("cold"):
-                record["floor s"] = f"{floor['wall_s']:.0f}"
-                record["wall / floor"] = f"{record['_wall'] / floor['wall_s']:.2f}"
+                # the same forward calls as timed inside the run: a replay slower than the run's own calls
+                # (other memory, caches) would flatter the ratio, so both are given
+                own = sum(enc["traced_wall_s"] for enc in floor["encoders"])
+                record["floor s"] = f"{floor['wall_s']:.0f} (in the run: {own:.0f})"
+                record["wall / floor"] = f"{record['_wall'] / floor['wall_s']:.2f} ({record['_wall'] / own:.2f})"
                 record["_floor"] = floor
                 print(f"{record['command']} ({record['cache']}): {record['_wall']:.0f} s wall against a floor of "
-                      f"{floor['wall_s']:.0f} s: ratio {record['wall / floor']} ({here}, {record['date (UTC)']} UTC, "
-                      f"commit {commit})", flush=True)
-            rows[(f"`{record['command']}`", record["cache"], here)] = row_line(
-                {**record, "command": f"`{record['command']}`"})
+                      f"{floor['wall_s']:.0f} s: ratio {record['_wall'] / floor['wall_s']:.2f}; against the same "
+                      f"forward passes timed inside the run ({own:.0f} s): {record['_wall'] / own:.2f} ({here}, "
+                      f"{record['date (UTC)']} UTC, commit {commit})", flush=True)
+            cells = {**record, "command": f"`{record['command']}`"}
+            rows[row_key(cells)] = row_line(cells)
             measured.append({k.lstrip("_"): v for k, v in record.items()})
     text = ["# Demo timings", "",
             "Written by `python benchmarks/demos.py` (see its docstring): each demo from an empty cache (cold),",
             "then again with that cache filled (warm; a new run folder, so every cell is recomputed). One row per",
-            "command, cache kind and machine (CPU model, cores and vector extensions, or GPU). Wall seconds",
+            "command, cache kind, machine (CPU model, cores and vector extensions, or GPU) and number formats. Wall seconds",
             "depend on what else runs on the machine: the load average (1/5/15 min) is read before and after",
             "each run; CPU seconds are the run's own (user + system, all its threads and processes). The floor",
             "of `vlgap demo` is the bare forward passes of its four encoders on the demo's own inputs, replayed",
             "in the benchmark's process (docs/benchmarks.md#demo-timings); wall / floor is the cold run's ratio",
-            "to it. Rows measured before the table had these columns say n/a where they lack one; the machine",
+            "to it (in brackets: the same forward passes as timed inside the run, and the ratio to them). Rows measured before the table had these columns say n/a where they lack one; the machine",
             "of those rows is the project's Intel Xeon with AVX-512 and AMX-BF16 (docs/benchmarks.md).", "",
             HEADER, RULE, *[rows[k] for k in sorted(rows, key=lambda k: (k[2], k[0], k[1]))], ""]
     table.parent.mkdir(parents=True, exist_ok=True)

@@ -1,7 +1,13 @@
 """`vlgap demo` (DemoConfig() defaults, bfloat16 text as on the page's CPU) from an empty cache reproduces the numbers its results page
 (docs/results/dynamic-reflections-demo.md) quotes: each quoted string is first found in the page, so an
 edit of the page without a rerun fails here too. Slow: the whole demo (143-151 s on the 2-core machine from
-an empty feature cache on 2026-12-05, SmolLM2 already converted; the conversion adds about 15 s)."""
+an empty feature cache on 2026-12-05, SmolLM2 already converted; the conversion adds about 15 s).
+
+The page was measured on a CPU with AMX-BF16; there every quoted number must come out to the last printed
+digit. Other CPUs compute bfloat16 with other instructions (AVX512-BF16, or emulated), which round the text
+encoders' products differently and move a few of the 1,920 neighbour pairs of a cell: there a score may
+differ by at most 0.002 (4 pairs), an interval's end by 0.003, R^2 by 0.002, and the law's S_inf and beta
+must lie inside this run's own 95 % bootstrap interval (the page says they are not well pinned down)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +25,9 @@ CELLS = [
     ("SmolLM2 from\n    0.101 to 0.181", "mobilenet_v2", "smollm2", 8, 1, 0.101, None),
     ("0.101 to 0.181", "mobilenet_v2", "smollm2", 8, 8, 0.181, None),
 ]
+#: what another CPU's bfloat16 rounding may move (module doc)
+SCORE_TOL, INTERVAL_TOL, R2_TOL = 0.002, 0.003, 0.002
+
 #: (quoted text, vision|text pair, fit parameter, value, decimals)
 FIT = [(r"\(R^2 = 0.999\)", "mobilenet_v2|minilm", "r2", 0.999, 3),  # the page's math is LaTeX (KaTeX)
        (r"\(S_\infty = 0.493\)", "mobilenet_v2|minilm", "S_inf", 0.493, 3),
@@ -43,14 +52,30 @@ def test_demo_numbers_equal_the_results_page(tmp_path, monkeypatch):
     rows = json.loads((tmp_path / "out" / "sweep.json").read_text())["rows"]
     by = {(r["vision"], r["text"], r["n_f"], r["n_c"]): r for r in rows}
     assert len(rows) == 64
+    from vlgap.platform_info import cpu_extensions
+
+    exact = "AMX-BF16" in cpu_extensions()  # the page's kind of CPU (module doc)
     for quoted, v, t, nf, nc, score, ci in CELLS:
         r = by[(v, t, nf, nc)]
-        assert round(r["score"], 3) == score, (quoted, r["score"])
+        if exact:
+            assert round(r["score"], 3) == score, (quoted, r["score"])
+        else:
+            assert abs(r["score"] - score) <= SCORE_TOL, (quoted, r["score"])
         if ci is not None:
-            assert (round(r["ci_lo"], 3), round(r["ci_hi"], 3)) == ci, (quoted, r["ci_lo"], r["ci_hi"])
+            got = (r["ci_lo"], r["ci_hi"])
+            if exact:
+                assert (round(got[0], 3), round(got[1], 3)) == ci, (quoted, got)
+            else:
+                assert max(abs(got[0] - ci[0]), abs(got[1] - ci[1])) <= INTERVAL_TOL, (quoted, got)
         assert r["p_value"] == pytest.approx(1 / 201)  # every cell beats the permutation null
     fits = json.loads((tmp_path / "out" / "scaling.json").read_text())
     for quoted, pair, name, value, decimals in FIT:
         fit = fits[pair]
-        got = fit.get(name, fit.get("params", {}).get(name))
-        assert round(float(_value(got)), decimals) == value, (quoted, got)
+        got = float(_value(fit.get(name, fit.get("params", {}).get(name))))
+        if exact:
+            assert round(got, decimals) == value, (quoted, got)
+        elif name == "r2":
+            assert abs(got - value) <= R2_TOL, (quoted, got)
+        else:
+            lo, hi = fit["param_ci"][name]
+            assert lo <= value <= hi, (quoted, got, (lo, hi))

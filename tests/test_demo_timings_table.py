@@ -31,10 +31,23 @@ def test_kept_rows_have_the_header_columns(tmp_path):
     for line in rows.values():
         assert len(_cells(line)) == n_cols, line
     by = {k: dict(zip(demos.COLUMNS, _cells(v))) for k, v in rows.items()}
-    first = by[("`vlgap demo`", "cold", "2 cores, X")]
+    old = "n/a (not recorded)"
+    first = by[("`vlgap demo`", "cold", "2 cores, X", old)]
     assert first["commit"] == "n/a" and first["floor s"].startswith("n/a") and first["wall s"] == "151"
-    assert by[("`vlgap cape demo`", "cold", "2 cores, X")]["commit"] == "`abc1234`"
-    assert rows[("`vlgap demo`", "cold", "Y (2 cores; AVX2 FMA)")] == current  # a current row kept as it was
+    assert by[("`vlgap cape demo`", "cold", "2 cores, X", old)]["commit"] == "`abc1234`"
+    key = ("`vlgap demo`", "cold", "Y (2 cores; AVX2 FMA)", "vision float32, text float32 (defaults)")
+    assert rows[key] == current  # a current row kept as it was
+
+
+def test_a_run_in_other_formats_on_the_same_machine_keeps_its_own_row(tmp_path):
+    demos = load_demos()
+    line = ("| `vlgap demo` | cold | Y (2 cores; AVX2 FMA) | 190 | 300 | 110 | 1.73 | 2026-12-06 10:00 | 1.0 → 1.1 "
+            "| {} | kept apart | `def5678` | 0 |")
+    table = tmp_path / "table.md"
+    table.write_text("\n".join(["# Demo timings", "", demos.HEADER, demos.RULE,
+                                line.format("vision float32, text bfloat16 (defaults)"),
+                                line.format("vision float32, text float32 (VLGAP_NATIVE_BF16=0)"), ""]))
+    assert len(demos.read_rows(table)) == 2
 
 
 def test_the_committed_table_is_well_formed_and_names_every_machine():
@@ -61,3 +74,9 @@ def test_formats_are_read_from_the_run_folder(tmp_path):
     (tmp_path / "b" / "config.json").write_text(json.dumps({"dtype": "float32"}))
     assert demos.formats_of(tmp_path / "b") == "float32"
     assert demos.formats_of(tmp_path / "none").startswith("n/a")
+    # the resolved formats as vlgap.runs.folder records them win over the configuration's own keys, also
+    # in a run folder one level down (the WSV demo's)
+    (tmp_path / "c" / "run").mkdir(parents=True)
+    (tmp_path / "c" / "run" / "run_config.json").write_text(json.dumps({"config": {
+        "dtype": "auto", "formats": {"lm_dtype": {"dtype": "float32", "asked": "auto", "why": "no native bfloat16"}}}}))
+    assert demos.formats_of(tmp_path / "c") == "lm float32"

@@ -262,6 +262,7 @@ def test_extraction_on_ray_equals_single_process_bitwise(ray_cluster, tiny_datas
             assert np.array_equal(x, y)
 
 
+@pytest.mark.slow  # 13 s (Ray tasks decoding on a wrong frame-count guess): make test-slow
 @pytest.mark.serial  # starts Ray: make test runs it alone
 def test_frames_decoded_on_a_wrong_guess_are_thrown_away(ray_cluster, tiny_dataset, tmp_path, one_thread,
                                                          small_chunks, monkeypatch):

@@ -21,7 +21,7 @@ def test_sniff_names_the_content(tmp_path):
     from safetensors.numpy import save_file
 
     files = {"a.npy": None, "a.npz": None, "a.safetensors": None, "a.pt": None, "p.pkl": pickle.dumps([1]),
-             "g.gz": gzip.compress(b"1 2 3\n"), "t.txt": "\ufeff0.1 0.2\n3 4\n".encode(), "e.bin": b"",
+             "g.gz": gzip.compress(b"1 2 3\n", mtime=0), "t.txt": "\ufeff0.1 0.2\n3 4\n".encode(), "e.bin": b"",
              "u.bin": bytes(range(256))}
     np.save(tmp_path / "a.npy", np.zeros((2, 2)))
     np.savez(tmp_path / "a.npz", x=np.zeros((2, 2)))
@@ -36,7 +36,7 @@ def test_sniff_names_the_content(tmp_path):
 
 
 @pytest.mark.parametrize("content, named", [(b"0.1 0.2\n0.3 0.4\n", "a text file"),
-                                            (gzip.compress(b"0.1 0.2\n"), "a gzip-compressed file"),
+                                            (gzip.compress(b"0.1 0.2\n", mtime=0), "a gzip-compressed file"),
                                             (pickle.dumps(np.zeros((2, 2))), "a Python pickle"),
                                             (b"", "an empty file")])
 def test_a_foreign_file_named_npy_is_named_for_what_it_is(tmp_path, capsys, content, named):

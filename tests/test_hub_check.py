@@ -108,3 +108,42 @@ def test_probe_gives_up_after_its_timeout(monkeypatch):
 
     monkeypatch.setattr(hub.socket, "create_connection", hang)
     assert hub.hub_reachable(timeout=0.2) is False
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("from vlgap.encoders.registry import get_encoder; get_encoder('hf:facebook/dinov2-small')",
+     "encoder 'hf:facebook/dinov2-small': 'facebook/dinov2-small' is not in the Hugging Face cache"),
+    ("from vlgap.encoders.registry import get_encoder; get_encoder('hf-video:MCG-NJU/videomae-base@main')",
+     "encoder 'hf-video:MCG-NJU/videomae-base': 'MCG-NJU/videomae-base' at revision 'main' is not in the"),
+    ("from vlgap.captions.clip_model import load_clip; load_clip('hf:openai/clip-vit-base-patch32')",
+     "CLIP checkpoint 'hf:openai/clip-vit-base-patch32': 'openai/clip-vit-base-patch32' is not in the"),
+])
+def test_a_hub_model_from_nowhere_is_refused_before_torch_loads(call, expected, tmp_path):
+    """The refusal comes before torch and transformers are imported (seconds on a small machine), so a user
+    hears in about a second that the model cannot come: checked in a fresh process, with downloads off."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom vlgap.errors import VlgapError\ntry:\n    " + call + "\nexcept VlgapError as e:\n"
+            "    print(e)\nelse:\n    print('no refusal')\n"
+            "print('torch imported' if 'torch' in sys.modules else 'torch not imported')\n"
+            "print('transformers imported' if 'transformers' in sys.modules else 'transformers not imported')")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf"), "VLGAP_CACHE": str(tmp_path / "c")}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    lines = out.stdout.splitlines()
+    assert out.returncode == 0, out.stderr
+    assert lines[0].startswith(expected) and "downloads are switched off" in lines[0], lines
+    assert lines[1:] == ["torch not imported", "transformers not imported"], lines
+
+
+def test_a_folder_spec_is_left_to_the_loader(tmp_path, monkeypatch):
+    """Folders and path-like spellings never reach the hub check (the loader says what is wrong with them)."""
+    called = []
+    monkeypatch.setattr(hub, "check_hub_model", lambda *a, **k: called.append(a))
+    (tmp_path / "m").mkdir()
+    for spec in (f"hf:{tmp_path / 'm'}", "hf:./nowhere", "hf:a/b/c", "tv:resnet50", f"hf:{tmp_path / 'm'}#vision"):
+        hub.precheck_spec(spec)
+    assert called == []
+    hub.precheck_spec("hf:org/name@v1#text")
+    assert called == [("org/name",)]

@@ -135,6 +135,7 @@ def test_killed_driver_rerun_generates_only_the_missing_captions(ray_cluster, re
     got = generated_latents(parts.generator, parts.encoder, CAPTIONS, seed=SEED, cache_dir=cache, log=lines.append)
     assert np.array_equal(got, want) and not any("generated" in ln for ln in lines), lines
 
+@pytest.mark.slow  # 15-17 s (a Ray worker started and refused): make test-slow
 @pytest.mark.serial  # starts Ray: make test runs it alone
 def test_a_worker_with_other_pipeline_weights_is_refused(ray_cluster, pipe, tmp_path):
     """The driver fingerprints the pipeline folder it loaded; a worker that finds other files under the

@@ -305,9 +305,12 @@ def _files_state(where: str | None) -> tuple | None:
 def _load_hf(where: str, revision: str | None, spec: str):
     """(model, where transformers loads it from, what the result records of it). The processor is
     left for ClipModel.processor to make when a convention needs it."""
+    from vlgap.encoders.hub import precheck_hub_id
+
+    # before torch and transformers are imported (seconds): a hub id that can come from nowhere is refused at once
+    precheck_hub_id(where, revision, what=f"CLIP checkpoint {spec!r}", local_form="--clip hf:FOLDER")
     from vlgap.encoders._common import loading_from_the_hub, model_source
 
-    # before transformers is imported (seconds): a hub id that can come from nowhere is refused at once
     src, folder = model_source(where, f"CLIP spec {spec!r}: folder {where!r} does not exist; give a local folder or "
                                       "a hub id (e.g. hf:openai/clip-vit-base-patch32)", revision=revision,
                                what=f"CLIP checkpoint {spec!r}", local_form="--clip hf:FOLDER")

@@ -103,12 +103,10 @@ def loading_from_the_hub(what: str):
 # pretrained weights: found, or refused in one line (random weights only when asked for)
 
 def offline() -> bool:
-    """True when downloads must not be tried: VLGAP_OFFLINE, HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set to
-    1/true/yes. (timm and transformers honour HF_HUB_OFFLINE themselves; torchvision has no such switch.)"""
-    import os
+    """True when downloads must not be tried (`vlgap.encoders.hub.offline_env`)."""
+    from vlgap.encoders.hub import offline_env
 
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
-               for v in ("VLGAP_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return offline_env()
 
 
 def weights_unavailable(spec: str, looked_in: str, reason: str, *, local_form: str,

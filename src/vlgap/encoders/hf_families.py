@@ -29,10 +29,10 @@ from torch import nn
 from vlgap.encoders._common import dtype_name, loading_from_the_hub, model_source, quiet_transformers, require, versions
 from vlgap.encoders.base import VisionEncoder
 from vlgap.encoders.forward_trace import traced as trace_call
+from vlgap.encoders.hub import TOWERS, parse_hf_spec  # noqa: F401 - the spec grammar, torch-free there
 from vlgap.errors import VlgapError
 from vlgap.runtime import SPREAD, invalid, parse_device, torch_dtype
 
-TOWERS = ("vision", "text")
 POOLINGS = ("auto", "cls", "mean")
 
 
@@ -293,21 +293,6 @@ class HFVisionEncoder(VisionEncoder):
 
 
 # ---------------------------------------------------------------- loading
-def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
-    """'org/name@rev#text' -> (source, revision, tower). A local path is taken whole when it exists."""
-    tower = None
-    head, sep, tail = rest.rpartition("#")
-    if sep and tail in TOWERS:
-        rest, tower = head, tail
-    elif sep and not Path(rest).expanduser().exists():
-        raise VlgapError(f"hf spec {rest!r}: after '#' write 'vision' or 'text' (the tower of a two-tower "
-                         f"checkpoint such as CLIP or SigLIP), not {tail!r}")
-    if "@" in rest and not Path(rest).expanduser().exists():
-        src, revision = rest.split("@", 1)
-        return src, revision or None, tower
-    return rest, None, tower
-
-
 def _where(src: str, revision: str | None = None, name: str | None = None) -> tuple[str, Path | None]:
     return model_source(src, f"model folder {src!r} does not exist; give a local folder or a hub id (org/name)",
                         revision=revision, what=f"encoder {name or 'hf:' + src!r}", local_form="hf:FOLDER")

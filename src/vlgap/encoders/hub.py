@@ -17,12 +17,13 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from pathlib import Path
 from urllib.parse import urlparse
 
 from vlgap.errors import VlgapError
 
 #: how long the hub's host may take to accept a connection before it is called unreachable
-HUB_PROBE_SECONDS = 1.5
+HUB_PROBE_SECONDS = 1.0
 
 _REACHABLE: dict[tuple[str, int], bool] = {}
 
@@ -107,3 +108,57 @@ def check_hub_model(repo_id: str, *, revision: str | None = None, what: str = "m
         return  # reachable: transformers downloads it (or says the repository does not exist)
     raise VlgapError(f"{what}: {repo_id!r}{at} is not in the Hugging Face cache ({constants.HF_HUB_CACHE}) and {why}; "
                      + how_to_get(repo_id, local_form))
+
+
+def offline_env() -> bool:
+    """True when downloads must not be tried: VLGAP_OFFLINE, HF_HUB_OFFLINE or TRANSFORMERS_OFFLINE set to
+    1/true/yes/on. (timm and transformers honour HF_HUB_OFFLINE themselves; torchvision has no such switch.)"""
+    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+               for v in ("VLGAP_OFFLINE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+
+
+HUB_PREFIXES = ("hf:", "hf-video:")
+
+
+#: the towers an `hf:` spec may pick with '#' (two-tower checkpoints such as CLIP or SigLIP)
+TOWERS = ("vision", "text")
+
+
+def parse_hf_spec(rest: str) -> tuple[str, str | None, str | None]:
+    """'org/name@rev#text' -> (source, revision, tower). A local path is taken whole when it exists."""
+    tower = None
+    head, sep, tail = rest.rpartition("#")
+    if sep and tail in TOWERS:
+        rest, tower = head, tail
+    elif sep and not Path(rest).expanduser().exists():
+        raise VlgapError(f"hf spec {rest!r}: after '#' write 'vision' or 'text' (the tower of a two-tower "
+                         f"checkpoint such as CLIP or SigLIP), not {tail!r}")
+    if "@" in rest and not Path(rest).expanduser().exists():
+        src, revision = rest.split("@", 1)
+        return src, revision or None, tower
+    return rest, None, tower
+
+
+def precheck_spec(spec: str) -> None:
+    """Before torch or transformers load: an `hf:` / `hf-video:` encoder spec naming a hub id that is neither
+    cached nor reachable is refused at once, in the words `check_hub_model` uses when the model loads, so the
+    answer comes in about a second instead of after the imports. Folders, other adapters and ids the loader
+    would refuse for other reasons pass through to it."""
+    from pathlib import Path
+
+    prefix = next((p for p in HUB_PREFIXES if spec.startswith(p)), None)
+    if prefix is None:
+        return
+    try:
+        src, revision, _ = parse_hf_spec(spec[len(prefix):])
+    except VlgapError:
+        return  # the loader says what is wrong with the spelling
+    precheck_hub_id(src, revision, what=f"encoder {prefix + src!r}", local_form="hf:FOLDER")
+
+
+def precheck_hub_id(src: str, revision: str | None, *, what: str, local_form: str) -> None:
+    """`check_hub_model` for what may be a hub id, before anything heavy is imported: a folder or a path-like
+    string passes through (the loader says what is wrong with it)."""
+    if not src or src.startswith((".", "/", "~")) or src.count("/") != 1 or Path(src).expanduser().exists():
+        return
+    check_hub_model(src, revision=revision, what=what, offline=offline_env(), local_form=local_form)

@@ -92,7 +92,7 @@ def _file_id(path: str | Path) -> str:
 
 
 def _hf_id(rest: str) -> str:
-    from vlgap.encoders.hf_families import parse_hf_spec
+    from vlgap.encoders.hub import parse_hf_spec
 
     src, revision, _ = parse_hf_spec(rest)
     folder = Path(src).expanduser()

@@ -259,6 +259,10 @@ def get_encoder(name_or_spec: str, device: str = "cpu", dtype: str = "float32", 
     if not isinstance(name_or_spec, str) or not name_or_spec.strip():
         raise _unknown(str(name_or_spec))
     spec = name_or_spec.strip()
+    if not random_weights:  # a hub model that can come from nowhere: said before torch and transformers load
+        from vlgap.encoders.hub import precheck_spec
+
+        precheck_spec(spec)
     from vlgap.runtime import parse_device, resolve_dtype, warn_slow_bfloat16
 
     device = parse_device(device, spread=True)  # fail fast, before any weights load
