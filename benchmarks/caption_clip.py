@@ -35,6 +35,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "helpers"))
 import official_caption_ports as port  # noqa: E402
+from noise_video import write_noise_video  # noqa: E402
 from tiny_clip import learn_merges  # noqa: E402
 
 WORDS = "a the dog cat man woman red blue car street grass plate food horse beach sky night runs sits on with".split()
@@ -66,20 +67,6 @@ def _load() -> str:
         return "/".join(f"{x:.1f}" for x in os.getloadavg())
     except OSError:
         return "n/a"
-
-
-def _write_video(path: Path, codec: str, frames: int, rng) -> None:
-    import av
-
-    with av.open(str(path), "w") as c:
-        s = c.add_stream(codec, rate=10)
-        s.width, s.height, s.pix_fmt = 320, 240, "yuv420p"
-        for _ in range(frames):
-            img = np.repeat(np.repeat(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8), 8, 0), 8, 1)
-            for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                c.mux(p)
-        for p in s.encode():
-            c.mux(p)
 
 
 def _report(name: str, runs: dict[str, tuple[tuple[float, float], tuple[float, float]]]) -> None:
@@ -132,7 +119,7 @@ def main() -> None:
     lines = []
     for v in range(args.videos):
         suffix, codec = containers[v % len(containers)]
-        _write_video(tmp / f"v{v}.{suffix}", codec, args.frames, rng)
+        write_noise_video(tmp / f"v{v}.{suffix}", codec, args.frames, rng)
         lines.append({"id": f"v{v}", "video": f"v{v}.{suffix}", "captions": _captions(rng, 2)})
     manifest = tmp / "videos.jsonl"
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))

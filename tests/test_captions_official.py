@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import official_caption_ports as port
+from noise_video import write_noise_video
 from vlgap.errors import VlgapError
 
 # (image_size, patch, width, layers, aligned, seed): aligned makes every cosine positive; the others
@@ -174,16 +175,7 @@ def write_media(root: Path, seed: int = 0) -> tuple[Path, dict[str, list]]:
     root.mkdir(parents=True, exist_ok=True)
     lines, frames = [], {}
     for n in LENGTHS:
-        path = root / f"v{n}.mp4"
-        with av.open(str(path), "w") as c:
-            s = c.add_stream("mpeg4", rate=10)
-            s.width, s.height, s.pix_fmt = 48, 36, "yuv420p"
-            for _ in range(n):
-                img = np.repeat(np.repeat(rng.integers(0, 256, (9, 12, 3), dtype=np.uint8), 4, 0), 4, 1)
-                for p in s.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):
-                    c.mux(p)
-            for p in s.encode():
-                c.mux(p)
+        path = write_noise_video(root / f"v{n}.mp4", "mpeg4", n, rng, blocks=(9, 12), scale=4)
         with av.open(str(path)) as c:
             frames[f"v{n}"] = [Image.fromarray(f.to_ndarray(format="rgb24")) for f in c.decode(video=0)]
         assert len(frames[f"v{n}"]) == n
